@@ -1,0 +1,3 @@
+"""System checks for Countersign's configuration."""
+
+from __future__ import annotations
