@@ -1,0 +1,170 @@
+"""Look up a provider adapter by name, importing its module (and SDK) only then.
+
+Also the one place that turns transport failures into sanitized
+:class:`~agentcore.providers.base.ProviderError` codes (SEC-06), and the
+``ALLOW_MODEL_REQUESTS`` switch tests turn off so no adapter reaches a real model
+(STYLE 16): with it off, only loopback base URLs are allowed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import ipaddress
+import os
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from agentcore.providers.base import Provider, ProviderError
+
+__all__ = [
+    "ALLOW_MODEL_REQUESTS",
+    "PROVIDERS",
+    "ProviderConfigError",
+    "check_model_request_allowed",
+    "error_for_status",
+    "get_provider",
+]
+
+#: When ``False``, adapters refuse any base URL that is not a loopback address.
+ALLOW_MODEL_REQUESTS: bool = True
+
+
+class ProviderConfigError(ValueError):
+    """A provider cannot be built: unknown name or a missing environment variable."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    module: str
+    cls: str
+    key_env: str | None = None
+    url_env: str | None = None
+
+
+PROVIDERS: Final[dict[str, _Entry]] = {
+    "openai_chat": _Entry(
+        "agentcore.providers.openai_chat",
+        "OpenAIChatProvider",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+    ),
+    "openai_responses": _Entry(
+        "agentcore.providers.openai_responses",
+        "OpenAIResponsesProvider",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+    ),
+    "anthropic": _Entry(
+        "agentcore.providers.anthropic",
+        "AnthropicProvider",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+    ),
+    "gemini": _Entry(
+        "agentcore.providers.gemini",
+        "GeminiProvider",
+        "GEMINI_API_KEY",
+        "GEMINI_BASE_URL",
+    ),
+    "scripted": _Entry("agentcore.providers.scripted", "ScriptedProvider"),
+    "agui_http": _Entry("agentcore.providers.agui_http", "AguiHttpProvider"),
+}
+
+
+def get_provider(
+    name: str,
+    *,
+    model: str,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    **options: Any,
+) -> Provider:
+    """Build the adapter ``name`` for ``model``, importing its module lazily.
+
+    Network adapters get ``api_key`` and ``base_url`` from the arguments or else from
+    ``<VENDOR>_API_KEY`` / ``<VENDOR>_BASE_URL`` (the base URL may stay ``None``: the
+    SDK's default). ``scripted`` and ``agui_http`` are constructed with
+    ``model=``, ``base_url=`` (when given) and ``**options``; each validates its own.
+    Raises :class:`ProviderConfigError` for an unknown name or a missing API key
+    (naming the variable). Implements STYLE 15 (one interface, lazily loaded).
+    """
+    entry = PROVIDERS.get(name)
+    if entry is None:
+        known = ", ".join(sorted(PROVIDERS))
+        raise ProviderConfigError(f"unknown provider {name!r}; expected one of {known}")
+    kwargs: dict[str, Any] = dict(options)
+    if entry.key_env is not None:
+        api_key = api_key or os.environ.get(entry.key_env) or None
+        if api_key is None:
+            raise ProviderConfigError(
+                f"provider {name!r} needs an API key: set {entry.key_env}"
+            )
+        kwargs["api_key"] = api_key
+        kwargs["base_url"] = (
+            base_url
+            or (os.environ.get(entry.url_env, "") if entry.url_env else "")
+            or None
+        )
+    else:
+        if base_url is not None:
+            kwargs["base_url"] = base_url
+        if api_key is not None:
+            kwargs["api_key"] = api_key
+    module = importlib.import_module(entry.module)
+    cls = getattr(module, entry.cls)
+    provider: Provider = cls(model=model, **kwargs)
+    return provider
+
+
+def check_model_request_allowed(base_url: str | None, *, provider: str) -> None:
+    """Raise :class:`ProviderError` (``model_requests_disabled``) when requests are off.
+
+    With :data:`ALLOW_MODEL_REQUESTS` ``False``, only ``base_url`` values whose host is
+    a loopback address (``127.0.0.1``, ``::1``, ``localhost``) pass. Implements STYLE 16.
+    """
+    if ALLOW_MODEL_REQUESTS:
+        return
+    host = urlsplit(base_url or "").hostname or ""
+    if host == "localhost":
+        return
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return
+    except ValueError:
+        pass
+    raise ProviderError(
+        f"{provider}: model requests are disabled (ALLOW_MODEL_REQUESTS is False)",
+        code="model_requests_disabled",
+    )
+
+
+_STATUS_CODES: Final[dict[int, str]] = {
+    400: "bad_request",
+    401: "authentication",
+    403: "authentication",
+    404: "bad_request",
+    408: "timeout",
+    409: "bad_request",
+    413: "bad_request",
+    422: "bad_request",
+    429: "rate_limited",
+}
+
+
+def error_for_status(
+    status: int | None, *, provider: str, during_stream: bool = False
+) -> ProviderError:
+    """Return a sanitized :class:`ProviderError` for an HTTP ``status`` from ``provider``.
+
+    ``None`` means no status (connection failure or an error event inside the
+    stream). The message names the provider and status only: never the key, the
+    URL or the upstream's text. Codes: ``bad_request``, ``authentication``,
+    ``rate_limited``, ``timeout``, ``upstream_unavailable``. Implements SEC-06.
+    """
+    if status is None:
+        code = "upstream_unavailable"
+        where = "the stream failed" if during_stream else "the request failed"
+        return ProviderError(f"{provider}: {where} ({code})", code=code)
+    code = _STATUS_CODES.get(status, "upstream_unavailable")
+    return ProviderError(f"{provider}: HTTP {status} ({code})", code=code)
