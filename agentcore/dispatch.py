@@ -1,0 +1,529 @@
+"""Dispatch a batch of tool calls: resolve, validate, execute, and answer every call.
+
+:func:`dispatch` runs the agent-side calls of one model turn. Consecutive calls to
+read-only tools in ``parallel`` mode run concurrently (asyncio); any other call is a
+barrier and runs alone, in call order. Results come back in call order, one per call,
+whatever happened (LP-02). :func:`execute_call` runs one call; the approval executor
+uses it for an approved application call.
+
+Errors become results with a sanitized type and an actionable message; the full
+detail goes to the ``agentcore.dispatch`` logger, never to the model (SEC-06).
+
+This module never imports Django.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from agentcore.arguments import parse_arguments
+from agentcore.content import (
+    ContentError,
+    limit_content,
+    normalize_content,
+    serialize_structured,
+)
+from agentcore.tools import (
+    ErrorType,
+    Tool,
+    ToolCancelled,
+    ToolContext,
+    ToolError,
+    ToolInputError,
+    ToolOutput,
+    ToolPermissionDenied,
+    Toolset,
+    ToolTimeout,
+    ToolUpstreamUnavailable,
+)
+
+__all__ = [
+    "ErrorType",
+    "ToolCallRequest",
+    "ToolCancelled",
+    "ToolError",
+    "ToolInputError",
+    "ToolPermissionDenied",
+    "ToolResult",
+    "ToolTimeout",
+    "ToolUpstreamUnavailable",
+    "dispatch",
+    "error_content",
+    "execute_call",
+    "sanitize_message",
+]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ToolCallRequest:
+    """One call as the model made it: id, raw name, raw arguments, and whether the turn was cut off."""
+
+    tool_call_id: str
+    name: str
+    arguments: str | dict[str, Any] | None
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """The answer to one call (LP-02, LP-08).
+
+    ``name`` is the name the model used (kept raw); ``resolved_name`` is the declared
+    tool it resolved to. ``content`` is the AG-UI result content (a string or part
+    dicts); on failure it is compact JSON ``{"error": type, "detail": message}``.
+    ``error`` is the sanitized type (``None`` on success), ``message`` the actionable
+    sentence. ``started_at``/``finished_at`` are ``time.monotonic()`` seconds.
+    ``params`` are the validated params when validation passed. Implements RT-07.
+    """
+
+    tool_call_id: str
+    name: str
+    content: str | list[dict[str, Any]]
+    error: str | None
+    message: str | None
+    details: dict[str, Any] | None
+    end_turn: bool
+    repair: str | None
+    started_at: float
+    finished_at: float
+    resolved_name: str | None = None
+    params: dict[str, Any] | None = None
+    events: tuple[Any, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """Return whether the call succeeded."""
+        return self.error is None
+
+
+# --- sanitizing (SEC-06) ----------------------------------------------------------
+
+_SECRET_PATTERNS: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
+    # URLs carrying credentials (postgres://user:pass@host/db, redis://:pw@host).
+    (
+        re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s/@'\"]*@[^\s'\"]*"),
+        "[redacted url]",
+    ),
+    # Any URL to a private/loopback host.
+    (
+        re.compile(
+            r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://(?:localhost|127\.|10\.|192\.168\.|"
+            r"172\.(?:1[6-9]|2\d|3[01])\.|169\.254\.)[^\s'\"]*"
+        ),
+        "[redacted url]",
+    ),
+    # Access tokens and keys.
+    (re.compile(r"\b(?:sk|pk|rk)[-_][A-Za-z0-9_\-]{8,}"), "[redacted token]"),
+    (
+        re.compile(
+            r"\b(?:ghp|gho|ghs|ghu|github_pat|xox[abprs])[-_][A-Za-z0-9_\-]{8,}"
+        ),
+        "[redacted token]",
+    ),
+    (re.compile(r"\bAKIA[0-9A-Z]{16}\b"), "[redacted token]"),
+    (
+        re.compile(r"\beyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]*"),
+        "[redacted token]",
+    ),
+    (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/\-]+=*"), "Bearer [redacted token]"),
+    (
+        re.compile(
+            r"(?i)\b(password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key)"
+            r"(\s*[=:]\s*)[^\s,;'\"]+"
+        ),
+        r"\1\2[redacted]",
+    ),
+    # Private, loopback and link-local addresses (with an optional port).
+    (
+        re.compile(
+            r"\b(?:10\.\d{1,3}|127\.\d{1,3}|192\.168|169\.254|172\.(?:1[6-9]|2\d|3[01]))"
+            r"\.\d{1,3}\.\d{1,3}(?::\d+)?\b"
+        ),
+        "[internal address]",
+    ),
+    (re.compile(r"(?i)\blocalhost(?::\d+)?\b"), "[internal address]"),
+    (
+        re.compile(r"(?i)(?<![\w:])(?:fd[0-9a-f]{2}|fe80|::1)(?::[0-9a-f]{0,4}){1,7}"),
+        "[internal address]",
+    ),
+)
+_MAX_MESSAGE_CHARS: Final = 500
+
+
+def sanitize_message(text: str) -> str:
+    """Return ``text`` without credentials, tokens, internal addresses or tracebacks.
+
+    Keeps only the first line before any ``Traceback`` and caps it at 500
+    characters. Implements SEC-06.
+    """
+    text = text.split("Traceback (most recent call last)", 1)[0]
+    for pattern, replacement in _SECRET_PATTERNS:
+        text = pattern.sub(replacement, text)
+    text = " ".join(text.split())
+    if len(text) > _MAX_MESSAGE_CHARS:
+        text = text[: _MAX_MESSAGE_CHARS - 1] + "…"
+    return text
+
+
+def error_content(error: str, detail: str) -> str:
+    """Return the result content for a failed call: ``{"error":...,"detail":...}`` compact JSON. Implements TC-11, SEC-06."""
+    return serialize_structured({"error": error, "detail": detail})
+
+
+def _generic_message(kind: ErrorType, tool: Tool) -> str:
+    """Return the message for an exception that carried no safe message of its own."""
+    name = tool.name
+    return {
+        "permission_denied": (
+            f"The caller is not allowed to use {name}. Do not retry; tell the user "
+            "the action needs a permission they lack."
+        ),
+        "upstream_unavailable": (
+            f"{name} could not reach a service it depends on (a transient failure). "
+            "Retry later, or tell the user the service is unavailable."
+        ),
+        "timeout": (
+            f"{name} did not finish within {tool.timeout:g} seconds and was stopped. "
+            "Retry with a narrower request, or tell the user it timed out."
+        ),
+        "invalid_arguments": (
+            f"{name} rejected the arguments. Check them against the tool's "
+            "parameters and call it again."
+        ),
+        "cancelled": f"{name} was cancelled before it finished; nothing more will run.",
+    }.get(
+        kind,
+        f"{name} failed with an internal error. Do not repeat the same call "
+        "unchanged; try other arguments or tell the user the tool failed.",
+    )
+
+
+def _classify(error: BaseException, tool: Tool) -> tuple[ErrorType, str]:
+    """Map an exception raised by a tool to ``(sanitized type, safe message)``. Implements SEC-06."""
+    if isinstance(error, ToolError):
+        kind = error.error_type
+        text = sanitize_message(str(error))
+        return kind, text or _generic_message(kind, tool)
+    if isinstance(error, PermissionError):
+        kind: ErrorType = "permission_denied"
+    elif isinstance(error, TimeoutError):
+        kind = "timeout"
+    elif isinstance(error, ConnectionError):
+        kind = "upstream_unavailable"
+    else:
+        kind = "tool_error"
+    return kind, _generic_message(kind, tool)
+
+
+# --- one call ----------------------------------------------------------------------
+
+
+def _failure(
+    call: ToolCallRequest,
+    *,
+    kind: str,
+    message: str,
+    started_at: float,
+    tool: Tool | None = None,
+    repair: str | None = None,
+    params: dict[str, Any] | None = None,
+) -> ToolResult:
+    """Return an error result for ``call``. Implements LP-08, SEC-06."""
+    return ToolResult(
+        tool_call_id=call.tool_call_id,
+        name=call.name,
+        content=error_content(kind, message),
+        error=kind,
+        message=message,
+        details=None,
+        end_turn=False,
+        repair=repair,
+        started_at=started_at,
+        finished_at=time.monotonic(),
+        resolved_name=tool.name if tool is not None else None,
+        params=params,
+    )
+
+
+def _permission_denied(tool: Tool, context: ToolContext) -> bool:
+    """Return whether ``context.user`` is known and lacks ``tool.permission`` (duck-typed ``has_perm``)."""
+    if tool.permission is None or context.user is None:
+        return False
+    has_perm = getattr(context.user, "has_perm", None)
+    return callable(has_perm) and not has_perm(tool.permission)
+
+
+async def _invoke(tool: Tool, params: dict[str, Any], context: ToolContext) -> Any:
+    """Call ``tool.execute``: a coroutine function directly, a sync one in a worker thread."""
+    execute = tool.execute
+    if inspect.iscoroutinefunction(execute) or inspect.iscoroutinefunction(
+        getattr(execute, "__call__", None)  # noqa: B004 - async callable objects
+    ):
+        return await execute(params, context)
+    result = await asyncio.to_thread(execute, params, context)
+    if inspect.isawaitable(result):
+        return await result
+    return result
+
+
+async def _run_with_limits(
+    tool: Tool,
+    params: dict[str, Any],
+    context: ToolContext,
+    cancel: asyncio.Event | None,
+) -> tuple[str, Any]:
+    """Run the tool under its timeout and the run's cancel signal.
+
+    Returns ``("ok", value)``, ``("error", exception)``, ``("timeout", None)`` or
+    ``("cancelled", None)``. A timed-out or cancelled async tool is cancelled (it
+    sees :class:`asyncio.CancelledError`); a sync tool is signalled through
+    ``context.cancel`` and abandoned to finish in its thread. Implements LP-05.
+    """
+    if context.cancel is None:
+        context.cancel = asyncio.Event()
+    task = asyncio.ensure_future(_invoke(tool, params, context))
+    waiters: set[asyncio.Future[Any]] = {task}
+    cancel_wait: asyncio.Future[Any] | None = None
+    if cancel is not None:
+        cancel_wait = asyncio.ensure_future(cancel.wait())
+        waiters.add(cancel_wait)
+    try:
+        done, _ = await asyncio.wait(
+            waiters, timeout=tool.timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+    except asyncio.CancelledError:
+        task.cancel()
+        context.cancel.set()
+        raise
+    finally:
+        if cancel_wait is not None and not cancel_wait.done():
+            cancel_wait.cancel()
+    if task in done:
+        if task.cancelled():
+            return "cancelled", None
+        error = task.exception()
+        return ("error", error) if error is not None else ("ok", task.result())
+    outcome = (
+        "cancelled" if cancel_wait is not None and cancel_wait in done else "timeout"
+    )
+    context.cancel.set()
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        # Let an async tool run its cancellation handlers; a thread is not waited for.
+        await asyncio.wait({task}, timeout=1.0)
+    return outcome, None
+
+
+async def execute_call(
+    call: ToolCallRequest,
+    *,
+    tool: Tool | None,
+    toolset: Toolset,
+    context: ToolContext,
+    cancel: asyncio.Event | None = None,
+) -> ToolResult:
+    """Validate and execute one call, returning its result; never raises for tool failures.
+
+    ``tool`` is the already-resolved tool, or ``None`` to resolve ``call.name`` in
+    ``toolset`` (an unknown name yields an ``unknown_tool`` result listing the
+    available tools). Arguments are parsed and validated (a truncated turn is never
+    executed); a ``deny`` policy and a user lacking ``tool.permission`` are refused;
+    the tool runs under its ``timeout``; its result is normalized to AG-UI content
+    and capped at ``max_result_bytes``. Approval is the caller's business: this
+    function executes ``require_approval`` calls it is given.
+    Implements RT-05, RT-06, RT-07, LP-01, LP-05, LP-08, SEC-04, SEC-05, SEC-06.
+    """
+    started = time.monotonic()
+    if tool is None:
+        tool = toolset.resolve(call.name)
+    if tool is None:
+        return _failure(
+            call,
+            kind="unknown_tool",
+            message=toolset.unknown_tool_message(call.name),
+            started_at=started,
+        )
+    return await _execute_resolved(call, tool, context, cancel, started, gate=False)
+
+
+async def _execute_resolved(
+    call: ToolCallRequest,
+    tool: Tool,
+    context: ToolContext,
+    cancel: asyncio.Event | None,
+    started: float,
+    *,
+    gate: bool,
+) -> ToolResult:
+    """Execute ``call`` on ``tool``; with ``gate``, refuse calls that need approval."""
+    parsed = parse_arguments(call.arguments, tool=tool, truncated=call.truncated)
+    if not parsed.ok or parsed.params is None:
+        return _failure(
+            call,
+            kind=parsed.error_type or "invalid_arguments",
+            message=parsed.error or "invalid arguments",
+            started_at=started,
+            tool=tool,
+        )
+    params = parsed.params
+    common = {
+        "started_at": started,
+        "tool": tool,
+        "repair": parsed.repair,
+        "params": params,
+    }
+    policy = tool.policy_for(params)
+    if policy == "deny":
+        return _failure(
+            call,
+            kind="permission_denied",
+            message=f"{tool.name} is not allowed by policy. Do not retry; tell the user.",
+            **common,
+        )
+    if gate and (tool.runs_on == "application" or policy == "require_approval"):
+        return _failure(
+            call,
+            kind="permission_denied",
+            message=(
+                f"{tool.name} needs approval by a person and was not executed here; "
+                "wait for the approval or tell the user."
+            ),
+            **common,
+        )
+    if _permission_denied(tool, context):
+        return _failure(
+            call,
+            kind="permission_denied",
+            message=_generic_message("permission_denied", tool),
+            **common,
+        )
+    if cancel is not None and cancel.is_set():
+        return _failure(
+            call,
+            kind="cancelled",
+            message=_generic_message("cancelled", tool),
+            **common,
+        )
+    outcome, value = await _run_with_limits(tool, params, context, cancel)
+    if outcome != "ok":
+        if outcome == "error":
+            kind, message = _classify(value, tool)
+            logger.error(
+                "tool %r failed (call %s, run %s): %s",
+                tool.name,
+                call.tool_call_id,
+                context.run_id,
+                kind,
+                exc_info=(type(value), value, value.__traceback__),
+            )
+        else:
+            kind = "timeout" if outcome == "timeout" else "cancelled"
+            message = _generic_message(kind, tool)
+            logger.warning(
+                "tool %r %s (call %s, run %s, timeout %ss)",
+                tool.name,
+                outcome,
+                call.tool_call_id,
+                context.run_id,
+                tool.timeout,
+            )
+        return _failure(call, kind=kind, message=message, **common)
+    try:
+        output = value if isinstance(value, ToolOutput) else ToolOutput(content=value)
+        content = normalize_content(output.content)
+    except ContentError as error:
+        logger.error("tool %r returned unusable content: %s", tool.name, error)
+        return _failure(
+            call,
+            kind="tool_error",
+            message=_generic_message("tool_error", tool),
+            **common,
+        )
+    bounded = limit_content(content, tool.max_result_bytes)
+    details = dict(output.details) if output.details is not None else None
+    if bounded.truncated_bytes:
+        details = {**(details or {}), "truncated_bytes": bounded.truncated_bytes}
+    return ToolResult(
+        tool_call_id=call.tool_call_id,
+        name=call.name,
+        content=bounded.content,
+        error=None,
+        message=None,
+        details=details,
+        end_turn=output.end_turn,
+        repair=parsed.repair,
+        started_at=started,
+        finished_at=time.monotonic(),
+        resolved_name=tool.name,
+        params=params,
+        events=tuple(output.events),
+    )
+
+
+# --- a batch ------------------------------------------------------------------------
+
+
+def _concurrent(tool: Tool | None) -> bool:
+    """Return whether a call may overlap its neighbours: unknown, or parallel and read-only (LP-03)."""
+    return tool is None or (tool.execution_mode == "parallel" and tool.is_read_only)
+
+
+async def dispatch(
+    calls: Sequence[ToolCallRequest],
+    *,
+    toolset: Toolset,
+    context_factory: Callable[[ToolCallRequest], ToolContext],
+    cancel: asyncio.Event | None = None,
+) -> list[ToolResult]:
+    """Execute one turn's agent-side calls and return one result per call, in call order.
+
+    Consecutive calls to ``parallel`` read-only tools (and unknown names, which only
+    produce an error) run concurrently; every other call runs alone, after the calls
+    before it finished. Calls to ``application`` tools or needing approval are not
+    executed here (a ``permission_denied`` result says so): route them to the
+    approval queue before calling this. When ``cancel`` is set, running calls are
+    cancelled and later ones answered ``cancelled``.
+    Implements RT-07, LP-02, LP-03, LP-05, LP-08.
+    """
+    resolved = [toolset.resolve(call.name) for call in calls]
+    results: list[ToolResult | None] = [None] * len(calls)
+
+    async def run(index: int) -> None:
+        call = calls[index]
+        tool = resolved[index]
+        started = time.monotonic()
+        if tool is None:
+            results[index] = _failure(
+                call,
+                kind="unknown_tool",
+                message=toolset.unknown_tool_message(call.name),
+                started_at=started,
+            )
+            return
+        results[index] = await _execute_resolved(
+            call, tool, context_factory(call), cancel, started, gate=True
+        )
+
+    index = 0
+    while index < len(calls):
+        if not _concurrent(resolved[index]):
+            await run(index)
+            index += 1
+            continue
+        group = [index]
+        index += 1
+        while index < len(calls) and _concurrent(resolved[index]):
+            group.append(index)
+            index += 1
+        await asyncio.gather(*(run(i) for i in group))
+    return [r for r in results if r is not None]
