@@ -2,4 +2,10 @@
 
 from __future__ import annotations
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from threads.consumers import ThreadEventsConsumer
+
+websocket_urlpatterns = [
+    path("ws/threads/<str:thread_id>/", ThreadEventsConsumer.as_asgi()),
+]

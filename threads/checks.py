@@ -1,3 +1,82 @@
-"""System checks for Countersign's configuration."""
+"""System checks for Countersign's configuration, with stable ids (STYLE.md 18)."""
 
 from __future__ import annotations
+
+import os
+from typing import Any
+
+from django.conf import settings
+from django.core import checks
+from django.utils.module_loading import import_string
+
+from threads.agent_config import KEY_ENV, PROVIDERS
+
+
+@checks.register()
+def check_agents(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Check ``COUNTERSIGN_AGENTS``: known providers, keys present, toolsets importable."""
+    errors: list[checks.CheckMessage] = []
+    agents = getattr(settings, "COUNTERSIGN_AGENTS", None)
+    if not isinstance(agents, dict) or not agents:
+        return [
+            checks.Error(
+                "COUNTERSIGN_AGENTS is missing or empty",
+                hint="Define at least one agent, e.g. the default 'demo' agent.",
+                id="threads.E001",
+            )
+        ]
+    for name, config in agents.items():
+        provider = config.get("provider")
+        if provider not in PROVIDERS:
+            errors.append(
+                checks.Error(
+                    f"COUNTERSIGN_AGENTS[{name!r}]['provider'] is {provider!r}",
+                    hint=f"Use one of {', '.join(PROVIDERS)}.",
+                    id="threads.E001",
+                )
+            )
+            continue
+        key = KEY_ENV.get(provider)
+        if key and not os.environ.get(key):
+            errors.append(
+                checks.Error(
+                    f"COUNTERSIGN_AGENTS[{name!r}] uses {provider!r} but {key} is not set",
+                    hint=f"Export {key} in the environment of the web and worker processes.",
+                    id="threads.E002",
+                )
+            )
+        if provider == "agui_http" and not config.get("url"):
+            errors.append(
+                checks.Error(
+                    f"COUNTERSIGN_AGENTS[{name!r}] uses 'agui_http' without 'url'",
+                    hint="Set 'url' to the remote agent's AG-UI endpoint.",
+                    id="threads.E001",
+                )
+            )
+        for path in config.get("toolsets", ()):
+            try:
+                import_string(path)
+            except ImportError as error:
+                errors.append(
+                    checks.Error(
+                        f"COUNTERSIGN_AGENTS[{name!r}]['toolsets'] names {path!r}, "
+                        f"which does not import: {error}",
+                        hint="Give the dotted path of a tuple or list of tools.",
+                        id="threads.E003",
+                    )
+                )
+    return errors
+
+
+@checks.register()
+def check_channel_layer(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Check that a channel layer is configured."""
+    if "default" not in getattr(settings, "CHANNEL_LAYERS", {}):
+        return [
+            checks.Error(
+                "CHANNEL_LAYERS['default'] is missing",
+                hint="Set REDIS_URL or use the embedded default (in-memory layer).",
+                id="threads.E004",
+            )
+        ]
+    return []

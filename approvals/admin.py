@@ -1,0 +1,295 @@
+"""The approval queue in the Django admin (DC-03).
+
+Pending requests are listed with the tool, the arguments pretty-printed with their
+schema verdict, the thread, the requester, the age and a destructive badge.
+Approve and reject are actions (single and bulk, with a reason) and an
+edit-then-approve form; all of them call :func:`approvals.services.approval_decide`
+and require ``approvals.decide_approvalrequest``. Decided requests are read-only;
+the audit trail is append-only.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.timesince import timesince
+
+from approvals.exceptions import ApprovalError
+from approvals.models import ApprovalRequest, AuditEntry, ToolExecution
+from approvals.services import DECIDE_PERMISSION, approval_decide
+
+
+def _pretty(value: Any) -> str:
+    return format_html(
+        '<pre class="cs-args">{}</pre>', json.dumps(value, indent=2, ensure_ascii=False)
+    )
+
+
+class DecisionForm(forms.Form):
+    """The reason (and, for edit-then-approve, the edited arguments) of a decision."""
+
+    reason = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    edited_arguments = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 8, "cols": 80}),
+        help_text="JSON object; leave empty to approve the arguments as proposed.",
+    )
+
+    def clean_edited_arguments(self) -> Any:
+        raw = self.cleaned_data.get("edited_arguments", "").strip()
+        if not raw:
+            return None
+        try:
+            value = json.loads(raw)
+        except ValueError as error:
+            raise forms.ValidationError(f"not valid JSON: {error}") from error
+        if not isinstance(value, dict):
+            raise forms.ValidationError("edited arguments must be a JSON object")
+        return value
+
+
+def _decide_many(
+    request: HttpRequest, queryset: QuerySet[ApprovalRequest], decision: str, reason: str
+) -> None:
+    done = 0
+    for approval in queryset:
+        try:
+            approval_decide(
+                approval=approval, decided_by=request.user, decision=decision, reason=reason
+            )
+            done += 1
+        except ApprovalError as error:
+            messages.error(request, f"{approval}: {error}")
+    if done:
+        verb = "approved" if decision == "approve" else "rejected"
+        messages.success(request, f"{done} call(s) {verb}.")
+
+
+@admin.register(ApprovalRequest)
+class ApprovalRequestAdmin(admin.ModelAdmin):
+    list_display = (
+        "tool_badge",
+        "arguments_pretty",
+        "schema_verdict",
+        "thread_link",
+        "requested_by",
+        "age",
+        "expires_at",
+        "status",
+        "decided_by",
+    )
+    list_filter = ("status", "tool_name", "is_destructive")
+    search_fields = ("tool_name", "thread__thread_id", "tool_call__tool_call_id")
+    actions = ["approve_selected", "reject_selected"]
+    readonly_fields = (
+        "tool_name",
+        "tool_call",
+        "thread",
+        "run",
+        "status",
+        "is_destructive",
+        "requested_by",
+        "requested_at",
+        "expires_at",
+        "decided_by",
+        "decided_at",
+        "reason",
+        "proposed_pretty",
+        "edited_pretty",
+        "approved_arguments_hash",
+        "schema_valid",
+        "schema_errors",
+    )
+    exclude = ("proposed_arguments", "edited_arguments")
+    change_form_template = "admin/approvals/approvalrequest/change_form.html"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ApprovalRequest]:
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("thread", "requested_by", "decided_by", "tool_call")
+        )
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Fields are read-only; "change" only opens the decision form.
+        return request.user.has_perm(DECIDE_PERMISSION) or request.user.has_perm(
+            "approvals.view_approvalrequest"
+        )
+
+    def has_decide_permission(self, request: HttpRequest) -> bool:
+        """Return whether the user may decide (``approvals.decide_approvalrequest``)."""
+        return request.user.has_perm(DECIDE_PERMISSION)
+
+    @admin.display(description="tool", ordering="tool_name")
+    def tool_badge(self, obj: ApprovalRequest) -> str:
+        if obj.is_destructive:
+            return format_html(
+                '{} <span class="cs-badge cs-destructive" title="destructive">destructive</span>',
+                obj.tool_name,
+            )
+        return obj.tool_name
+
+    @admin.display(description="arguments")
+    def arguments_pretty(self, obj: ApprovalRequest) -> str:
+        if obj.edited:
+            return format_html(
+                "<strong>edited</strong>{}<details><summary>proposed</summary>{}</details>",
+                _pretty(obj.edited_arguments),
+                _pretty(obj.proposed_arguments),
+            )
+        return _pretty(obj.proposed_arguments)
+
+    @admin.display(description="proposed arguments")
+    def proposed_pretty(self, obj: ApprovalRequest) -> str:
+        return _pretty(obj.proposed_arguments)
+
+    @admin.display(description="edited arguments")
+    def edited_pretty(self, obj: ApprovalRequest) -> str:
+        return _pretty(obj.edited_arguments) if obj.edited else "—"
+
+    @admin.display(description="schema", boolean=False)
+    def schema_verdict(self, obj: ApprovalRequest) -> str:
+        return "valid" if obj.schema_valid else f"invalid: {obj.schema_errors}"
+
+    @admin.display(description="thread")
+    def thread_link(self, obj: ApprovalRequest) -> str:
+        url = reverse("admin:threads_thread_change", args=[obj.thread_id])
+        return format_html('<a href="{}">{}</a>', url, obj.thread)
+
+    @admin.display(description="age")
+    def age(self, obj: ApprovalRequest) -> str:
+        return timesince(obj.requested_at, timezone.now())
+
+    @admin.action(permissions=["decide"], description="Approve selected calls")
+    def approve_selected(self, request: HttpRequest, queryset: QuerySet[ApprovalRequest]) -> Any:
+        return self._confirm(request, queryset, "approve")
+
+    @admin.action(permissions=["decide"], description="Reject selected calls (reason required)")
+    def reject_selected(self, request: HttpRequest, queryset: QuerySet[ApprovalRequest]) -> Any:
+        return self._confirm(request, queryset, "reject")
+
+    def _confirm(
+        self, request: HttpRequest, queryset: QuerySet[ApprovalRequest], decision: str
+    ) -> Any:
+        if not self.has_decide_permission(request):
+            raise PermissionDenied
+        if "confirm" in request.POST:
+            form = DecisionForm(request.POST)
+            if form.is_valid():
+                _decide_many(request, queryset, decision, form.cleaned_data["reason"])
+                return None
+        else:
+            form = DecisionForm()
+        return TemplateResponse(
+            request,
+            "admin/approvals/approvalrequest/confirm_decision.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": f"{decision.title()} {queryset.count()} call(s)",
+                "queryset": queryset,
+                "decision": decision,
+                "form": form,
+                "action": f"{decision}_selected",
+                "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+                "opts": self.model._meta,
+            },
+        )
+
+    def get_urls(self) -> list[Any]:
+        return [
+            path(
+                "<int:pk>/decide/",
+                self.admin_site.admin_view(self.decide_view),
+                name="approvals_approvalrequest_decide",
+            ),
+            *super().get_urls(),
+        ]
+
+    def decide_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """Approve, edit-then-approve or reject one request (POST only)."""
+        approval = get_object_or_404(ApprovalRequest, pk=pk)
+        change_url = reverse("admin:approvals_approvalrequest_change", args=[pk])
+        if request.method != "POST":
+            return HttpResponseRedirect(change_url)
+        if not self.has_decide_permission(request):
+            raise PermissionDenied
+        form = DecisionForm(request.POST)
+        decision = request.POST.get("decision")
+        if decision not in ("approve", "reject") or not form.is_valid():
+            messages.error(request, f"invalid decision: {form.errors.as_text() or decision!r}")
+            return HttpResponseRedirect(change_url)
+        try:
+            approval_decide(
+                approval=approval,
+                decided_by=request.user,
+                decision=decision,
+                reason=form.cleaned_data["reason"],
+                edited_arguments=form.cleaned_data["edited_arguments"],
+            )
+            messages.success(request, f"{approval.tool_name}: {decision}d.")
+        except ApprovalError as error:
+            messages.error(request, str(error))
+        return HttpResponseRedirect(change_url)
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None
+    ) -> HttpResponse:
+        approval = self.get_object(request, object_id)
+        extra = {
+            **(extra_context or {}),
+            "can_decide": self.has_decide_permission(request)
+            and approval is not None
+            and approval.status == ApprovalRequest.Status.PENDING,
+            "decision_form": DecisionForm(
+                initial={
+                    "edited_arguments": json.dumps(
+                        approval.proposed_arguments if approval else {}, indent=2
+                    )
+                }
+            ),
+            "decide_url": reverse("admin:approvals_approvalrequest_decide", args=[object_id]),
+        }
+        return super().change_view(request, object_id, form_url, extra)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Refuse add, change and delete."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(ToolExecution)
+class ToolExecutionAdmin(ReadOnlyAdmin):
+    list_display = ("tool_call", "state", "authorized_by", "attempts", "error", "started_at")
+    list_filter = ("state", "authorized_by")
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "actor_label", "action", "target_type", "target_id", "hash")
+    list_filter = ("action",)
+    search_fields = ("target_id", "actor_label")

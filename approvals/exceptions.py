@@ -1,0 +1,47 @@
+"""Domain errors of the approval workflow, each with a stable ``code`` and HTTP status."""
+
+from __future__ import annotations
+
+from threads.exceptions import ThreadsError
+
+
+class ApprovalError(ThreadsError):
+    """Base class of approval errors."""
+
+    code = "approval_error"
+    status = 400
+
+
+class ApprovalPermissionDenied(ApprovalError):
+    """The user lacks ``approvals.decide_approvalrequest``."""
+
+    code = "permission_denied"
+    status = 403
+
+
+class ApprovalAlreadyDecided(ApprovalError):
+    """The request was already decided differently (or expired, or was cancelled)."""
+
+    code = "already_decided"
+    status = 409
+
+
+class ApprovalExpired(ApprovalError):
+    """The request expired before the decision arrived; it was answered as expired."""
+
+    code = "expired"
+    status = 409
+
+
+class InvalidEditedArguments(ApprovalError):
+    """Edited arguments do not validate against the tool's schema."""
+
+    code = "invalid_arguments"
+    status = 400
+
+
+class ReasonRequired(ApprovalError):
+    """A rejection needs a reason."""
+
+    code = "reason_required"
+    status = 400

@@ -1,0 +1,177 @@
+"""The approval queue, tool executions and the append-only audit trail.
+
+Invariants backed by the database: one approval request per tool call; one
+execution record per tool call (claimed before any side effect, BC32); audit
+entries chained by hash and never updated. Implements DC-03, DC-04, SEC-02.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+from threads.models import Run, Thread, ToolCall
+
+
+def arguments_hash(arguments: Any) -> str:
+    """Return the SHA-256 hex digest of ``arguments`` in canonical JSON form."""
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+class ApprovalRequest(models.Model):
+    """An operator's decision on one pending application tool call."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "pending"
+        APPROVED = "approved", "approved"
+        REJECTED = "rejected", "rejected"
+        EXPIRED = "expired", "expired"
+        CANCELLED = "cancelled", "cancelled"
+
+    tool_call = models.OneToOneField(ToolCall, on_delete=models.CASCADE, related_name="approval")
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="approvals")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")
+    tool_name = models.CharField(max_length=200)
+    is_destructive = models.BooleanField(default=False)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    requested_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    reason = models.TextField(blank=True, default="")
+    #: The arguments as the model proposed them; never overwritten.
+    proposed_arguments = models.JSONField()
+    #: The arguments an operator edited before approving, or null.
+    edited_arguments = models.JSONField(null=True, blank=True)
+    #: SHA-256 of the exact arguments approved (see :func:`arguments_hash`).
+    approved_arguments_hash = models.CharField(max_length=64, blank=True, default="")
+    schema_valid = models.BooleanField(default=True)
+    schema_errors = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["requested_at", "id"]
+        permissions = [("decide_approvalrequest", "Can approve or reject tool calls")]
+        indexes = [models.Index(fields=["status", "expires_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} ({self.status})"
+
+    @property
+    def edited(self) -> bool:
+        """Whether an operator changed the arguments before approving."""
+        return self.edited_arguments is not None
+
+    @property
+    def approved_arguments(self) -> Any:
+        """The arguments that were approved: the edited ones if any, else the proposed."""
+        return self.edited_arguments if self.edited else self.proposed_arguments
+
+
+class ToolExecution(models.Model):
+    """The execution record of one application tool call, claimed before the side effect.
+
+    ``reserved`` is written and committed before the tool runs; ``succeeded`` or
+    ``failed`` after it. A record found ``reserved`` by a later delivery means a
+    worker died mid-execution: an idempotent tool is run again with the same
+    idempotency key, any other becomes ``outcome_unknown`` for an operator.
+    Implements DC-04, LP-07, BC32.
+    """
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RESERVED = "reserved", "running"
+        SUCCEEDED = "succeeded", "succeeded"
+        FAILED = "failed", "failed"
+        OUTCOME_UNKNOWN = "outcome_unknown", "outcome unknown"
+        RESOLVED = "resolved", "resolved by an operator"
+
+    tool_call = models.OneToOneField(ToolCall, on_delete=models.CASCADE, related_name="execution")
+    state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
+    #: ``approval`` (an operator approved) or ``policy`` (the tool's policy is auto).
+    authorized_by = models.CharField(max_length=20)
+    arguments = models.JSONField()
+    arguments_hash = models.CharField(max_length=64)
+    idempotency_key = models.CharField(max_length=300, unique=True)
+    attempts = models.PositiveIntegerField(default=0)
+    error = models.CharField(max_length=100, blank=True, default="")
+    details = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.tool_call} {self.state}"
+
+
+class AuditChainHead(models.Model):
+    """A single row holding the last audit hash; locked to append in order."""
+
+    last_hash = models.CharField(max_length=64, default="0" * 64)
+
+
+class AuditEntry(models.Model):
+    """An append-only audit record; ``hash`` covers the record and ``prev_hash``.
+
+    Changing or deleting any entry breaks the chain, which
+    ``approvals.services.audit_verify`` detects.
+    """
+
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    actor_label = models.CharField(max_length=200, blank=True, default="")
+    action = models.CharField(max_length=100)
+    target_type = models.CharField(max_length=100)
+    target_id = models.CharField(max_length=200)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    prev_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64, unique=True)
+
+    class Meta:
+        ordering = ["id"]
+        verbose_name_plural = "audit entries"
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.target_type}:{self.target_id}"
+
+    def compute_hash(self) -> str:
+        """Return the hash of this entry's content chained to ``prev_hash``."""
+        body = {
+            "actor": self.actor_label,
+            "action": self.action,
+            "target_type": self.target_type,
+            "target_id": self.target_id,
+            "before": self.before,
+            "after": self.after,
+            "created_at": self.created_at.isoformat(),
+            "prev_hash": self.prev_hash,
+        }
+        return arguments_hash(body)
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None:
+            raise ValueError("audit entries are append-only; create a new entry instead")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        raise ValueError("audit entries are append-only and cannot be deleted")

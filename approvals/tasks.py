@@ -1,0 +1,26 @@
+"""Celery tasks of the approval workflow: thin shells around services."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+
+@shared_task(
+    name="approvals.tasks.execute_tool_call",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    ignore_result=True,
+)
+def execute_tool_call(*, tool_call_pk: int) -> None:
+    """Execute approved call ``tool_call_pk`` exactly once (``tool_call_execute``)."""
+    from approvals.services import tool_call_execute
+
+    tool_call_execute(tool_call_pk=tool_call_pk)
+
+
+@shared_task(name="approvals.tasks.expire_approvals", ignore_result=True)
+def expire_approvals() -> int:
+    """Expire pending approval requests past their deadline (run by Celery beat)."""
+    from approvals.services import approvals_expire
+
+    return approvals_expire()

@@ -1,0 +1,205 @@
+"""AG-UI over HTTP: ``POST /agui/<agent>/`` and ``GET /agui/threads/<threadId>/events``.
+
+``POST`` takes one ``RunAgentInput`` (parsed with the official models), merges its
+messages into the persisted thread, starts the run and answers ``200
+text/event-stream`` with one ``data:`` frame per event, ending with the run's
+``RUN_FINISHED`` or ``RUN_ERROR``. Input rejected before the run is an HTTP error
+with a JSON body naming the problem (AGUI-1.0.md §2.5). ``GET`` follows a thread's
+log across runs, resuming after ``?after=<seq>`` or ``Last-Event-ID``.
+Authentication: ``Authorization: Token <key>`` (no CSRF token needed) or a
+session (CSRF checked).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import IntegrityError, transaction
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.middleware.csrf import CsrfViewMiddleware
+from django.views.decorators.csrf import csrf_exempt
+from pydantic import ValidationError
+
+from agentcore.events import RunAgentInput
+from threads.exceptions import RunConflict, ThreadsError
+from threads.models import Message, Run, Thread
+from threads.sse import follow_log
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def error_response(status: int, type_: str, detail: str, **extra: Any) -> JsonResponse:
+    """Return the project's 4xx body: ``{"type", "detail", ...}``."""
+    return JsonResponse({"type": type_, "detail": detail, **extra}, status=status)
+
+
+def _authenticate(request: HttpRequest) -> tuple[Any, str | None]:
+    """Return ``(user, failure)``: token auth first, then session auth with CSRF."""
+    header = request.headers.get("Authorization", "")
+    if header:
+        parts = header.split()
+        if len(parts) != 2 or parts[0] not in ("Token", "Bearer"):
+            return None, "Authorization header must be 'Token <key>'"
+        from rest_framework.authtoken.models import Token
+
+        token = Token.objects.select_related("user").filter(key=parts[1]).first()
+        if token is None or not token.user.is_active:
+            return None, "invalid token"
+        return token.user, None
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return None, "authentication required: send 'Authorization: Token <key>' or log in"
+    if request.method == "POST":
+        rejected = CsrfViewMiddleware(lambda r: HttpResponse()).process_view(
+            request, lambda r: None, (), {}
+        )
+        if rejected is not None:
+            return None, "CSRF check failed: send the X-CSRFToken header, or use token auth"
+    return user, None
+
+
+def _validation_fields(error: ValidationError) -> dict[str, str]:
+    return {
+        ".".join(str(p) for p in item["loc"]) or "body": item["msg"] for item in error.errors()
+    }
+
+
+def _start_run(*, user: Any, agent: str, run_input: RunAgentInput) -> tuple[Thread, Run, int]:
+    """Merge ``run_input`` into its thread and create the run; return thread, run, start seq."""
+    from threads.agent_config import agent_settings
+    from threads.execution import enqueue
+    from threads.selectors import thread_visible_to
+    from threads.services import message_create_from_agui, thread_check_can_start_run
+
+    agent_settings(agent)
+    with transaction.atomic():
+        thread = Thread.objects.select_for_update().filter(thread_id=run_input.thread_id).first()
+        if thread is None:
+            thread = Thread.objects.create(
+                thread_id=run_input.thread_id, owner=user, agent=agent
+            )
+            thread = Thread.objects.select_for_update().get(pk=thread.pk)
+        elif not thread_visible_to(user=user).filter(pk=thread.pk).exists():
+            raise ThreadNotFound(f"thread {run_input.thread_id!r} was not found")
+        if thread.runs.filter(run_id=run_input.run_id).exists():
+            raise RunConflict(
+                f"runId {run_input.run_id!r} was already used on this thread; "
+                "send a new runId for every run"
+            )
+        known = set(thread.messages.values_list("message_id", flat=True))
+        for message in run_input.messages:
+            data = message.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if data.get("id") in known or data.get("role") not in Message.Role.values:
+                continue
+            if data["role"] == Message.Role.TOOL:
+                _check_client_tool_answer(thread=thread, data=data)
+            message_create_from_agui(thread=thread, data=data, run=None, position=thread.next_seq)
+            known.add(data["id"])
+        thread_check_can_start_run(thread=thread)
+        latest = thread.runs.order_by("-created_at", "-id").first()
+        run = Run.objects.create(
+            thread=thread,
+            run_id=run_input.run_id,
+            agent=agent,
+            parent_run=latest,
+            status=Run.Status.QUEUED,
+        )
+        enqueue("threads.tasks.run_agent", run_pk=run.pk)
+        start = thread.next_seq - 1
+    return thread, run, start
+
+
+def _check_client_tool_answer(*, thread: Thread, data: dict[str, Any]) -> None:
+    """Refuse a client's tool message for a call that an operator must decide (SEC-02)."""
+    from threads.models import ToolCall
+
+    call = ToolCall.objects.filter(thread=thread, tool_call_id=data.get("toolCallId")).first()
+    if call is None:
+        raise ThreadsError(
+            f"tool message {data.get('id')!r} answers toolCallId {data.get('toolCallId')!r}, "
+            "which this thread never made"
+        )
+    if call.state in (ToolCall.State.AWAITING_APPROVAL, ToolCall.State.APPROVED,
+                      ToolCall.State.EXECUTING):
+        raise RunConflict(
+            f"tool call {call.tool_call_id!r} is {call.get_state_display()} in the approval "
+            "queue; Countersign answers it once an operator decides"
+        )
+
+
+class ThreadNotFound(ThreadsError):
+    """The thread does not exist or is not visible to the user (answered as 404)."""
+
+    code = "not_found"
+    status = 404
+
+
+@csrf_exempt
+async def agui_run(request: HttpRequest, agent: str) -> HttpResponse:
+    """Start a run of ``agent`` from a ``RunAgentInput`` and stream its events as SSE."""
+    if request.method != "POST":
+        return error_response(405, "method_not_allowed", "POST a RunAgentInput JSON object")
+    user, failure = await sync_to_async(_authenticate)(request)
+    if failure:
+        return error_response(401 if "CSRF" not in failure else 403, "not_authenticated", failure)
+    try:
+        body = json.loads(request.body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as error:
+        return error_response(400, "invalid_json", f"the body is not JSON: {error}")
+    if not isinstance(body, dict):
+        return error_response(400, "invalid_input", "the body must be one RunAgentInput object")
+    try:
+        run_input = RunAgentInput.model_validate(body)
+    except ValidationError as error:
+        fields = _validation_fields(error)
+        return error_response(
+            400,
+            "invalid_input",
+            "RunAgentInput is malformed: " + "; ".join(f"{k}: {v}" for k, v in fields.items()),
+            fields=fields,
+        )
+    try:
+        thread, run, start = await sync_to_async(_start_run)(
+            user=user, agent=agent, run_input=run_input
+        )
+    except ThreadsError as error:
+        return error_response(error.status, error.code, str(error))
+    except IntegrityError as error:
+        return error_response(409, "conflict", f"the input conflicts with stored history: {error}")
+    response = StreamingHttpResponse(
+        follow_log(thread=thread, after=start, run=run), content_type="text/event-stream"
+    )
+    for key, value in SSE_HEADERS.items():
+        response[key] = value
+    return response
+
+
+async def agui_thread_events(request: HttpRequest, thread_id: str) -> HttpResponse:
+    """Follow ``thread_id``'s event log as SSE from ``?after=<seq>`` or ``Last-Event-ID``."""
+    user, failure = await sync_to_async(_authenticate)(request)
+    if failure:
+        return error_response(401, "not_authenticated", failure)
+    raw = request.GET.get("after") or request.headers.get("Last-Event-ID") or "0"
+    try:
+        after = int(raw)
+        if after < 0:
+            raise ValueError
+    except ValueError:
+        return error_response(400, "invalid_after", f"after must be a sequence number >= 0, not {raw!r}")
+
+    def visible() -> Thread | None:
+        from threads.selectors import thread_visible_to
+
+        return thread_visible_to(user=user).filter(thread_id=thread_id).first()
+
+    thread = await sync_to_async(visible)()
+    if thread is None:
+        return error_response(404, "not_found", f"thread {thread_id!r} was not found")
+    response = StreamingHttpResponse(
+        follow_log(thread=thread, after=after), content_type="text/event-stream"
+    )
+    for key, value in SSE_HEADERS.items():
+        response[key] = value
+    return response

@@ -1,0 +1,42 @@
+"""Countersign's Django-side settings, read lazily with documented defaults.
+
+``settings.COUNTERSIGN`` overrides any key of :data:`DEFAULTS`. Read values through
+``countersign_settings.NAME`` at call time, never at import time (STYLE.md 17).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from django.conf import settings
+
+DEFAULTS: Final[dict[str, Any]] = {
+    # Coalescing of TOOL_CALL_ARGS / TEXT_MESSAGE_CONTENT deltas before they are
+    # written: whichever comes first, milliseconds since the first buffered event
+    # or bytes of buffered deltas.
+    "COALESCE_MS": 50,
+    "COALESCE_BYTES": 4096,
+    # Agent loop limits (LP-06).
+    "MAX_ITERATIONS": 10,
+    "RUN_DEADLINE_SECONDS": 300.0,
+    # Approval requests expire after this many seconds unless the tool sets its own.
+    "APPROVAL_TIMEOUT_SECONDS": 24 * 3600,
+    # Worker pool size for the embedded (no Redis) mode.
+    "EMBEDDED_WORKERS": 4,
+    # How often a WebSocket consumer re-reads the log when no doorbell rang (s).
+    "SOCKET_POLL_SECONDS": 1.0,
+    # Keep-alive comment interval on SSE streams (s).
+    "SSE_KEEPALIVE_SECONDS": 10.0,
+}
+
+
+class _CountersignSettings:
+    """Attribute access to ``settings.COUNTERSIGN`` with :data:`DEFAULTS` as fallback."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in DEFAULTS:
+            raise AttributeError(f"unknown Countersign setting {name!r}")
+        return getattr(settings, "COUNTERSIGN", {}).get(name, DEFAULTS[name])
+
+
+countersign_settings = _CountersignSettings()

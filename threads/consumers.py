@@ -1,0 +1,139 @@
+"""WebSocket consumers: a thread's event stream, and the approval queue's changes.
+
+``ws/threads/<threadId>/?after=<seq>`` sends the log rows after ``seq`` from the
+database, then live ones, each carrying its ``seq``, with no gap and no duplicate
+at the seam: the consumer joins the group before reading the log, drops anything
+at or below the last ``seq`` it sent, and re-reads the log when it sees a gap or
+when no doorbell rang for a while (the channel layer is at-most-once; the log is
+the truth). Close codes: 4401 not authenticated, 4404 thread unknown or not
+visible to the user. Implements DC-02.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from threads.conf import countersign_settings
+from threads.realtime import register_server_loop
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404
+CLOSE_BAD_REQUEST = 4400
+BATCH = 500
+
+
+@database_sync_to_async
+def _visible_thread(user: Any, thread_id: str) -> Any:
+    from threads.selectors import thread_visible_to
+
+    return thread_visible_to(user=user).filter(thread_id=thread_id).first()
+
+
+@database_sync_to_async
+def _events_after(thread: Any, after: int) -> list[dict[str, Any]]:
+    from threads.selectors import thread_events_after
+
+    return [e.as_wire() for e in thread_events_after(thread=thread, after=after, limit=BATCH)]
+
+
+def _query_int(scope: dict[str, Any], name: str, default: int = 0) -> int | None:
+    values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get(name)
+    if not values:
+        return default
+    try:
+        value = int(values[0])
+    except ValueError:
+        return None
+    return value if value >= 0 else None
+
+
+class ThreadEventsConsumer(AsyncJsonWebsocketConsumer):
+    """Stream one thread's AG-UI events to an operator's browser, resumable by ``seq``.
+
+    Client messages: ``{"type": "resync", "after": <seq>}`` asks for everything
+    after ``seq`` again (after a gap the client noticed).
+    """
+
+    async def connect(self) -> None:
+        register_server_loop(asyncio.get_running_loop())
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        thread_id = self.scope["url_route"]["kwargs"]["thread_id"]
+        self.thread = await _visible_thread(user, thread_id)
+        if self.thread is None:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        after = _query_int(self.scope, "after")
+        if after is None:
+            await self.close(code=CLOSE_BAD_REQUEST)
+            return
+        self.last_seq = after
+        self.lock = asyncio.Lock()
+        from threads.services import thread_group_name
+
+        self.group = thread_group_name(self.thread.pk)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        await self.catch_up()
+        self.poller = asyncio.create_task(self.poll())
+
+    async def disconnect(self, code: int) -> None:
+        poller = getattr(self, "poller", None)
+        if poller is not None:
+            poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await poller
+        group = getattr(self, "group", None)
+        if group is not None:
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if isinstance(content, dict) and content.get("type") == "resync":
+            after = content.get("after")
+            if isinstance(after, int) and after >= 0:
+                async with self.lock:
+                    self.last_seq = min(self.last_seq, after)
+                await self.catch_up()
+
+    async def catch_up(self) -> None:
+        """Send every log row after ``last_seq``, in order."""
+        async with self.lock:
+            while True:
+                rows = await _events_after(self.thread, self.last_seq)
+                for row in rows:
+                    await self.send_json(row)
+                    self.last_seq = row["seq"]
+                if len(rows) < BATCH:
+                    return
+
+    async def poll(self) -> None:
+        """Re-read the log periodically, so a lost doorbell costs latency, not events."""
+        interval = float(countersign_settings.SOCKET_POLL_SECONDS)
+        while True:
+            await asyncio.sleep(interval)
+            await self.catch_up()
+
+    async def thread_events(self, message: dict[str, Any]) -> None:
+        """Handle a doorbell carrying freshly committed events."""
+        events = message.get("events", [])
+        async with self.lock:
+            gap = False
+            for event in events:
+                seq = event.get("seq", 0)
+                if seq <= self.last_seq:
+                    continue
+                if seq != self.last_seq + 1:
+                    gap = True
+                    break
+                await self.send_json(event)
+                self.last_seq = seq
+        if gap:
+            await self.catch_up()

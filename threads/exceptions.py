@@ -1,0 +1,35 @@
+"""Domain errors of the threads app, each with a stable ``code``.
+
+The REST layer maps them to HTTP in one exception handler; messages name the bad
+value and say what to do (STYLE.md 20).
+"""
+
+from __future__ import annotations
+
+
+class ThreadsError(Exception):
+    """Base class; ``code`` is stable and machine-readable, ``status`` the HTTP status."""
+
+    code = "threads_error"
+    status = 400
+
+
+class RunConflict(ThreadsError):
+    """A run is active on the thread, or calls are pending; nothing was started."""
+
+    code = "run_conflict"
+    status = 409
+
+
+class RunNotCancellable(ThreadsError):
+    """The run already ended."""
+
+    code = "run_not_cancellable"
+    status = 409
+
+
+class UnknownAgent(ThreadsError):
+    """The agent name is not configured in ``COUNTERSIGN_AGENTS``."""
+
+    code = "unknown_agent"
+    status = 404

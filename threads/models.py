@@ -1,0 +1,221 @@
+"""Threads, messages, runs, tool calls and the per-thread event log.
+
+Every invariant in DESIGN.md that concerns these rows is a database constraint:
+``toolCallId`` and ``messageId`` unique per thread, at most one tool message per
+``toolCallId`` per thread, ``runId`` never reused on a thread, ``(thread, seq)``
+unique, and at most one continuation run per run. Implements DC-01.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+def new_public_id() -> str:
+    """Return a new opaque public id (a UUID4 string)."""
+    return str(uuid.uuid4())
+
+
+class Thread(models.Model):
+    """A conversation between a user and an agent; ``thread_id`` is AG-UI's ``threadId``."""
+
+    thread_id = models.CharField(max_length=200, unique=True, default=new_public_id)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        related_name="agent_threads",
+        null=True,
+        blank=True,
+    )
+    title = models.CharField(max_length=300, blank=True, default="")
+    agent = models.CharField(max_length=100, default="demo")
+    state = models.JSONField(default=dict, blank=True)
+    #: The next event sequence number to allocate; read and bumped under a row lock.
+    next_seq = models.PositiveBigIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    archived_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+
+    def __str__(self) -> str:
+        return self.title or self.thread_id
+
+
+class Run(models.Model):
+    """One AG-UI run on a thread; ``run_id`` is AG-UI's ``runId``."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        AWAITING_TOOLS = "awaiting_tools", "waiting for tool results"
+        FINISHED = "finished", "finished"
+        ERROR = "error", "error"
+        CANCELLED = "cancelled", "cancelled"
+
+    class Outcome(models.TextChoices):
+        SUCCESS = "success", "success"
+        INTERRUPT = "interrupt", "interrupt"
+        CANCELLED = "cancelled", "cancelled"
+
+    ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING)
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="runs")
+    run_id = models.CharField(max_length=200, default=new_public_id)
+    parent_run = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    #: The run whose pending calls this run continues; unique, so a run gets at
+    #: most one continuation.
+    continues = models.OneToOneField(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="continuation",
+    )
+    agent = models.CharField(max_length=100, default="demo")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    outcome = models.CharField(max_length=20, choices=Outcome.choices, blank=True, default="")
+    pending_tool_call_ids = models.JSONField(default=list, blank=True)
+    input = models.JSONField(default=dict, blank=True)
+    usage = models.JSONField(null=True, blank=True)
+    error_code = models.CharField(max_length=100, blank=True, default="")
+    error_message = models.TextField(blank=True, default="")
+    cancel_requested = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["thread", "run_id"], name="uniq_run_id_per_thread"),
+        ]
+
+    def __str__(self) -> str:
+        return self.run_id
+
+
+class Message(models.Model):
+    """One AG-UI message; ``message_id`` is AG-UI's message ``id``."""
+
+    class Role(models.TextChoices):
+        USER = "user", "user"
+        ASSISTANT = "assistant", "assistant"
+        SYSTEM = "system", "system"
+        DEVELOPER = "developer", "developer"
+        TOOL = "tool", "tool"
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="messages")
+    message_id = models.CharField(max_length=200, default=new_public_id)
+    role = models.CharField(max_length=20, choices=Role.choices)
+    #: A string, or an ordered list of AG-UI content parts (TC-10).
+    content = models.JSONField(default=str, blank=True)
+    name = models.CharField(max_length=200, blank=True, default="")
+    tool_call_id = models.CharField(max_length=200, null=True, blank=True)
+    error = models.TextField(null=True, blank=True)
+    run = models.ForeignKey(
+        Run, on_delete=models.SET_NULL, null=True, blank=True, related_name="messages"
+    )
+    position = models.PositiveBigIntegerField(default=0)
+    metadata = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["position", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["thread", "message_id"], name="uniq_message_id_per_thread"
+            ),
+            models.UniqueConstraint(
+                fields=["thread", "tool_call_id"],
+                condition=Q(role="tool"),
+                name="uniq_tool_message_per_call",
+            ),
+            models.CheckConstraint(
+                condition=~Q(role="tool") | Q(tool_call_id__isnull=False),
+                name="tool_message_has_tool_call_id",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.role} {self.message_id}"
+
+
+class ToolCall(models.Model):
+    """One tool call; ``tool_call_id`` is AG-UI's ``toolCallId``.
+
+    ``arguments_text`` is the argument text exactly as streamed (TC-03);
+    ``arguments`` is its JSON parse, or ``None`` when it does not parse.
+    """
+
+    class State(models.TextChoices):
+        STREAMING = "streaming", "streaming"
+        COMPLETE = "complete", "complete"
+        PENDING = "pending", "pending"
+        AWAITING_APPROVAL = "awaiting_approval", "pending approval"
+        APPROVED = "approved", "approved"
+        EXECUTING = "executing", "running"
+        SUCCEEDED = "succeeded", "done"
+        FAILED = "failed", "failed"
+        DECLINED = "declined", "declined"
+        EXPIRED = "expired", "expired"
+        CANCELLED = "cancelled", "cancelled"
+        OUTCOME_UNKNOWN = "outcome_unknown", "outcome unknown"
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="tool_calls")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls")
+    tool_call_id = models.CharField(max_length=200)
+    parent_message_id = models.CharField(max_length=200, blank=True, default="")
+    name = models.CharField(max_length=200)
+    arguments_text = models.TextField(blank=True, default="")
+    arguments = models.JSONField(null=True, blank=True)
+    state = models.CharField(max_length=30, choices=State.choices, default=State.STREAMING)
+    position = models.PositiveIntegerField(default=0)
+    metadata = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["run_id", "position", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["thread", "tool_call_id"], name="uniq_tool_call_per_thread"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.tool_call_id}"
+
+
+class Event(models.Model):
+    """One AG-UI event in a thread's log; ``seq`` is gapless per thread, from 1."""
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="events")
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, null=True, blank=True, related_name="events"
+    )
+    seq = models.PositiveBigIntegerField()
+    type = models.CharField(max_length=40)
+    payload = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["thread_id", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["thread", "seq"], name="uniq_event_seq_per_thread"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.seq} {self.type}"
+
+    def as_wire(self) -> dict[str, Any]:
+        """Return the event as sent to browsers: the AG-UI payload plus ``seq``."""
+        return {"seq": self.seq, **self.payload}

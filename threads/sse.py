@@ -1,0 +1,95 @@
+"""The one place that frames AG-UI events for Server-Sent Events (STYLE.md 12).
+
+Frames come from the official :class:`ag_ui.encoder.EventEncoder` (``data: <json>``,
+LF line endings); the log's ``seq`` goes on an ``id:`` line, which AG-UI consumers
+ignore and ``EventSource`` uses for ``Last-Event-ID``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from agentcore.events import EventEncoder, event_from_dict
+from threads.conf import countersign_settings
+
+logger = logging.getLogger(__name__)
+
+_encoder = EventEncoder()
+KEEPALIVE = ": keep-alive\n\n"
+
+
+def sse_frame(payload: dict[str, Any], *, seq: int | None = None) -> str:
+    """Return one SSE frame for the AG-UI event ``payload`` (a stored log payload)."""
+    frame = _encoder.encode(event_from_dict(payload))
+    return f"id: {seq}\n{frame}" if seq is not None else frame
+
+
+async def follow_log(
+    *,
+    thread: Any,
+    after: int,
+    run: Any | None = None,
+    keepalive: float | None = None,
+) -> AsyncIterator[str]:
+    """Yield SSE frames for ``thread``'s log rows after ``after``, following live.
+
+    With ``run``, only that run's events are sent and the stream ends after its
+    terminal event (``RUN_FINISHED`` or ``RUN_ERROR``); without it the stream
+    follows the thread across runs until the client goes away. A keep-alive
+    comment is sent every ``keepalive`` seconds of silence. The channel layer only
+    wakes the loop up; every frame is read from the database.
+    """
+    from channels.layers import get_channel_layer
+
+    from threads.realtime import register_server_loop
+    from threads.selectors import thread_events_after
+    from threads.services import thread_group_name
+
+    register_server_loop(asyncio.get_running_loop())
+    interval = keepalive if keepalive is not None else countersign_settings.SSE_KEEPALIVE_SECONDS
+    poll = float(countersign_settings.SOCKET_POLL_SECONDS)
+    layer = get_channel_layer()
+    channel = await layer.new_channel() if layer is not None else None
+    group = thread_group_name(thread.pk)
+    if channel is not None:
+        await layer.group_add(group, channel)
+    read = sync_to_async(thread_events_after, thread_sensitive=True)
+    last = after
+    silent_for = 0.0
+    try:
+        while True:
+            rows = await read(thread=thread, after=last, limit=500)
+            for row in rows:
+                last = row.seq
+                if run is not None and row.run_id != run.pk:
+                    continue
+                yield sse_frame(row.payload, seq=row.seq)
+                silent_for = 0.0
+                if run is not None and row.type in ("RUN_FINISHED", "RUN_ERROR"):
+                    return
+            if len(rows) == 500:
+                continue
+            wait = min(poll, interval)
+            if channel is not None:
+                try:
+                    await asyncio.wait_for(layer.receive(channel), timeout=wait)
+                    continue
+                except TimeoutError:
+                    pass
+            else:
+                await asyncio.sleep(wait)
+            silent_for += wait
+            if silent_for >= interval:
+                silent_for = 0.0
+                yield KEEPALIVE
+    finally:
+        if channel is not None:
+            try:
+                await layer.group_discard(group, channel)
+            except Exception:  # noqa: BLE001
+                logger.debug("group_discard failed", exc_info=True)

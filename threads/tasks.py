@@ -1,0 +1,22 @@
+"""Celery tasks of the threads app: thin shells around services (STYLE.md 6)."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+
+@shared_task(
+    name="threads.tasks.run_agent",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    ignore_result=True,
+)
+def run_agent(*, run_pk: int) -> None:
+    """Execute run ``run_pk`` and record its events (see ``threads.services.run_execute``).
+
+    A redelivered message finds the run claimed and finishes it with an error
+    instead of running the agent twice.
+    """
+    from threads.services import run_execute
+
+    run_execute(run_pk=run_pk)
