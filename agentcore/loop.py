@@ -1,0 +1,741 @@
+"""The built-in agent loop: model turn → tool calls → dispatch → results, within limits.
+
+:class:`LoopAgent` runs one :class:`RunAgentInput` against a model
+:class:`~agentcore.providers.base.Provider` and yields AG-UI events as they happen:
+
+- each model turn streams as one assistant message (``TEXT_MESSAGE_*``, fresh id) and
+  its tool calls (``TOOL_CALL_START`` with ``parentMessageId`` = that message,
+  ``TOOL_CALL_ARGS``, and ``TOOL_CALL_END`` once the provider's turn has ended, so a
+  late argument fragment still lands before the END);
+- the turn's stop reason drives the loop (LP-09): with tool calls, the agent-side
+  ones are validated and executed by :func:`agentcore.dispatch.dispatch` and answered
+  in-stream with ``TOOL_CALL_RESULT``; calls of tools the application advertised in
+  ``RunAgentInput.tools`` are never answered (FT-02) and end the run with the success
+  outcome listing them in ``pendingToolCallIds`` (FT-03, FT-04, FT-08); a call naming
+  no offered tool is answered with an error result listing the tools (SEC-04, SEC-05);
+  with no tool calls the run is done;
+- a turn cut off by the output-token limit (``max_tokens``) or stopped by a content
+  filter never executes its calls: agent-side ones get an error result, application
+  ones are left pending with ``metadata={"truncated": True}`` on their END;
+- the number of model turns, the overall time and cancellation are bounded (LP-06):
+  a limit or a provider failure ends the run with ``RUN_ERROR`` and cancellation with
+  the cancelled outcome, always after closing whatever is open (ER-01).
+
+Token usage reported by the provider is summed over the turns onto the terminal event.
+This module never imports Django nor a provider SDK.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import suppress
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeVar
+
+from pydantic import ValidationError
+
+from agentcore.agents import (
+    Agent,
+    new_id,
+    run_cancelled,
+    run_error,
+    run_finished,
+    run_started,
+)
+from agentcore.dispatch import ToolCallRequest, ToolResult, dispatch, error_content
+from agentcore.events import (
+    AssistantMessage,
+    BaseEvent,
+    FunctionCall,
+    RunAgentInput,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    TokenUsage,
+    ToolCall,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+    ToolMessage,
+    event_from_dict,
+)
+from agentcore.history import unique_call_id
+from agentcore.providers.base import (
+    ModelRequest,
+    Provider,
+    ProviderError,
+    StopReason,
+    TextDelta,
+    ToolCallBegin,
+    ToolCallDelta,
+    ToolSpec,
+    TurnEnd,
+    Usage,
+)
+from agentcore.tools import SEARCH_TOOLS_NAME, ToolContext, Toolset, selected_tools
+
+__all__ = ["EMPTY_ARGUMENTS", "LoopAgent"]
+
+logger = logging.getLogger(__name__)
+
+#: Argument text streamed for a call whose provider sent no argument fragment.
+EMPTY_ARGUMENTS: Final = "{}"
+
+_EMPTY_SCHEMA: Final[dict[str, Any]] = {"type": "object", "properties": {}}
+
+#: Stop reasons whose tool calls are never executed: (error type, actionable message).
+_NOT_EXECUTED: Final[dict[str, tuple[str, str]]] = {
+    "max_tokens": (
+        "arguments_truncated",
+        "The call to {name!r} was not executed: your output was cut off by the "
+        "output-token limit before its arguments were complete. Call it again with "
+        "shorter arguments, or make fewer calls per step.",
+    ),
+    "content_filter": (
+        "content_filtered",
+        "The call to {name!r} was not executed: the provider's content filter "
+        "stopped your output. Rephrase the request without the filtered content.",
+    ),
+}
+
+#: Event types a tool's presentation events may have (RT-02); others are dropped.
+_PRESENTATION_TYPES: Final = frozenset(
+    {
+        "CUSTOM",
+        "RAW",
+        "STATE_SNAPSHOT",
+        "STATE_DELTA",
+        "ACTIVITY_SNAPSHOT",
+        "ACTIVITY_DELTA",
+    }
+)
+
+_T = TypeVar("_T")
+_END: Final = object()
+
+
+class _Cancelled(Exception):
+    """The run's cancel event was set (internal control flow)."""
+
+
+class _LimitReached(Exception):
+    """A run limit was hit; ``code`` is the RUN_ERROR code (internal control flow)."""
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class _Call:
+    """One tool call of the current turn, as streamed so far."""
+
+    provider_id: str
+    tool_call_id: str
+    name: str
+    deltas: list[str] = field(default_factory=list)
+
+    @property
+    def arguments(self) -> str:
+        """Return the joined argument text."""
+        return "".join(self.deltas)
+
+
+class LoopAgent(Agent):
+    """The built-in agent: a tool-calling loop over one model provider.
+
+    ``toolset`` holds the agent's own tools (answered in-stream) and may hold
+    application tools (``runs_on="application"``), which are offered only when the
+    run input advertises them. ``max_iterations`` bounds the model turns per run,
+    ``deadline_seconds`` the run's wall-clock time; ``max_output_tokens`` is passed to
+    the provider. ``context_extras`` is copied into every :class:`ToolContext`'s
+    ``extras``; its ``"user"`` entry, when present, becomes the context's ``user``.
+
+    Raises :class:`ValueError` when a limit is not positive. Implements LP-06, LP-09,
+    RT-07, FT-02, FT-03, FT-04, FT-08, ER-01.
+    """
+
+    def __init__(
+        self,
+        provider: Provider,
+        *,
+        toolset: Toolset,
+        model: str,
+        system_prompt: str = "",
+        max_iterations: int = 10,
+        deadline_seconds: float = 300.0,
+        max_output_tokens: int | None = None,
+        context_extras: dict[str, Any] | None = None,
+    ) -> None:
+        """Configure the loop; see the class docstring."""
+        if max_iterations < 1:
+            raise ValueError(
+                f"max_iterations must be at least 1, got {max_iterations!r}"
+            )
+        if not deadline_seconds > 0:
+            raise ValueError(
+                f"deadline_seconds must be a positive number, got {deadline_seconds!r}"
+            )
+        if max_output_tokens is not None and max_output_tokens < 1:
+            raise ValueError(
+                f"max_output_tokens must be positive or None, got {max_output_tokens!r}"
+            )
+        self.provider = provider
+        self.toolset = toolset
+        self.model = model
+        self.system_prompt = system_prompt
+        self.max_iterations = max_iterations
+        self.deadline_seconds = deadline_seconds
+        self.max_output_tokens = max_output_tokens
+        self.context_extras: dict[str, Any] = dict(context_extras or {})
+
+    async def run(
+        self, run_input: RunAgentInput, *, cancel: asyncio.Event | None = None
+    ) -> AsyncIterator[BaseEvent]:
+        """Yield the AG-UI events of one run of ``run_input``; see the module docstring.
+
+        Starts with ``RUN_STARTED`` and ends with exactly one ``RUN_FINISHED`` (success,
+        possibly with ``pendingToolCallIds``, or cancelled) or ``RUN_ERROR`` (``code``
+        ``max_iterations``, ``deadline_exceeded``, a :class:`ProviderError` code, or
+        ``internal_error``). Raises nothing. Implements LP-06, LP-09, ER-01.
+        """
+        execution = _Execution(self, run_input, cancel)
+        async for event in execution.events():
+            yield event
+
+
+class _Execution:
+    """The state of one run of a :class:`LoopAgent`."""
+
+    def __init__(
+        self, agent: LoopAgent, run_input: RunAgentInput, cancel: asyncio.Event | None
+    ) -> None:
+        self.agent = agent
+        self.input = run_input
+        self.cancel = cancel
+        self.advertised: dict[str, Any] = {}
+        for tool in run_input.tools or ():
+            self.advertised.setdefault(tool.name, tool)
+        self.seen_ids: set[str] = _ids_in(run_input.messages)
+        self.produced: list[Any] = []
+        self.selected_deferred: set[str] = set()
+        self.usage: dict[str, int] = {}
+        self.usage_source: tuple[str, str] = ("", "")
+        self.turns = 0
+        # Open items, closed by _close_open on an abnormal end.
+        self.open_text: str | None = None
+        self.open_calls: list[_Call] = []
+        self.deadline = 0.0
+        self.cancel_waiter: asyncio.Future[Any] | None = None
+
+    # -- the run ----------------------------------------------------------------------
+
+    async def events(self) -> AsyncIterator[BaseEvent]:
+        """Yield the run's events, turning every failure into a terminal event."""
+        loop = asyncio.get_running_loop()
+        self.deadline = loop.time() + self.agent.deadline_seconds
+        if self.cancel is not None:
+            self.cancel_waiter = asyncio.ensure_future(self.cancel.wait())
+        yield run_started(self.input)
+        try:
+            async for event in self._loop():
+                yield event
+        except _Cancelled:
+            for event in self._close_open():
+                yield event
+            yield run_cancelled(self.input, usage=self._usage())
+        except _LimitReached as limit:
+            for event in self._close_open():
+                yield event
+            yield run_error(str(limit), code=limit.code, usage=self._usage())
+        except ProviderError as error:
+            for event in self._close_open():
+                yield event
+            yield run_error(
+                _provider_message(error), code=error.code, usage=self._usage()
+            )
+        except Exception:
+            logger.exception(
+                "agent loop failed in thread %r run %r",
+                self.input.thread_id,
+                self.input.run_id,
+            )
+            for event in self._close_open():
+                yield event
+            yield run_error(
+                "The agent failed unexpectedly; the error was logged. Try the run again.",
+                code="internal_error",
+                usage=self._usage(),
+            )
+        finally:
+            if self.cancel_waiter is not None:
+                self.cancel_waiter.cancel()
+
+    async def _loop(self) -> AsyncIterator[BaseEvent]:
+        """Run model turns until the model stops calling tools or calls are pending."""
+        while True:
+            self._check_cancel()
+            if self.turns >= self.agent.max_iterations:
+                raise _LimitReached(
+                    f"The agent stopped after {self.agent.max_iterations} model turns "
+                    "without finishing (the iteration limit); the model kept calling "
+                    "tools.",
+                    code="max_iterations",
+                )
+            self._check_deadline()
+            self.turns += 1
+            calls: list[_Call] = []
+            end: TurnEnd | None = None
+            async for item in self._turn(calls):
+                if isinstance(item, TurnEnd):
+                    end = item
+                else:
+                    yield item
+            assert end is not None  # _turn raises when the provider never ends the turn
+            if not calls:
+                yield run_finished(self.input, usage=self._usage())
+                return
+            pending: list[str] = []
+            stop_turn = False
+            async for event, result in self._answer(calls, end.stop_reason, pending):
+                yield event
+                if result is not None and result.end_turn:
+                    stop_turn = True
+            if pending or stop_turn:
+                yield run_finished(
+                    self.input, pending_tool_call_ids=pending, usage=self._usage()
+                )
+                return
+
+    # -- one model turn ---------------------------------------------------------------
+
+    async def _turn(self, calls: list[_Call]) -> AsyncIterator[BaseEvent | TurnEnd]:
+        """Stream one provider turn as AG-UI events; yield its :class:`TurnEnd` last.
+
+        Fills ``calls`` in creation order. Raises :class:`ProviderError`,
+        :class:`_Cancelled` or :class:`_LimitReached`.
+        """
+        message_id = self._fresh_message_id()
+        by_provider_id: dict[str, _Call] = {}
+        text: list[str] = []
+        request = self._request()
+        stream = aiter(self.agent.provider.stream_turn(request))
+        end: TurnEnd | None = None
+        try:
+            while True:
+                item = await self._race(_next_or_end(stream))
+                if item is _END:
+                    break
+                if isinstance(item, TextDelta):
+                    if not item.text:
+                        continue
+                    if self.open_text is None:
+                        self.open_text = message_id
+                        yield TextMessageStartEvent(
+                            message_id=message_id, role="assistant"
+                        )
+                    text.append(item.text)
+                    yield TextMessageContentEvent(
+                        message_id=message_id, delta=item.text
+                    )
+                elif isinstance(item, ToolCallBegin):
+                    known = by_provider_id.get(item.call_id)
+                    if known is not None:
+                        if known.name != item.name:
+                            raise ProviderError(
+                                "The model provider restarted a tool call under a "
+                                "different tool name.",
+                                code="malformed_stream",
+                            )
+                        continue
+                    call = _Call(
+                        provider_id=item.call_id,
+                        tool_call_id=unique_call_id(item.call_id, seen=self.seen_ids),
+                        name=item.name,
+                    )
+                    by_provider_id[item.call_id] = call
+                    calls.append(call)
+                    self.open_calls.append(call)
+                    yield ToolCallStartEvent(
+                        tool_call_id=call.tool_call_id,
+                        tool_call_name=call.name,
+                        parent_message_id=message_id,
+                    )
+                elif isinstance(item, ToolCallDelta):
+                    call = by_provider_id.get(item.call_id)
+                    if call is None:
+                        raise ProviderError(
+                            "The model provider sent arguments for a tool call it "
+                            "never started.",
+                            code="malformed_stream",
+                        )
+                    if item.delta:
+                        call.deltas.append(item.delta)
+                        yield ToolCallArgsEvent(
+                            tool_call_id=call.tool_call_id, delta=item.delta
+                        )
+                elif isinstance(item, TurnEnd):
+                    end = item
+                    break
+                self._check_cancel()
+        finally:
+            close = getattr(stream, "aclose", None)
+            if close is not None:
+                with suppress(Exception):
+                    await close()
+        if end is None:
+            raise ProviderError(
+                "The model provider's stream ended before the turn finished.",
+                code="malformed_stream",
+            )
+        self._add_usage(end)
+        truncated = end.stop_reason in _NOT_EXECUTED
+        for event in self._close_open(truncated=truncated):
+            yield event
+        content = "".join(text)
+        if content or calls:
+            self.produced.append(
+                AssistantMessage(
+                    id=message_id,
+                    content=content or None,
+                    tool_calls=[
+                        ToolCall(
+                            id=call.tool_call_id,
+                            function=FunctionCall(
+                                name=call.name, arguments=call.arguments
+                            ),
+                        )
+                        for call in calls
+                    ]
+                    or None,
+                )
+            )
+        if end.stop_reason == "error":
+            raise ProviderError(
+                "The model provider reported an error and ended the turn.",
+                code="upstream_unavailable",
+            )
+        yield end
+
+    def _request(self) -> ModelRequest:
+        """Return this turn's request: history so far, offered tools, limits."""
+        return ModelRequest(
+            model=self.agent.model,
+            messages=[*self.input.messages, *self.produced],
+            tools=self._tool_specs(),
+            system_prompt=self._system_prompt(),
+            max_output_tokens=self.agent.max_output_tokens,
+        )
+
+    def _tool_specs(self) -> list[ToolSpec]:
+        """Return the tools offered this turn: agent-side tools, then advertised ones.
+
+        A toolset tool that runs on the application side is offered only through the
+        run input's advertisement, whose definition is the application's (FT-01).
+        """
+        specs: list[ToolSpec] = []
+        for tool in self.agent.toolset.offered(self.selected_deferred):
+            if tool.runs_on == "agent" and tool.name not in self.advertised:
+                specs.append(tool.spec())
+        for name, advertised in self.advertised.items():
+            own = self.agent.toolset.get(name)
+            specs.append(
+                ToolSpec(
+                    name=name,
+                    description=advertised.description,
+                    parameters=advertised.parameters or dict(_EMPTY_SCHEMA),
+                    strict=bool(own.strict) if own is not None else False,
+                )
+            )
+        return specs
+
+    def _system_prompt(self) -> str:
+        """Return the system prompt, followed by the run input's context entries."""
+        prompt = self.agent.system_prompt
+        entries = [f"- {c.description}: {c.value}" for c in self.input.context or ()]
+        if entries:
+            block = "Context from the application:\n" + "\n".join(entries)
+            prompt = f"{prompt}\n\n{block}" if prompt else block
+        return prompt
+
+    # -- answering the calls ----------------------------------------------------------
+
+    async def _answer(
+        self, calls: list[_Call], stop_reason: StopReason, pending: list[str]
+    ) -> AsyncIterator[tuple[BaseEvent, ToolResult | None]]:
+        """Answer the turn's agent-side and unknown calls; list application calls in ``pending``.
+
+        Yields ``(TOOL_CALL_RESULT, dispatch result or None)`` in call order.
+        Implements LP-02, LP-08, RT-07, FT-02, SEC-04, SEC-05.
+        """
+        blocked = _NOT_EXECUTED.get(stop_reason)
+        answers: dict[str, tuple[str, str] | ToolResult] = {}
+        requests: list[ToolCallRequest] = []
+        for call in calls:
+            if call.name in self.advertised:
+                pending.append(call.tool_call_id)  # FT-02: never answered here
+                continue
+            tool = self.agent.toolset.resolve(call.name)
+            agent_side = tool is not None and tool.runs_on == "agent"
+            if blocked is not None:
+                error_type, template = blocked
+                answers[call.tool_call_id] = (
+                    error_type,
+                    template.format(name=call.name),
+                )
+            elif not agent_side:
+                answers[call.tool_call_id] = (
+                    "unknown_tool",
+                    self._unknown_tool(call.name),
+                )
+            else:
+                requests.append(
+                    ToolCallRequest(
+                        tool_call_id=call.tool_call_id,
+                        name=call.name,
+                        arguments=call.arguments,
+                    )
+                )
+        if requests:
+            self._check_cancel()
+            results = await self._race(
+                dispatch(
+                    requests,
+                    toolset=self.agent.toolset,
+                    context_factory=self._context,
+                    cancel=self.cancel,
+                )
+            )
+            for result in results:
+                answers[result.tool_call_id] = result
+        for call in calls:
+            answer = answers.get(call.tool_call_id)
+            if answer is None:
+                continue
+            if isinstance(answer, ToolResult):
+                for event in self._result_event(call, answer):
+                    yield event, answer
+            else:
+                error_type, message = answer
+                yield self._error_event(call, error_type, message), None
+
+    def _result_event(self, call: _Call, result: ToolResult) -> list[BaseEvent]:
+        """Return the tool's presentation events and the ``TOOL_CALL_RESULT`` for ``result``.
+
+        A failed call carries its sanitized type in ``metadata["error"]`` and the
+        runtime's error content (``{"error": type, "detail": actionable message}``),
+        never a success-looking result (LP-08). Presentation events of the kinds in
+        ``_PRESENTATION_TYPES`` go first; others are dropped with a warning.
+        """
+        events = self._presentation_events(result)
+        if result.error is None and result.name == SEARCH_TOOLS_NAME:
+            self.selected_deferred.update(selected_tools(result.details))
+        events.append(self._emit_result(call, result.content, error=result.error))
+        return events
+
+    def _presentation_events(self, result: ToolResult) -> list[BaseEvent]:
+        """Return the tool's own stream events that are safe to pass on."""
+        events: list[BaseEvent] = []
+        for raw in result.events:
+            try:
+                event = raw if isinstance(raw, BaseEvent) else event_from_dict(raw)
+            except (ValidationError, TypeError, ValueError):
+                logger.warning(
+                    "tool %r emitted a malformed event; dropped", result.name
+                )
+                continue
+            if str(event.type.value) not in _PRESENTATION_TYPES:
+                logger.warning(
+                    "tool %r emitted a %s event, which only the loop may send; dropped",
+                    result.name,
+                    event.type.value,
+                )
+                continue
+            events.append(event)
+        return events
+
+    def _error_event(
+        self, call: _Call, error_type: str, message: str
+    ) -> ToolCallResultEvent:
+        """Return an error ``TOOL_CALL_RESULT`` answering ``call``. Implements LP-08."""
+        return self._emit_result(
+            call, error_content(error_type, message), error=error_type
+        )
+
+    def _emit_result(
+        self, call: _Call, content: Any, *, error: str | None
+    ) -> ToolCallResultEvent:
+        """Build the result event, append its tool message to the run's history."""
+        message_id = self._fresh_message_id()
+        event = ToolCallResultEvent(
+            message_id=message_id,
+            tool_call_id=call.tool_call_id,
+            content=content,
+            role="tool",
+            metadata={"error": error} if error else None,
+        )
+        self.produced.append(
+            ToolMessage(
+                id=message_id,
+                tool_call_id=call.tool_call_id,
+                content=event.content,
+                error=error,
+            )
+        )
+        return event
+
+    def _unknown_tool(self, name: str) -> str:
+        """Return the actionable message for a call naming no offered tool (RT-09)."""
+        offered = ", ".join(spec.name for spec in self._tool_specs()) or "(none)"
+        return (
+            f"There is no tool named {name!r}. Available tools: {offered}. "
+            "Call one of these by its exact name, or answer without a tool."
+        )
+
+    def _context(self, request: ToolCallRequest) -> ToolContext:
+        """Return the :class:`ToolContext` for one dispatched call. Implements LP-07."""
+        extras = dict(self.agent.context_extras)
+        user = extras.pop("user", None)
+        return ToolContext(
+            thread_id=self.input.thread_id,
+            run_id=self.input.run_id,
+            tool_call_id=request.tool_call_id,
+            idempotency_key=f"{self.input.thread_id}:{request.tool_call_id}",
+            user=user,
+            cancel=self.cancel,
+            extras=extras,
+        )
+
+    # -- limits, closing, usage -------------------------------------------------------
+
+    async def _race(self, awaitable: Awaitable[_T]) -> _T:
+        """Await ``awaitable`` unless the run is cancelled or its deadline passes first.
+
+        Raises :class:`_Cancelled` or :class:`_LimitReached` (the awaitable is then
+        cancelled). Implements LP-06.
+        """
+        task: asyncio.Future[_T] = asyncio.ensure_future(awaitable)
+        remaining = self.deadline - asyncio.get_running_loop().time()
+        waiters: set[asyncio.Future[Any]] = {task}
+        if self.cancel_waiter is not None:
+            waiters.add(self.cancel_waiter)
+        if remaining > 0:
+            await asyncio.wait(
+                waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+            )
+        if task.done():
+            return task.result()
+        task.cancel()
+        await asyncio.wait({task}, timeout=1.0)
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved: the run ends anyway
+        self._check_cancel()
+        raise self._deadline_error()
+
+    def _check_cancel(self) -> None:
+        """Raise :class:`_Cancelled` when the run's cancel event is set."""
+        if self.cancel is not None and self.cancel.is_set():
+            raise _Cancelled()
+
+    def _check_deadline(self) -> None:
+        """Raise :class:`_LimitReached` when the run's deadline has passed."""
+        if asyncio.get_running_loop().time() >= self.deadline:
+            raise self._deadline_error()
+
+    def _deadline_error(self) -> _LimitReached:
+        """Return the deadline error."""
+        return _LimitReached(
+            f"The agent ran out of time: the run's {self.agent.deadline_seconds:g}-second "
+            "limit passed before it finished.",
+            code="deadline_exceeded",
+        )
+
+    def _close_open(self, *, truncated: bool = True) -> list[BaseEvent]:
+        """Return events closing the open text message and tool calls, in that order.
+
+        A call that received no argument text gets one ``TOOL_CALL_ARGS`` with ``"{}"``
+        first. ``truncated`` puts ``metadata={"truncated": True}`` on each END.
+        Implements ER-01.
+        """
+        events: list[BaseEvent] = []
+        if self.open_text is not None:
+            events.append(TextMessageEndEvent(message_id=self.open_text))
+            self.open_text = None
+        for call in self.open_calls:
+            if not call.deltas:
+                call.deltas.append(EMPTY_ARGUMENTS)
+                events.append(
+                    ToolCallArgsEvent(
+                        tool_call_id=call.tool_call_id, delta=EMPTY_ARGUMENTS
+                    )
+                )
+            events.append(
+                ToolCallEndEvent(
+                    tool_call_id=call.tool_call_id,
+                    metadata={"truncated": True} if truncated else None,
+                )
+            )
+        self.open_calls = []
+        return events
+
+    def _fresh_message_id(self) -> str:
+        """Return a message id unused on the thread."""
+        message_id = new_id("msg_")
+        self.seen_ids.add(message_id)
+        return message_id
+
+    def _add_usage(self, end: TurnEnd) -> None:
+        """Add a turn's reported usage to the run's totals."""
+        usage: Usage | None = end.usage
+        if usage is None:
+            return
+        for key, value in (
+            ("input_tokens", usage.input_tokens),
+            ("output_tokens", usage.output_tokens),
+            ("total_tokens", usage.total_tokens),
+        ):
+            if value is not None:
+                self.usage[key] = self.usage.get(key, 0) + value
+        self.usage_source = (
+            end.provider or self.usage_source[0] or self.agent.provider.name,
+            end.model or self.usage_source[1] or self.agent.model,
+        )
+
+    def _usage(self) -> list[TokenUsage] | None:
+        """Return the summed usage as one :class:`TokenUsage`, or ``None`` if none was reported."""
+        if not self.usage:
+            return None
+        provider, model = self.usage_source
+        return [
+            TokenUsage(provider=provider or None, model=model or None, **self.usage)
+        ]
+
+
+async def _next_or_end(stream: AsyncIterator[_T]) -> _T | object:
+    """Return the next item of ``stream``, or ``_END`` when it is exhausted."""
+    try:
+        return await anext(stream)
+    except StopAsyncIteration:
+        return _END
+
+
+def _ids_in(messages: list[Any]) -> set[str]:
+    """Return every message id and tool-call id used in ``messages``."""
+    ids: set[str] = set()
+    for message in messages:
+        ids.add(message.id)
+        for call in getattr(message, "tool_calls", None) or ():
+            ids.add(call.id)
+        call_id = getattr(message, "tool_call_id", None)
+        if call_id:
+            ids.add(call_id)
+    return ids
+
+
+def _provider_message(error: ProviderError) -> str:
+    """Return the run error message for a provider failure (already sanitized)."""
+    text = str(error).strip() or "The model provider failed."
+    return text if text.endswith((".", "!", "?", ")")) else f"{text}."
