@@ -1,0 +1,1326 @@
+"""The AG-UI streaming-pattern state machine for one run's event sequence.
+
+:class:`RunStream` consumes the events of a run (and of later runs on the same thread)
+one at a time, checks them against the ordering rules of AG-UI 1.0 (the streaming
+pattern, the tool-call events, the run lifecycle) and returns the normalized events:
+``TOOL_CALL_CHUNK`` and ``TEXT_MESSAGE_CHUNK`` expanded into their START/ARGS|CONTENT/END
+form, every other event unchanged. A fatal violation raises :class:`StreamViolation`;
+a non-fatal finding is recorded as a :class:`StreamWarning`.
+
+Besides checking, the machine keeps what a consumer needs after the run: the state of
+every tool call (:class:`ToolCallState`), the calls left unanswered
+(:attr:`RunStream.pending_tool_call_ids`) and the messages the run produced
+(:attr:`RunStream.messages`), built the way ``@ag-ui/client`` 1.0 builds them.
+
+Both producers (to check what they are about to emit) and consumers (to check what
+they received) use it; :meth:`RunStream.close_open_items` lets a producer that must
+stop close everything still open before ``RUN_ERROR`` or a cancelled ``RUN_FINISHED``.
+
+``MESSAGES_SNAPSHOT`` is passed through unchanged: it closes open chunk items (it is a
+run-level event) but never replaces the accumulated messages, so a snapshot that omits
+a tool message cannot make a ``TOOL_CALL_RESULT`` vanish (case BC30).
+
+Rule strings carried by violations: ``"ER-01"`` (streaming-pattern ordering for tool
+calls, text messages and steps), ``"TC-01"`` (a malformed tool-call event),
+``"TC-07"`` (chunk form), ``"TC-08"`` (a malformed ``TOOL_CALL_RESULT`` or a role other
+than ``"tool"``), ``"TC-10"`` / ``"TC-11"`` (result content), ``"TC-17"`` (reserved names),
+``"FT-04"`` (``pendingToolCallIds``) and ``"LIFECYCLE"`` (run lifecycle, identifiers,
+malformed events).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal, NoReturn
+
+from ag_ui.core import (
+    AudioPart,
+    DocumentPart,
+    ImagePart,
+    TextPart,
+    VideoPart,
+)
+from pydantic import TypeAdapter, ValidationError
+
+from agentcore.events import (
+    AssistantMessage,
+    BaseEvent,
+    ContentPart,
+    DeveloperMessage,
+    EventType,
+    FunctionCall,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunFinishedSuccessOutcome,
+    RunStartedEvent,
+    StepFinishedEvent,
+    StepStartedEvent,
+    SystemMessage,
+    TextMessageChunkEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    ToolCall,
+    ToolCallArgsEvent,
+    ToolCallChunkEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+    ToolMessage,
+    UserMessage,
+    event_from_dict,
+)
+
+__all__ = [
+    "RESERVED_NAMES",
+    "RunStatus",
+    "RunStream",
+    "StreamViolation",
+    "StreamWarning",
+    "ToolCallState",
+]
+
+RunStatus = Literal["idle", "running", "finished", "errored"]
+
+RESERVED_NAMES: frozenset[str] = frozenset(
+    {"ReasoningPart", "ToolCallPart", "AssistantPart"}
+)
+"""Names no producer may emit, as an event type or a content part type (TC-17)."""
+
+_EVENT_TYPES: frozenset[str] = frozenset(member.value for member in EventType)
+_PART_TYPES: frozenset[str] = frozenset({"text", "image", "audio", "video", "document"})
+_PART_CLASSES = (TextPart, ImagePart, AudioPart, VideoPart, DocumentPart)
+_PART_ADAPTER: TypeAdapter[Any] = TypeAdapter(ContentPart)
+
+# Events that close every lane's open chunk item (AGUI-1.0.md 2.1).
+_RUN_LEVEL = frozenset(
+    {
+        EventType.RUN_STARTED,
+        EventType.RUN_FINISHED,
+        EventType.RUN_ERROR,
+        EventType.MESSAGES_SNAPSHOT,
+    }
+)
+# Events that leave open chunk items open (AGUI-1.0.md 2.1).
+_LANE_NEUTRAL = frozenset(
+    {
+        EventType.RAW,
+        EventType.ACTIVITY_SNAPSHOT,
+        EventType.ACTIVITY_DELTA,
+        EventType.REASONING_ENCRYPTED_VALUE,
+        EventType.SUBAGENT_STARTED,
+    }
+)
+# The rule a malformed known event of these types breaks; any other type: LIFECYCLE.
+_MALFORMED_RULE = {
+    "TOOL_CALL_START": "TC-01",
+    "TOOL_CALL_ARGS": "TC-01",
+    "TOOL_CALL_END": "TC-01",
+    "TOOL_CALL_CHUNK": "TC-07",
+    "TOOL_CALL_RESULT": "TC-08",
+}
+
+_ItemKind = Literal["text", "tool", "step"]
+_Key = tuple[_ItemKind, str]
+
+
+class StreamViolation(Exception):
+    """A fatal protocol violation found by :class:`RunStream`.
+
+    Attributes: ``index`` (0-based position of the offending event among the events
+    fed to the stream), ``item_id`` (the ``toolCallId`` / ``messageId`` / step name
+    involved, or ``None``), ``rule`` (a rule id such as ``"TC-07"``, ``"ER-01"``,
+    ``"FT-04"``, or ``"LIFECYCLE"``) and ``message`` (what is wrong and what to do).
+    ``str(exc)`` is ``"<rule> at event <index>: <message>"``.
+    """
+
+    def __init__(
+        self, *, index: int, rule: str, item_id: str | None, message: str
+    ) -> None:
+        """Build the violation; see the class docstring for the attributes."""
+        super().__init__(f"{rule} at event {index}: {message}")
+        self.index = index
+        self.rule = rule
+        self.item_id = item_id
+        self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle through the keyword-only constructor (for task queues)."""
+        return (_rebuild_violation, (self.index, self.rule, self.item_id, self.message))
+
+
+def _rebuild_violation(
+    index: int, rule: str, item_id: str | None, message: str
+) -> StreamViolation:
+    """Rebuild a pickled :class:`StreamViolation`."""
+    return StreamViolation(index=index, rule=rule, item_id=item_id, message=message)
+
+
+@dataclass(frozen=True)
+class StreamWarning:
+    """A non-fatal finding, e.g. a reopening START that disagrees with its call (TC-06)."""
+
+    index: int
+    rule: str
+    item_id: str | None
+    message: str
+
+
+@dataclass
+class ToolCallState:
+    """What the stream has said about one tool call so far.
+
+    ``arguments`` is the argument text exactly as streamed (the joined deltas, never
+    parsed: TC-03, TC-05); ``open`` is true between START and END; ``ended`` once an
+    END was seen; ``result_message_id`` is the ``messageId`` of the first
+    ``TOOL_CALL_RESULT`` answering it; ``order`` is its creation order in the run.
+    Implements TC-01, TC-04, TC-06.
+    """
+
+    tool_call_id: str
+    name: str
+    parent_message_id: str | None
+    arguments: str
+    open: bool
+    ended: bool
+    result_message_id: str | None
+    order: int
+
+    @property
+    def complete(self) -> bool:
+        """Return whether the arguments may be acted on: ended and not reopened (TC-04)."""
+        return self.ended and not self.open
+
+
+@dataclass
+class _OpenItem:
+    """An open text message, tool call or step, with how it was opened."""
+
+    kind: _ItemKind
+    item_id: str
+    by_chunk: bool
+    lane: str | None
+    metadata: dict[str, Any] | None = None
+
+
+@dataclass
+class _MessageRecord:
+    """A message being accumulated: text deltas, tool-call ids, or a finished tool message."""
+
+    role: str
+    content: list[str] | None = None
+    name: str | None = None
+    subagent_run_id: str | None = None
+    tool_call_ids: list[str] = field(default_factory=list)
+    tool_message: ToolMessage | None = None
+
+
+class RunStream:
+    """Validate and normalize the events of one AG-UI run (and later runs on its thread).
+
+    Construct with the thread's ``thread_id`` / the requested ``run_id`` when known (the
+    run's boundary events must carry them) and the ids earlier runs already used on the
+    thread (``prior_tool_call_ids``, ``prior_message_ids``): ids are thread-unique, so a
+    START or ``TOOL_CALL_RESULT`` reusing one is fatal.
+
+    Public state: ``status`` (``"idle"``, ``"running"``, ``"finished"``, ``"errored"``),
+    ``thread_id`` / ``run_id`` (of the current run), ``tool_calls`` (this run's calls in
+    creation order), ``pending_tool_call_ids``, ``messages`` and ``warnings``.
+    A new ``RUN_STARTED`` after a finished or failed run resets the per-run state
+    (``tool_calls``, ``messages``, open items) and keeps the thread-level ids.
+
+    Implements TC-01..TC-10, TC-17, FT-04, FT-05, ER-01 and the run lifecycle.
+    """
+
+    def __init__(
+        self,
+        *,
+        thread_id: str | None = None,
+        run_id: str | None = None,
+        prior_tool_call_ids: Iterable[str] = (),
+        prior_message_ids: Iterable[str] = (),
+    ) -> None:
+        """Start idle, before the first ``RUN_STARTED``."""
+        self.status: RunStatus = "idle"
+        self.thread_id: str | None = thread_id
+        self.run_id: str | None = None
+        self.tool_calls: dict[str, ToolCallState] = {}
+        self.warnings: list[StreamWarning] = []
+        self._requested_run_id = run_id
+        self._run_ids: set[str] = set()
+        self._thread_tool_call_ids: set[str] = set(prior_tool_call_ids)
+        self._thread_message_ids: set[str] = set(prior_message_ids)
+        self._index = 0
+        self._failure: StreamViolation | None = None
+        # Per-run state, cleared by _reset_run.
+        self._records: dict[str, _MessageRecord] = {}
+        self._open: dict[_Key, _OpenItem] = {}
+        self._lane_chunk: dict[str | None, _Key] = {}
+        self._by_chunk: dict[_Key, bool] = {}
+        self._owners: dict[str, str | None] = {}
+        self._text_roles: dict[str, str] = {}
+        self._answered: dict[str, str] = {}
+
+    # -- public API -------------------------------------------------------------------
+
+    @property
+    def pending_tool_call_ids(self) -> list[str]:
+        """Return the calls this run started and no ``TOOL_CALL_RESULT`` answered.
+
+        In creation order; this is the derived list a consumer uses when
+        ``pendingToolCallIds`` is absent or empty, and for interrupted runs.
+        Implements FT-04, FT-05.
+        """
+        return [
+            call_id
+            for call_id, call in self.tool_calls.items()
+            if call.result_message_id is None
+        ]
+
+    @property
+    def messages(self) -> list[Any]:
+        """Return the ``ag_ui.core`` messages this run produced, in first-seen order.
+
+        Assistant text and tool calls are grouped by ``parentMessageId`` into one
+        ``AssistantMessage`` (a call without one gets an assistant message whose id is
+        its ``toolCallId``); each ``TOOL_CALL_RESULT`` is a ``ToolMessage`` with its
+        content untouched (string or parts); user/system/developer text messages keep
+        their role. Arguments are the text streamed so far. ``MESSAGES_SNAPSHOT`` never
+        changes this list. Implements TC-02, TC-08, TC-10.
+        """
+        result: list[Any] = []
+        for message_id, record in self._records.items():
+            if record.tool_message is not None:
+                result.append(record.tool_message)
+                continue
+            content = "".join(record.content) if record.content is not None else None
+            common: dict[str, Any] = {
+                "id": message_id,
+                "name": record.name,
+                "subagent_run_id": record.subagent_run_id,
+            }
+            if record.role == "assistant":
+                calls = [
+                    ToolCall(
+                        id=call_id,
+                        function=FunctionCall(
+                            name=self.tool_calls[call_id].name,
+                            arguments=self.tool_calls[call_id].arguments,
+                        ),
+                    )
+                    for call_id in record.tool_call_ids
+                ]
+                result.append(
+                    AssistantMessage(
+                        content=content, tool_calls=calls or None, **common
+                    )
+                )
+            elif record.role == "user":
+                result.append(UserMessage(content=content or "", **common))
+            elif record.role == "system":
+                result.append(SystemMessage(content=content or "", **common))
+            else:
+                result.append(DeveloperMessage(content=content or "", **common))
+        return result
+
+    def feed(self, event: BaseEvent | dict[str, Any]) -> list[BaseEvent]:
+        """Check one event and return the normalized events it produces, in order.
+
+        ``event`` is an ``ag_ui.core`` event model or its JSON object (parsed with
+        ``event_from_dict``). Chunk events come back expanded (START, then ARGS or
+        CONTENT; the END of a chunk-opened item is synthesized when another item opens
+        in its lane, when a message, tool-call, step, state, custom or reasoning event
+        arrives in the lane, or on a run-level event); chunk ``metadata`` is carried to
+        the synthesized events. Every other event is returned as the same object. An
+        event of unknown ``type`` is dropped with a :class:`StreamWarning` (returns
+        ``[]``).
+
+        Raises :class:`StreamViolation` on a fatal violation; after one, every further
+        ``feed`` raises too. Implements TC-01..TC-10, TC-17, FT-04, FT-05, ER-01.
+        """
+        index = self._index
+        self._index += 1
+        if self._failure is not None:
+            raise StreamViolation(
+                index=index,
+                rule="LIFECYCLE",
+                item_id=None,
+                message=(
+                    f"the stream already failed at event {self._failure.index} "
+                    f"({self._failure.rule}); a failed RunStream accepts nothing more"
+                ),
+            )
+        try:
+            parsed = self._parse(event, index)
+            if parsed is None:
+                return []
+            return self._dispatch(parsed, index)
+        except StreamViolation as exc:
+            self._failure = exc
+            raise
+
+    def close_open_items(self) -> list[BaseEvent]:
+        """Return END events closing everything still open, in opening order.
+
+        ``TEXT_MESSAGE_END``, ``TOOL_CALL_END`` and ``STEP_FINISHED`` events (chunk
+        metadata carried as on a synthesized END); the items are marked closed, so the
+        returned events are already applied and must not be fed back. Use it before
+        ``RUN_ERROR`` or a cancelled ``RUN_FINISHED`` so nothing is left dangling; it
+        also works after a :class:`StreamViolation`. Implements ER-01.
+        """
+        return self._close(list(self._open))
+
+    # -- parsing ----------------------------------------------------------------------
+
+    def _parse(self, event: BaseEvent | dict[str, Any], index: int) -> BaseEvent | None:
+        """Return ``event`` as a model, or ``None`` for an unknown type (dropped).
+
+        Raises :class:`StreamViolation` on a malformed known event (TC-01, TC-07,
+        TC-08, TC-10, TC-11, TC-17 or LIFECYCLE). Implements TC-10, TC-17.
+        """
+        if isinstance(event, BaseEvent):
+            if isinstance(event, ToolCallResultEvent):
+                self._check_result_shape(
+                    event.role, event.content, event.tool_call_id, index
+                )
+            return event
+        if not isinstance(event, dict):
+            self._fail(
+                index,
+                "LIFECYCLE",
+                None,
+                f"expected an ag_ui.core event or its JSON object, got {type(event).__name__}",
+            )
+        item_id = _dict_item_id(event)
+        event_type = event.get("type")
+        if not isinstance(event_type, str) or not event_type:
+            self._fail(
+                index, "LIFECYCLE", item_id, "an event needs a non-empty string 'type'"
+            )
+        if event_type in RESERVED_NAMES:
+            self._fail(
+                index,
+                "TC-17",
+                item_id,
+                f"'{event_type}' is a reserved name and no event type; do not emit it",
+            )
+        if event_type not in _EVENT_TYPES:
+            self.warnings.append(
+                StreamWarning(
+                    index,
+                    "LIFECYCLE",
+                    item_id,
+                    f"dropped an event of unknown type '{event_type}' (not in AG-UI 1.0)",
+                )
+            )
+            return None
+        if event_type == EventType.MESSAGES_SNAPSHOT and isinstance(
+            event.get("messages"), list
+        ):
+            for message in event["messages"]:
+                if isinstance(message, dict):
+                    self._check_reserved_parts(
+                        message.get("content"), message.get("id"), index
+                    )
+        if event_type == EventType.TOOL_CALL_RESULT and "content" in event:
+            self._check_result_shape(
+                event.get("role"), event["content"], item_id, index
+            )
+        try:
+            return event_from_dict(event)
+        except ValidationError as exc:
+            self._fail(
+                index,
+                _MALFORMED_RULE.get(event_type, "LIFECYCLE"),
+                item_id,
+                f"malformed {event_type} event: {_summarize(exc)}",
+            )
+
+    def _check_reserved_parts(
+        self, content: Any, item_id: str | None, index: int
+    ) -> None:
+        """Raise TC-17 when a content list holds a part with a reserved type name."""
+        if not isinstance(content, list):
+            return
+        for position, part in enumerate(content):
+            part_type = (
+                part.get("type")
+                if isinstance(part, dict)
+                else getattr(part, "type", None)
+            )
+            if part_type in RESERVED_NAMES:
+                self._fail(
+                    index,
+                    "TC-17",
+                    item_id,
+                    f"content part {position} has the reserved type '{part_type}'; "
+                    "send text, image, audio, video or document parts",
+                )
+
+    def _check_result_shape(
+        self, role: Any, content: Any, item_id: str | None, index: int
+    ) -> None:
+        """Raise unless a result's role is absent or ``"tool"`` and its content is well formed.
+
+        Content must be a string or a list of content parts (text, image, audio, video,
+        document); there is no JSON part and no provider-specific part. Implements TC-08,
+        TC-10, TC-11, TC-12, TC-17.
+        """
+        if role is not None and role != "tool":
+            self._fail(
+                index,
+                "TC-08",
+                item_id,
+                f"TOOL_CALL_RESULT role is {role!r}; a result mints a tool message, so "
+                "role must be 'tool' or absent",
+            )
+        self._check_reserved_parts(content, item_id, index)
+        if isinstance(content, str):
+            return
+        if not isinstance(content, list):
+            self._fail(
+                index,
+                "TC-10",
+                item_id,
+                f"TOOL_CALL_RESULT content is a {type(content).__name__}; it must be a "
+                "string or a list of content parts (serialize structured data into a string)",
+            )
+        for position, part in enumerate(content):
+            if isinstance(part, _PART_CLASSES):
+                continue
+            part_type = part.get("type") if isinstance(part, dict) else None
+            if part_type == "json":
+                self._fail(
+                    index,
+                    "TC-11",
+                    item_id,
+                    f"content part {position} has type 'json'; there is no JSON part, "
+                    "serialize structured data into a string or a text part",
+                )
+            if not isinstance(part, dict) or part_type not in _PART_TYPES:
+                self._fail(
+                    index,
+                    "TC-10",
+                    item_id,
+                    f"content part {position} is {part_type or type(part).__name__!r}; parts "
+                    "are text, image, audio, video or document (other detail goes in a "
+                    "part's metadata)",
+                )
+            try:
+                _PART_ADAPTER.validate_python(part)
+            except ValidationError as exc:
+                self._fail(
+                    index,
+                    "TC-10",
+                    item_id,
+                    f"content part {position} ({part_type}) is malformed: {_summarize(exc)}",
+                )
+
+    # -- dispatch ---------------------------------------------------------------------
+
+    def _dispatch(self, event: BaseEvent, index: int) -> list[BaseEvent]:
+        """Route ``event`` to its handler with the chunk items it closes."""
+        closing = self._closed_by(event)
+        if isinstance(event, RunStartedEvent):
+            return self._on_run_started(event, index, closing)
+        if isinstance(event, RunFinishedEvent):
+            return self._on_run_finished(event, index, closing)
+        if isinstance(event, RunErrorEvent):
+            return self._on_run_error(event, index, closing)
+        self._require_running(event, index)
+        if isinstance(event, ToolCallStartEvent):
+            return self._on_tool_call_start(event, index, closing)
+        if isinstance(event, ToolCallArgsEvent):
+            return self._on_tool_call_args(event, index, closing)
+        if isinstance(event, ToolCallEndEvent):
+            return self._on_tool_call_end(event, index, closing)
+        if isinstance(event, ToolCallChunkEvent):
+            return self._on_tool_call_chunk(event, index, closing)
+        if isinstance(event, ToolCallResultEvent):
+            return self._on_tool_call_result(event, index, closing)
+        if isinstance(event, TextMessageStartEvent):
+            return self._on_text_start(event, index, closing)
+        if isinstance(event, TextMessageContentEvent | TextMessageEndEvent):
+            return self._on_text_continue(event, index, closing)
+        if isinstance(event, TextMessageChunkEvent):
+            return self._on_text_chunk(event, index, closing)
+        if isinstance(event, StepStartedEvent | StepFinishedEvent):
+            return self._on_step(event, index, closing)
+        return [*self._close(closing), event]
+
+    def _closed_by(self, event: BaseEvent) -> list[_Key]:
+        """Return the open chunk items ``event`` closes, in opening order (no mutation)."""
+        event_type = event.type
+        if event_type in _LANE_NEUTRAL:
+            return []
+        if event_type in _RUN_LEVEL:
+            targets = set(self._lane_chunk.values())
+        else:
+            # An event's lane is its owner; SUBAGENT_FINISHED / SUBAGENT_ERROR name the
+            # subagent that terminates, which closes that subagent's lane.
+            lane = getattr(event, "subagent_run_id", None)
+            current = self._lane_chunk.get(lane)
+            if current is None:
+                return []
+            if isinstance(event, ToolCallChunkEvent | TextMessageChunkEvent):
+                kind, item_id = current
+                chunk_kind = "tool" if isinstance(event, ToolCallChunkEvent) else "text"
+                chunk_id = (
+                    event.tool_call_id
+                    if isinstance(event, ToolCallChunkEvent)
+                    else event.message_id
+                )
+                if kind == chunk_kind and chunk_id in (None, item_id):
+                    return []
+            targets = {current}
+        return [key for key in self._open if key in targets]
+
+    def _require_running(self, event: BaseEvent, index: int) -> None:
+        """Raise LIFECYCLE unless a run is in progress."""
+        if self.status == "running":
+            return
+        self._fail(
+            index, "LIFECYCLE", _item_id(event), self._not_running_message(event)
+        )
+
+    def _not_running_message(self, event: BaseEvent) -> str:
+        """Explain why ``event`` cannot come now."""
+        name = _type_name(event)
+        if self.status == "idle":
+            return f"the stream must begin with RUN_STARTED (or RUN_ERROR), not {name}"
+        if self.status == "finished":
+            return (
+                f"{name} after RUN_FINISHED; only RUN_STARTED (a new run) or a late "
+                "RUN_ERROR may follow"
+            )
+        return f"{name} after RUN_ERROR; only RUN_STARTED (a new run) may follow"
+
+    # -- run lifecycle ------------------------------------------------------------------
+
+    def _on_run_started(
+        self, event: RunStartedEvent, index: int, closing: list[_Key]
+    ) -> list[BaseEvent]:
+        """Start a run, or a new run after a finished or failed one. Implements LIFECYCLE."""
+        if self.status == "running":
+            self._fail(
+                index,
+                "LIFECYCLE",
+                None,
+                f"RUN_STARTED '{event.run_id}' while run '{self.run_id}' is still running; "
+                "finish it with RUN_FINISHED or RUN_ERROR first",
+            )
+        if self.thread_id is not None and event.thread_id != self.thread_id:
+            self._fail(
+                index,
+                "LIFECYCLE",
+                None,
+                f"RUN_STARTED threadId '{event.thread_id}' is not the thread's "
+                f"'{self.thread_id}'",
+            )
+        if (
+            not self._run_ids
+            and self._requested_run_id is not None
+            and event.run_id != self._requested_run_id
+        ):
+            self._fail(
+                index,
+                "LIFECYCLE",
+                None,
+                f"RUN_STARTED runId '{event.run_id}' does not echo the requested runId "
+                f"'{self._requested_run_id}'",
+            )
+        if event.run_id in self._run_ids:
+            self._fail(
+                index,
+                "LIFECYCLE",
+                None,
+                f"runId '{event.run_id}' was already used on this thread; use a fresh runId",
+            )
+        out = self._close(closing)
+        self._reset_run()
+        self.thread_id = event.thread_id
+        self.run_id = event.run_id
+        self._run_ids.add(event.run_id)
+        self.status = "running"
+        return [*out, event]
+
+    def _on_run_finished(
+        self, event: RunFinishedEvent, index: int, closing: list[_Key]
+    ) -> list[BaseEvent]:
+        """Finish the run. Implements ER-01, FT-04, FT-05 and LIFECYCLE."""
+        self._require_running(event, index)
+        if event.run_id != self.run_id or event.thread_id != self.thread_id:
+            self._fail(
+                index,
+                "LIFECYCLE",
+                None,
+                f"RUN_FINISHED (threadId '{event.thread_id}', runId '{event.run_id}') does "
+                f"not match RUN_STARTED (threadId '{self.thread_id}', runId '{self.run_id}')",
+            )
+        still_open = [self._open[key] for key in self._open if key not in closing]
+        if still_open:
+            listed = ", ".join(f"{item.kind} '{item.item_id}'" for item in still_open)
+            self._fail(
+                index,
+                "ER-01",
+                still_open[0].item_id,
+                f"RUN_FINISHED while items are still open ({listed}); close each one "
+                "(TOOL_CALL_END / TEXT_MESSAGE_END / STEP_FINISHED) first, or end with "
+                "RUN_ERROR",
+            )
+        outcome = event.outcome
+        if outcome is None or isinstance(outcome, RunFinishedSuccessOutcome):
+            named = outcome.pending_tool_call_ids if outcome is not None else None
+            derived = self.pending_tool_call_ids
+            if named and list(named) != derived:
+                self._fail(
+                    index,
+                    "FT-04",
+                    None,
+                    f"pendingToolCallIds {list(named)} disagrees with the stream, whose "
+                    f"unanswered calls in creation order are {derived}; send exactly that "
+                    "list, or omit it",
+                )
+        out = self._close(closing)
+        self.status = "finished"
+        return [*out, event]
+
+    def _on_run_error(
+        self, event: RunErrorEvent, index: int, closing: list[_Key]
+    ) -> list[BaseEvent]:
+        """Fail the run (allowed first, while running, and late after RUN_FINISHED)."""
+        if self.status == "errored":
+            self._fail(index, "LIFECYCLE", None, self._not_running_message(event))
+        out = self._close(closing)
+        self.status = "errored"
+        return [*out, event]
+
+    # -- tool calls ---------------------------------------------------------------------
+
+    def _on_tool_call_start(
+        self, event: ToolCallStartEvent, index: int, closing: list[_Key]
+    ) -> list[BaseEvent]:
+        """Open or reopen a call. Implements TC-01, TC-02, TC-06, ER-01."""
+        self._check_call_can_open(event.tool_call_id, index, closing, by_chunk=False)
+        out = self._close(closing)
+        self._open_call(
+            event.tool_call_id,
+            event.tool_call_name,
+            event.parent_message_id,
+            event.subagent_run_id,
+            index,
+            by_chunk=False,
+        )
+        return [*out, event]
+
+    def _on_tool_call_args(
+        self, event: ToolCallArgsEvent, index: int, closing: list[_Key]
+    ) -> list[BaseEvent]:
+        """Append argument text verbatim. Implements TC-01, TC-03, TC-07, ER-01."""
+        self._check_explicit_continue(
+            "tool", event.tool_call_id, _type_name(event), index, closing
+        )
+        out = self._close(closing)
+        self.tool_calls[event.tool_call_id].arguments += event.delta
+        return [*out, event]
+
+    def _on_tool_call_end(
+        self, event: ToolCallEndEvent, index: int, closing: list[_Key]
+    ) -> list[BaseEvent]:
+        """Close a call; its arguments are now complete, not necessarily valid (TC-05).
+
+        Implements TC-01, TC-04, TC-05, TC-07, ER-01.
+        """
+        self._check_explicit_continue(
+            "tool", event.tool_call_id, _type_name(event), index, closing
+        )
+        out = self._close(closing)
+        out.extend(self._close([("tool", event.tool_call_id)], synthesize=False))
+        return [*out, event]
+
+    def _on_tool_call_chunk(
+        self, event: ToolCallChunkEvent, index: int, closing: list[_Key]
+    ) -> list[BaseEvent]:
+        """Expand a chunk into START / ARGS (its END is synthesized later). Implements TC-07."""
+        lane = event.subagent_run_id
+        current = self._lane_chunk.get(lane)
+        stamp: dict[str, Any] = {
+            "metadata": event.metadata,
+            "timestamp": event.timestamp,
+            "subagent_run_id": lane,
+        }
+        if current is not None and current[0] == "tool" and not closing:
+            call = self.tool_calls[current[1]]
+            for field_name, given, kept in (
+                ("toolCallName", event.tool_call_name, call.name),
+                ("parentMessageId", event.parent_message_id, call.parent_message_id),
+            ):
+                if given is not None and given != kept:
+                    self._fail(
+                        index,
+                        "TC-07",
+                        call.tool_call_id,
+                        f"continuation TOOL_CALL_CHUNK {field_name} {given!r} conflicts with "
+                        f"the open call's {kept!r}; a different call needs its own "
+                        "toolCallId",
+                    )
+            if event.metadata is not None:
+                self._open[current].metadata = event.metadata
+            if event.delta is None:
+                return []
+            call.arguments += event.delta
+            return [
+                ToolCallArgsEvent(
+                    tool_call_id=call.tool_call_id,
+                    delta=event.delta,
+                    raw_event=event.raw_event,
+                    **stamp,
+                )
+            ]
+        if event.tool_call_id is None:
+            self._fail(
+                index,
+                "TC-07",
+                None,
+                "the first TOOL_CALL_CHUNK of a call must carry toolCallId (no chunk call "
+                "is open in this lane to continue)",
+            )
+        if event.tool_call_name is None:
+            self._fail(
+                index,
+                "TC-07",
+                event.tool_call_id,
+                "the first TOOL_CALL_CHUNK of a call must carry toolCallName",
+            )
+        self._check_call_can_open(event.tool_call_id, index, closing, by_chunk=True)
+        out = self._close(closing)
+        self._open_call(
+            event.tool_call_id,
+            event.tool_call_name,
+            event.parent_message_id,
+            lane,
+            index,
+            by_chunk=True,
+            metadata=event.metadata,
+        )
+        out.append(
+            ToolCallStartEvent(
+                tool_call_id=event.tool_call_id,
+                tool_call_name=event.tool_call_name,
+                parent_message_id=event.parent_message_id,
+                raw_event=event.raw_event,
+                **stamp,
+            )
+        )
+        if event.delta is not None:
+            self.tool_calls[event.tool_call_id].arguments += event.delta
+            out.append(
+                ToolCallArgsEvent(
+                    tool_call_id=event.tool_call_id, delta=event.delta, **stamp
+                )
+            )
+        return out
+
+    def _on_tool_call_result(
+        self, event: ToolCallResultEvent, index: int, closing: list[_Key]
+    ) -> list[BaseEvent]:
+        """Record a result as a tool message; it answers the call and never reopens it.
+
+        A result for a call that is still open or unknown is accepted (as
+        ``@ag-ui/client`` does); a second result for the same call is a warning.
+        Implements TC-08, TC-09, TC-10, FT-04.
+        """
+        message_id = event.message_id
+        if message_id in self._thread_message_ids or message_id in self._records:
+            self._fail(
+                index,
+                "LIFECYCLE",
+                message_id,
+                f"TOOL_CALL_RESULT messageId '{message_id}' is already used on this thread; "
+                "each result mints a new message with a thread-unique id",
+            )
+        out = self._close(closing)
+        self._records[message_id] = _MessageRecord(
+            role="tool",
+            tool_message=ToolMessage(
+                id=message_id,
+                content=event.content,
+                tool_call_id=event.tool_call_id,
+                subagent_run_id=event.subagent_run_id,
+            ),
+        )
+        if event.tool_call_id in self._answered:
+            self._warn(
+                index,
+                "TC-08",
+                event.tool_call_id,
+                f"call '{event.tool_call_id}' was already answered by message "
+                f"'{self._answered[event.tool_call_id]}'; a call gets exactly one result",
+            )
+        else:
+            self._answered[event.tool_call_id] = message_id
+            call = self.tool_calls.get(event.tool_call_id)
+            if call is not None:
+                call.result_message_id = message_id
+        return [*out, event]
+
+    def _check_call_can_open(
+        self, tool_call_id: str, index: int, closing: list[_Key], *, by_chunk: bool
+    ) -> None:
+        """Raise unless ``tool_call_id`` may be opened now. Implements TC-06, TC-07, ER-01."""
+        key: _Key = ("tool", tool_call_id)
+        if key in self._open and key not in closing:
+            if by_chunk and not self._open[key].by_chunk:
+                self._fail(
+                    index,
+                    "TC-07",
+                    tool_call_id,
+                    f"TOOL_CALL_CHUNK for call '{tool_call_id}', which was opened by "
+                    "TOOL_CALL_START; continue it with TOOL_CALL_ARGS / TOOL_CALL_END "
+                    "(the two spellings never mix)",
+                )
+            self._fail(
+                index,
+                "ER-01",
+                tool_call_id,
+                f"call '{tool_call_id}' is still open; close it with TOOL_CALL_END before "
+                "reopening it",
+            )
+        if tool_call_id in self._thread_tool_call_ids:
+            self._fail(
+                index,
+                "LIFECYCLE",
+                tool_call_id,
+                f"toolCallId '{tool_call_id}' was used by an earlier run on this thread; "
+                "tool call ids are thread-unique (a client would merge the two calls)",
+            )
+
+    def _open_call(
+        self,
+        tool_call_id: str,
+        name: str,
+        parent_message_id: str | None,
+        owner: str | None,
+        index: int,
+        *,
+        by_chunk: bool,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        """Create or reopen a call and attach a new one to its assistant message.
+
+        Implements TC-02, TC-06.
+        """
+        key: _Key = ("tool", tool_call_id)
+        call = self.tool_calls.get(tool_call_id)
+        if call is not None:
+            previous_owner = self._owners.get(tool_call_id)
+            for label, given, kept in (
+                ("toolCallName", name, call.name),
+                ("parentMessageId", parent_message_id, call.parent_message_id),
+                ("subagentRunId", owner, previous_owner),
+            ):
+                if given != kept:
+                    self._warn(
+                        index,
+                        "TC-06",
+                        tool_call_id,
+                        f"reopening call '{tool_call_id}' with {label} {given!r}, but the "
+                        f"call has {kept!r}; kept {kept!r} (a reopening START must match)",
+                    )
+            call.open = True
+        else:
+            self.tool_calls[tool_call_id] = ToolCallState(
+                tool_call_id=tool_call_id,
+                name=name,
+                parent_message_id=parent_message_id,
+                arguments="",
+                open=True,
+                ended=False,
+                result_message_id=self._answered.get(tool_call_id),
+                order=len(self.tool_calls),
+            )
+            self._owners[tool_call_id] = owner
+            self._attach_call(tool_call_id, parent_message_id, owner, index)
+        self._open[key] = _OpenItem("tool", tool_call_id, by_chunk, owner, metadata)
+        self._by_chunk[key] = by_chunk
+        if by_chunk:
+            self._lane_chunk[owner] = key
+
+    def _attach_call(
+        self,
+        tool_call_id: str,
+        parent_message_id: str | None,
+        owner: str | None,
+        index: int,
+    ) -> None:
+        """Add a new call to its parent assistant message (or one named after it). Implements TC-02."""
+        holder = parent_message_id or tool_call_id
+        record = self._records.get(holder)
+        if record is not None and record.role != "assistant":
+            self._warn(
+                index,
+                "TC-02",
+                tool_call_id,
+                f"parentMessageId '{holder}' names a {record.role} message, not an "
+                f"assistant message; the call is kept under assistant message "
+                f"'{tool_call_id}'",
+            )
+            holder = tool_call_id
+            record = self._records.get(holder)
+        if record is None:
+            record = _MessageRecord(role="assistant", subagent_run_id=owner)
+            self._records[holder] = record
+        elif record.subagent_run_id != owner:
+            self._warn(
+                index,
+                "TC-02",
+                tool_call_id,
+                f"call '{tool_call_id}' has subagentRunId {owner!r} but its assistant "
+                f"message '{holder}' has {record.subagent_run_id!r}; they must agree",
+            )
+        record.tool_call_ids.append(tool_call_id)
+
+    # -- text messages ------------------------------------------------------------------
+
+    def _on_text_start(
+        self, event: TextMessageStartEvent, index: int, closing: list[_Key]
+    ) -> list[BaseEvent]:
+        """Open or reopen a text message. Implements ER-01."""
+        self._check_text_can_open(event.message_id, index, closing)
+        out = self._close(closing)
+        self._open_text(
+            event.message_id,
+            event.role,
+            event.name,
+            event.subagent_run_id,
+            index,
+            by_chunk=False,
+        )
+        return [*out, event]
+
+    def _on_text_continue(
+        self,
+        event: TextMessageContentEvent | TextMessageEndEvent,
+        index: int,
+        closing: list[_Key],
+    ) -> list[BaseEvent]:
+        """Append content to, or close, an open text message. Implements ER-01."""
+        self._check_explicit_continue(
+            "text", event.message_id, _type_name(event), index, closing
+        )
+        out = self._close(closing)
+        if isinstance(event, TextMessageContentEvent):
+            self._append_text(event.message_id, event.delta)
+        else:
+            out.extend(self._close([("text", event.message_id)], synthesize=False))
+        return [*out, event]
+
+    def _on_text_chunk(
+        self, event: TextMessageChunkEvent, index: int, closing: list[_Key]
+    ) -> list[BaseEvent]:
+        """Expand a text chunk into START / CONTENT (its END is synthesized later).
+
+        Implements ER-01 (the streaming pattern's chunk form).
+        """
+        lane = event.subagent_run_id
+        current = self._lane_chunk.get(lane)
+        stamp: dict[str, Any] = {
+            "metadata": event.metadata,
+            "timestamp": event.timestamp,
+            "subagent_run_id": lane,
+        }
+        if current is not None and current[0] == "text" and not closing:
+            message_id = current[1]
+            kept_role = self._text_roles[message_id]
+            if event.role is not None and event.role != kept_role:
+                self._fail(
+                    index,
+                    "ER-01",
+                    message_id,
+                    f"continuation TEXT_MESSAGE_CHUNK role {event.role!r} conflicts with "
+                    f"the open message's {kept_role!r}; a different message needs its own "
+                    "messageId",
+                )
+            if event.metadata is not None:
+                self._open[current].metadata = event.metadata
+            if event.delta is None:
+                return []
+            self._append_text(message_id, event.delta)
+            return [
+                TextMessageContentEvent(
+                    message_id=message_id,
+                    delta=event.delta,
+                    raw_event=event.raw_event,
+                    **stamp,
+                )
+            ]
+        if event.message_id is None:
+            self._fail(
+                index,
+                "ER-01",
+                None,
+                "the first TEXT_MESSAGE_CHUNK of a message must carry messageId (no chunk "
+                "message is open in this lane to continue)",
+            )
+        self._check_text_can_open(event.message_id, index, closing, by_chunk=True)
+        out = self._close(closing)
+        self._open_text(
+            event.message_id,
+            event.role,
+            event.name,
+            lane,
+            index,
+            by_chunk=True,
+            metadata=event.metadata,
+        )
+        out.append(
+            TextMessageStartEvent(
+                message_id=event.message_id,
+                role=event.role,
+                name=event.name,
+                raw_event=event.raw_event,
+                **stamp,
+            )
+        )
+        if event.delta is not None:
+            self._append_text(event.message_id, event.delta)
+            out.append(
+                TextMessageContentEvent(
+                    message_id=event.message_id, delta=event.delta, **stamp
+                )
+            )
+        return out
+
+    def _check_text_can_open(
+        self,
+        message_id: str,
+        index: int,
+        closing: list[_Key],
+        *,
+        by_chunk: bool = False,
+    ) -> None:
+        """Raise unless text message ``message_id`` may be opened now. Implements ER-01."""
+        key: _Key = ("text", message_id)
+        if key in self._open and key not in closing:
+            spelling = "TEXT_MESSAGE_CHUNK" if by_chunk else "TEXT_MESSAGE_START"
+            self._fail(
+                index,
+                "ER-01",
+                message_id,
+                f"{spelling} for message '{message_id}', which is still open; close it "
+                "before reopening it",
+            )
+        if message_id in self._thread_message_ids:
+            self._fail(
+                index,
+                "LIFECYCLE",
+                message_id,
+                f"messageId '{message_id}' was used by an earlier run on this thread; "
+                "message ids are thread-unique (restate history as a snapshot)",
+            )
+        record = self._records.get(message_id)
+        if record is not None and record.tool_message is not None:
+            self._fail(
+                index,
+                "LIFECYCLE",
+                message_id,
+                f"messageId '{message_id}' already names the tool message of a "
+                "TOOL_CALL_RESULT; use a new id",
+            )
+
+    def _open_text(
+        self,
+        message_id: str,
+        role: str | None,
+        name: str | None,
+        owner: str | None,
+        index: int,
+        *,
+        by_chunk: bool,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        """Create or reopen a text message's record. Implements ER-01."""
+        key: _Key = ("text", message_id)
+        effective_role = role or "assistant"
+        record = self._records.get(message_id)
+        if record is None:
+            self._records[message_id] = _MessageRecord(
+                role=effective_role, content=[], name=name, subagent_run_id=owner
+            )
+        else:
+            if record.role != effective_role:
+                self._warn(
+                    index,
+                    "ER-01",
+                    message_id,
+                    f"message '{message_id}' is a {record.role} message; a start with role "
+                    f"{effective_role!r} does not change that",
+                )
+            if record.content is None:
+                record.content = []
+        self._text_roles[message_id] = (
+            record.role if record is not None else effective_role
+        )
+        self._open[key] = _OpenItem("text", message_id, by_chunk, owner, metadata)
+        self._by_chunk[key] = by_chunk
+        if by_chunk:
+            self._lane_chunk[owner] = key
+
+    def _append_text(self, message_id: str, delta: str) -> None:
+        """Append a content delta to a message record."""
+        record = self._records[message_id]
+        if record.content is None:
+            record.content = []
+        record.content.append(delta)
+
+    # -- steps --------------------------------------------------------------------------
+
+    def _on_step(
+        self,
+        event: StepStartedEvent | StepFinishedEvent,
+        index: int,
+        closing: list[_Key],
+    ) -> list[BaseEvent]:
+        """Open or close a step by name. Implements ER-01."""
+        key: _Key = ("step", event.step_name)
+        is_open = key in self._open
+        if isinstance(event, StepStartedEvent) and is_open:
+            self._fail(
+                index,
+                "ER-01",
+                event.step_name,
+                f"STEP_STARTED for step '{event.step_name}', which is still open",
+            )
+        if isinstance(event, StepFinishedEvent) and not is_open:
+            self._fail(
+                index,
+                "ER-01",
+                event.step_name,
+                f"STEP_FINISHED for step '{event.step_name}', which is not open; send "
+                "STEP_STARTED first",
+            )
+        out = self._close(closing)
+        if isinstance(event, StepStartedEvent):
+            self._open[key] = _OpenItem(
+                "step", event.step_name, False, event.subagent_run_id
+            )
+        else:
+            del self._open[key]
+        return [*out, event]
+
+    # -- shared helpers -----------------------------------------------------------------
+
+    def _check_explicit_continue(
+        self,
+        kind: _ItemKind,
+        item_id: str,
+        event_name: str,
+        index: int,
+        closing: list[_Key],
+    ) -> None:
+        """Raise unless an explicit ARGS/CONTENT/END may continue ``item_id``.
+
+        Implements TC-07 (no mixing of spellings) and ER-01 (the item must be open).
+        """
+        key: _Key = (kind, item_id)
+        if self._by_chunk.get(key):
+            rule = "TC-07" if kind == "tool" else "ER-01"
+            self._fail(
+                index,
+                rule,
+                item_id,
+                f"{event_name} for '{item_id}', which was opened by a chunk; a chunk-opened "
+                "item is continued by chunks and its END is synthesized, never sent",
+            )
+        if key in self._open and key not in closing:
+            return
+        opener = "TOOL_CALL_START" if kind == "tool" else "TEXT_MESSAGE_START"
+        known = (
+            item_id in self.tool_calls
+            if kind == "tool"
+            else item_id in self._text_roles
+        )
+        state = "is closed (reopen it" if known else "was never opened (open it"
+        self._fail(
+            index,
+            "ER-01",
+            item_id,
+            f"{event_name} for '{item_id}', which {state} with {opener} first)",
+        )
+
+    def _close(self, keys: list[_Key], *, synthesize: bool = True) -> list[BaseEvent]:
+        """Close ``keys`` (open items) and return their END events if ``synthesize``."""
+        out: list[BaseEvent] = []
+        for key in keys:
+            item = self._open.pop(key)
+            if self._lane_chunk.get(item.lane) == key:
+                del self._lane_chunk[item.lane]
+            if item.kind == "tool":
+                call = self.tool_calls[item.item_id]
+                call.open = False
+                call.ended = True
+            if not synthesize:
+                continue
+            stamp: dict[str, Any] = {
+                "metadata": item.metadata,
+                "subagent_run_id": item.lane,
+            }
+            if item.kind == "tool":
+                out.append(ToolCallEndEvent(tool_call_id=item.item_id, **stamp))
+            elif item.kind == "text":
+                out.append(TextMessageEndEvent(message_id=item.item_id, **stamp))
+            else:
+                out.append(StepFinishedEvent(step_name=item.item_id, **stamp))
+        return out
+
+    def _reset_run(self) -> None:
+        """Move this run's ids to the thread's and clear the per-run state."""
+        self._thread_tool_call_ids.update(self.tool_calls)
+        self._thread_message_ids.update(self._records)
+        self.tool_calls = {}
+        self._records = {}
+        self._open = {}
+        self._lane_chunk = {}
+        self._by_chunk = {}
+        self._owners = {}
+        self._text_roles = {}
+        self._answered = {}
+
+    def _warn(self, index: int, rule: str, item_id: str | None, message: str) -> None:
+        """Record a non-fatal finding."""
+        self.warnings.append(StreamWarning(index, rule, item_id, message))
+
+    def _fail(
+        self, index: int, rule: str, item_id: str | None, message: str
+    ) -> NoReturn:
+        """Raise a :class:`StreamViolation`."""
+        raise StreamViolation(index=index, rule=rule, item_id=item_id, message=message)
+
+
+def _type_name(event: BaseEvent) -> str:
+    """Return an event's wire type name."""
+    return str(getattr(event.type, "value", event.type))
+
+
+def _item_id(event: BaseEvent) -> str | None:
+    """Return the toolCallId or messageId an event carries, if any."""
+    return getattr(event, "tool_call_id", None) or getattr(event, "message_id", None)
+
+
+def _dict_item_id(data: dict[str, Any]) -> str | None:
+    """Return the toolCallId or messageId of an event object, if it carries a string one."""
+    for key in ("toolCallId", "tool_call_id", "messageId", "message_id"):
+        value = data.get(key)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def _summarize(exc: ValidationError) -> str:
+    """Return the first validation error of ``exc`` as ``<location>: <message>``."""
+    first = exc.errors()[0]
+    location = ".".join(str(part) for part in first["loc"])
+    more = exc.error_count() - 1
+    suffix = f" (and {more} more)" if more > 0 else ""
+    return f"{location or 'event'}: {first['msg']}{suffix}"
