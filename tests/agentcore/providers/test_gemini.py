@@ -88,6 +88,11 @@ def error_reply(status: int) -> Reply:
     )
 
 
+def either(obj: dict[str, Any], camel: str, snake: str) -> Any:
+    """Return ``obj[camel]`` or ``obj[snake]``: proto JSON accepts both spellings."""
+    return obj[camel] if camel in obj else obj[snake]
+
+
 def factory(url: str, **options: Any) -> GeminiProvider:
     return GeminiProvider(
         model="gemini-test", api_key="sk-test-secret", base_url=url, **options
@@ -364,7 +369,9 @@ async def test_request_body_function_declarations_lp10(server: ScriptServer) -> 
     assert body["systemInstruction"]["parts"] == [{"text": "be brief"}]
     [decl] = body["tools"][0]["functionDeclarations"]
     assert decl["name"] == "get_weather"
-    assert decl["parametersJsonSchema"] == {
+    # the SDK writes this field and FunctionResponse.parts in snake_case, which the
+    # API's proto-JSON parser accepts alongside camelCase
+    assert either(decl, "parametersJsonSchema", "parameters_json_schema") == {
         "type": "object",
         "properties": {"city": {"type": "string"}},
         "required": ["city"],
@@ -388,9 +395,12 @@ async def test_golden_thread_tc14_ft06_lp10(server: ScriptServer) -> None:
     assert "declined" in responses[2]["response"]["result"]
     assert responses[3]["response"] == json.loads(INTERRUPTED_CONTENT)
     assert responses[4]["response"] == {"result": "chart rendered"}
-    assert responses[4]["parts"] == [
-        {"inlineData": {"mimeType": "image/png", "data": PNG_B64}}
-    ]
+    [image] = responses[4]["parts"]
+    blob = either(image, "inlineData", "inline_data")
+    assert (either(blob, "mimeType", "mime_type"), blob["data"]) == (
+        "image/png",
+        PNG_B64,
+    )
     assert all("id" not in c for c in calls)  # ids not from Gemini are never sent
     dumped = json.dumps(server.last_body)
     for foreign in (
