@@ -14,6 +14,8 @@ from urllib.parse import urlparse
 
 import pytest
 
+pytest_plugins = ["tests.executors"]
+
 REQUIRE_SERVICES = os.environ.get("COUNTERSIGN_REQUIRE_SERVICES") == "1"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/15"
 
@@ -61,3 +63,6 @@ def staff_user(django_user_model):
     return django_user_model.objects.create_user(
         username="sam", password="pw-sam-1", is_staff=True
     )
+
+
+

@@ -17,11 +17,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentcore.stream import RunStream, StreamViolation
 from django.db import transaction
 from django.utils import timezone
 
 from agentcore.events import BaseEvent, EventType, event_from_dict, event_to_dict
+from agentcore.stream import RunStream, StreamViolation
 from threads.conf import countersign_settings
 from threads.models import Event, Message, Run, Thread, ToolCall
 
@@ -164,15 +164,23 @@ class RunRecorder:
                 return
         self._buffer.append(event)
 
-    def _fail(self, violation: StreamViolation) -> list[Event]:
-        self.violation = violation
-        logger.warning("run %s: %s", self.run.run_id, violation)
+    def close_open_items(self) -> None:
+        """Buffer END events for every item still open (ER-01), as the stream machine made them.
+
+        The machine has already applied them, so they are buffered, not fed again.
+        """
         try:
             closing = self.stream.close_open_items()
-        except Exception:  # the machine may refuse after a violation
+        except Exception:  # noqa: BLE001 - nothing to close is better than no RUN_ERROR
+            logger.exception("run %s: could not close open items", self.run.run_id)
             closing = []
         for item in closing:
             self._buffer_event(item)
+
+    def _fail(self, violation: StreamViolation) -> list[Event]:
+        self.violation = violation
+        logger.warning("run %s: %s", self.run.run_id, violation)
+        self.close_open_items()
         from agentcore.events import RunErrorEvent
 
         self._buffer.append(
@@ -214,9 +222,10 @@ class RunRecorder:
             )
             Event.objects.bulk_create(rows)
             _project(thread=thread, run=self.run, events=batch, seqs=[r.seq for r in rows])
-            transaction.on_commit(
-                lambda: publish_events(thread=thread, events=rows), robust=True
-            )
+            if self.publish:
+                transaction.on_commit(
+                    lambda: publish_events(thread=thread, events=rows), robust=True
+                )
         self.written.extend(rows)
         return rows
 
@@ -232,6 +241,31 @@ def record_events(*, run: Run, events: Sequence[BaseEvent | dict[str, Any]]) -> 
     recorder.record(events)
     recorder.flush()
     return recorder.written
+
+
+def thread_replay(*, payloads: Sequence[dict[str, Any]], thread_id: str, owner: Any) -> Thread:
+    """Rebuild a thread from its event log ``payloads`` (in ``seq`` order); return it.
+
+    Each ``RUN_STARTED`` opens a run; every event goes through the same recorder
+    as live events, without coalescing, so the log and its projection come out
+    identical. Implements DC-01 (the log is the truth).
+    """
+    thread = Thread.objects.create(thread_id=thread_id, owner=owner)
+    recorder: RunRecorder | None = None
+    for payload in payloads:
+        if payload.get("type") == "RUN_STARTED":
+            if recorder is not None:
+                recorder.flush()
+            run = Run.objects.create(
+                thread=thread, run_id=payload["runId"], status=Run.Status.RUNNING
+            )
+            recorder = RunRecorder(run, coalesce_ms=0, coalesce_bytes=0, publish=False)
+        if recorder is None:
+            raise ValueError("a thread's log must start with RUN_STARTED")
+        recorder.record([payload])
+    if recorder is not None:
+        recorder.flush()
+    return thread
 
 
 # -- projection ---------------------------------------------------------------
@@ -800,12 +834,8 @@ def _record_terminal_error(recorder: RunRecorder, *, code: str, message: str) ->
             RunStartedEvent(thread_id=recorder.thread.thread_id, run_id=recorder.run.run_id)
         )
     if recorder.stream.status in {"idle", "running"}:
-        try:
-            closing = recorder.stream.close_open_items()
-        except Exception:  # noqa: BLE001
-            closing = []
         recorder.record(events)
-        recorder.record(closing)
+        recorder.close_open_items()
         recorder.record([RunErrorEvent(message=message, code=code)])
     recorder.flush()
 
@@ -855,6 +885,7 @@ def drive_agent(*, agent: Any, run_input: Any, recorder: RunRecorder) -> None:
         asyncio.set_event_loop(loop)
         try:
             loop.run_until_complete(produce())
+            loop.run_until_complete(loop.shutdown_asyncgens())
         finally:
             loop.close()
 

@@ -1,0 +1,209 @@
+"""Fixtures that run background work for real: the embedded pool, or a Celery worker process.
+
+``executor`` is parametrized over both modes, so a flow test written once runs on
+the embedded thread pool (no services) and on a real Celery worker process
+against Redis (never eager mode). Registered in ``tests/conftest.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def database_url_for_subprocess() -> str:
+    """Return a DATABASE_URL pointing a child process at the current test database."""
+    from django.db import connection
+
+    data = connection.settings_dict
+    if data["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{data['NAME']}"
+    user = data.get("USER") or ""
+    password = f":{data['PASSWORD']}" if data.get("PASSWORD") else ""
+    auth = f"{user}{password}@" if user else ""
+    return f"postgres://{auth}{data.get('HOST') or '127.0.0.1'}:{data.get('PORT') or 5432}/{data['NAME']}"
+
+
+@dataclass
+class WorkerProcess:
+    """A Celery worker process started for the tests."""
+
+    broker_url: str
+    env: dict[str, str]
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def start(self, **extra_env: str) -> None:
+        """Start the worker (``extra_env`` adds variables, e.g. test hooks) and wait until ready."""
+        self.extra_env = extra_env
+        log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
+        self.process = subprocess.Popen(
+            [
+                sys.executable, "-m", "celery", "-A", "config", "worker",
+                "--pool=threads", "--concurrency=4", "-Q", "runs,tools,countersign",
+                "--without-gossip", "--without-mingle", "--without-heartbeat",
+                "-l", "info", "-n", f"test-{os.getpid()}-{time.monotonic_ns()}@%h",
+            ],
+            cwd=ROOT,
+            env={**self.env, **extra_env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if b"ready." in self.log_path.read_bytes():
+                return
+            if self.process.poll() is not None:
+                raise RuntimeError(f"celery worker exited: {self.log_path.read_text()[-3000:]}")
+            time.sleep(0.1)
+        raise RuntimeError(f"celery worker not ready: {self.log_path.read_text()[-3000:]}")
+
+    def kill(self) -> None:
+        """SIGKILL the worker process (no cleanup, as a crash would)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        """Stop the worker gracefully (SIGTERM), or kill it after 15 s."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.process = None
+
+    def restart(self, **extra_env: str) -> None:
+        """Stop and start again (same broker; redelivered messages are received)."""
+        self.stop()
+        self.start(**extra_env)
+
+
+def _flush_broker(url: str) -> None:
+    import redis
+
+    redis.Redis.from_url(url).flushdb()
+
+
+@pytest.fixture(scope="session")
+def celery_worker_factory(
+    django_db_setup: Any, django_db_blocker: Any, redis_url: str, tmp_path_factory: Any
+) -> Iterator[Callable[[], WorkerProcess]]:
+    """Return a factory of worker processes bound to the test database and ``redis_url``."""
+    workers: list[WorkerProcess] = []
+    with django_db_blocker.unblock():
+        db_url = database_url_for_subprocess()
+
+    def make() -> WorkerProcess:
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "DATABASE_URL": db_url,
+            "REDIS_URL": redis_url,
+            "PYTHONUNBUFFERED": "1",
+        }
+        worker = WorkerProcess(
+            broker_url=redis_url,
+            env=env,
+            log_path=tmp_path_factory.mktemp("worker") / "celery.log",
+        )
+        workers.append(worker)
+        return worker
+
+    yield make
+    for worker in workers:
+        worker.stop()
+
+
+def use_redis(settings: Any, url: str) -> None:
+    """Point Django, Celery and Channels at Redis ``url`` for this test."""
+    from channels.layers import channel_layers
+
+    from config.celery import app
+
+    settings.REDIS_URL = url
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [url]},
+        }
+    }
+    channel_layers.backends = {}
+    app.conf.broker_url = url
+
+
+def use_embedded(settings: Any) -> None:
+    """Use the embedded thread pool and the in-memory channel layer for this test."""
+    from channels.layers import channel_layers
+
+    settings.REDIS_URL = ""
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    channel_layers.backends = {}
+
+
+@dataclass
+class Executor:
+    """Where this test's background work runs, and how to wait for it."""
+
+    mode: str
+    worker: WorkerProcess | None = None
+
+    def wait_for(self, predicate: Callable[[], Any], *, timeout: float = 30.0) -> Any:
+        """Poll ``predicate`` until it returns a truthy value; return it or fail."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = predicate()
+            if value:
+                return value
+            time.sleep(0.05)
+        log = self.worker.log_path.read_text()[-4000:] if self.worker else ""
+        pytest.fail(f"timed out after {timeout}s waiting for {predicate!r}\n{log}")
+
+    def settle(self, thread: Any, *, timeout: float = 30.0) -> None:
+        """Wait until ``thread`` has no queued/running run and no approved call not yet done."""
+        from threads.models import Run, ToolCall
+
+        def idle() -> bool:
+            busy_runs = Run.objects.filter(thread=thread, status__in=Run.ACTIVE_STATUSES).exists()
+            busy_calls = ToolCall.objects.filter(
+                thread=thread, state__in=["approved", "executing"]
+            ).exists()
+            return not busy_runs and not busy_calls
+
+        self.wait_for(idle, timeout=timeout)
+
+
+@pytest.fixture(params=["embedded", "celery"])
+def executor(
+    request: Any, settings: Any, transactional_db: Any
+) -> Iterator[Executor]:
+    """Run background work on the embedded pool or on a real Celery worker process."""
+    if request.param == "embedded":
+        use_embedded(settings)
+        yield Executor(mode="embedded")
+        from threads.execution import wait_embedded
+
+        wait_embedded(timeout=30)
+        return
+    redis_url = request.getfixturevalue("redis_url")
+    _flush_broker(redis_url)
+    use_redis(settings, redis_url)
+    worker = request.getfixturevalue("celery_worker_factory")()
+    worker.start()
+    try:
+        yield Executor(mode="celery", worker=worker)
+    finally:
+        worker.stop()

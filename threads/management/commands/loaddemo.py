@@ -1,0 +1,50 @@
+"""Record a demo thread: a refund request whose ``refund_order`` call awaits approval."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+
+class Command(BaseCommand):
+    help = (
+        "Run the scripted demo agent on 'refund order A-1001 25.00' for a user (default: "
+        "admin) and wait until its refund_order call is pending approval."
+    )
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--user", default="admin")
+        parser.add_argument("--message", default="refund order A-1001 25.00")
+        parser.add_argument("--timeout", type=float, default=60.0)
+
+    def handle(self, *args: Any, user: str, message: str, timeout: float, **options: Any) -> None:
+        import time
+
+        from threads.execution import uses_celery, wait_embedded
+        from threads.models import Run, ToolCall
+        from threads.services import message_post, thread_create
+
+        owner = get_user_model().objects.filter(username=user).first()
+        if owner is None:
+            raise CommandError(f"user {user!r} does not exist; run 'python manage.py ensureadmin'")
+        thread = thread_create(owner=owner, title=f"Demo: {message}")
+        message_post(thread=thread, content=message)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not uses_celery():
+                wait_embedded(timeout=max(0.1, deadline - time.monotonic()))
+            latest = thread.runs.order_by("-created_at", "-id").first()
+            if latest is not None and latest.status not in Run.ACTIVE_STATUSES:
+                if not ToolCall.objects.filter(thread=thread, state="approved").exists():
+                    break
+            time.sleep(0.2)
+        calls = ", ".join(
+            f"{c.name}={c.state}" for c in ToolCall.objects.filter(thread=thread).order_by("position")
+        )
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Recorded thread {thread.thread_id} ({thread.events.count()} events; calls: {calls})"
+            )
+        )
