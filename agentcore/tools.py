@@ -575,7 +575,8 @@ class Toolset:
 
     def unknown_tool_message(self, name: str) -> str:
         """Return the actionable message for a call naming no tool here. Implements RT-09, SEC-05."""
-        return f"no tool named {name!r}; available tools: {', '.join(self.names)}"
+        available = ", ".join(self.names) or "(none)"
+        return f"no tool named {name!r}; available tools: {available}"
 
 
 def selected_tools(details: Mapping[str, Any] | None) -> list[str]:
