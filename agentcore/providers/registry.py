@@ -12,10 +12,13 @@ import importlib
 import ipaddress
 import os
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal, overload
 from urllib.parse import urlsplit
 
 from agentcore.providers.base import Provider, ProviderError
+
+if TYPE_CHECKING:
+    from agentcore.agents import Agent
 
 __all__ = [
     "ALLOW_MODEL_REQUESTS",
@@ -68,8 +71,30 @@ PROVIDERS: Final[dict[str, _Entry]] = {
         "GEMINI_BASE_URL",
     ),
     "scripted": _Entry("agentcore.providers.scripted", "ScriptedProvider"),
-    "agui_http": _Entry("agentcore.providers.agui_http", "AguiHttpProvider"),
+    "agui_http": _Entry("agentcore.providers.agui_http", "RemoteAgent"),
 }
+
+
+@overload
+def get_provider(
+    name: Literal["agui_http"],
+    *,
+    model: str,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    **options: Any,
+) -> Agent: ...
+
+
+@overload
+def get_provider(
+    name: str,
+    *,
+    model: str,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    **options: Any,
+) -> Provider: ...
 
 
 def get_provider(
@@ -79,20 +104,30 @@ def get_provider(
     base_url: str | None = None,
     api_key: str | None = None,
     **options: Any,
-) -> Provider:
+) -> Provider | Agent:
     """Build the adapter ``name`` for ``model``, importing its module lazily.
 
     Network adapters get ``api_key`` and ``base_url`` from the arguments or else from
     ``<VENDOR>_API_KEY`` / ``<VENDOR>_BASE_URL`` (the base URL may stay ``None``: the
-    SDK's default). ``scripted`` and ``agui_http`` are constructed with
-    ``model=``, ``base_url=`` (when given) and ``**options``; each validates its own.
-    Raises :class:`ProviderConfigError` for an unknown name or a missing API key
-    (naming the variable). Implements STYLE 15 (one interface, lazily loaded).
+    SDK's default). ``scripted`` is constructed with ``model=``, ``base_url=`` /
+    ``api_key=`` (when given) and ``**options``. ``agui_http`` is a remote AG-UI
+    agent, not a model provider: it returns ``RemoteAgent(base_url, **options)``
+    (``model`` and ``api_key`` unused; pass credentials as ``headers=``). Raises
+    :class:`ProviderConfigError` for an unknown name, a missing API key (naming the
+    variable) or an ``agui_http`` without ``base_url``. Implements STYLE 15.
     """
     entry = PROVIDERS.get(name)
     if entry is None:
         known = ", ".join(sorted(PROVIDERS))
         raise ProviderConfigError(f"unknown provider {name!r}; expected one of {known}")
+    if name == "agui_http":
+        if not base_url:
+            raise ProviderConfigError(
+                "provider 'agui_http' needs base_url (the agent URL)"
+            )
+        agent_cls = getattr(importlib.import_module(entry.module), entry.cls)
+        agent: Agent = agent_cls(base_url, **options)
+        return agent
     kwargs: dict[str, Any] = dict(options)
     if entry.key_env is not None:
         api_key = api_key or os.environ.get(entry.key_env) or None
