@@ -15,7 +15,6 @@ This module never imports Django.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import logging
 import re
@@ -285,43 +284,46 @@ async def _run_with_limits(
     """Run the tool under its timeout and the run's cancel signal.
 
     Returns ``("ok", value)``, ``("error", exception)``, ``("timeout", None)`` or
-    ``("cancelled", None)``. A timed-out or cancelled async tool is cancelled (it
-    sees :class:`asyncio.CancelledError`); a sync tool is signalled through
-    ``context.cancel`` and abandoned to finish in its thread. Implements LP-05.
+    ``("cancelled", None)``. A timed-out or cancelled async tool is cancelled in
+    place (it sees :class:`asyncio.CancelledError` and its handlers run before this
+    returns); a sync tool is signalled through ``context.cancel`` and abandoned to
+    finish in its thread. An async tool that swallows the cancellation keeps the
+    call waiting: tools must let ``CancelledError`` propagate. Implements LP-05.
     """
     if context.cancel is None:
         context.cancel = asyncio.Event()
-    task = asyncio.ensure_future(_invoke(tool, params, context))
-    waiters: set[asyncio.Future[Any]] = {task}
-    cancel_wait: asyncio.Future[Any] | None = None
-    if cancel is not None:
-        cancel_wait = asyncio.ensure_future(cancel.wait())
-        waiters.add(cancel_wait)
+    current = asyncio.current_task()
+    by_run = False
+    watcher: asyncio.Task[None] | None = None
+    if cancel is not None and current is not None:
+
+        async def watch() -> None:
+            nonlocal by_run
+            await cancel.wait()
+            by_run = True
+            current.cancel()
+
+        watcher = asyncio.create_task(watch())
     try:
-        done, _ = await asyncio.wait(
-            waiters, timeout=tool.timeout, return_when=asyncio.FIRST_COMPLETED
-        )
+        async with asyncio.timeout(tool.timeout) as deadline:
+            value = await _invoke(tool, params, context)
     except asyncio.CancelledError:
-        task.cancel()
         context.cancel.set()
-        raise
-    finally:
-        if cancel_wait is not None and not cancel_wait.done():
-            cancel_wait.cancel()
-    if task in done:
-        if task.cancelled():
+        if by_run and current is not None:
+            current.uncancel()
             return "cancelled", None
-        error = task.exception()
-        return ("error", error) if error is not None else ("ok", task.result())
-    outcome = (
-        "cancelled" if cancel_wait is not None and cancel_wait in done else "timeout"
-    )
-    context.cancel.set()
-    task.cancel()
-    with contextlib.suppress(BaseException):
-        # Let an async tool run its cancellation handlers; a thread is not waited for.
-        await asyncio.wait({task}, timeout=1.0)
-    return outcome, None
+        raise
+    except TimeoutError as error:
+        if deadline.expired():
+            context.cancel.set()
+            return "timeout", None
+        return "error", error
+    except Exception as error:  # noqa: BLE001 - every tool failure becomes a result
+        return "error", error
+    finally:
+        if watcher is not None and not watcher.done():
+            watcher.cancel()
+    return "ok", value
 
 
 async def execute_call(
