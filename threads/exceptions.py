@@ -33,3 +33,17 @@ class UnknownAgent(ThreadsError):
 
     code = "unknown_agent"
     status = 404
+
+
+class ThreadArchived(ThreadsError):
+    """The thread is archived; nothing new may start on it."""
+
+    code = "thread_archived"
+    status = 409
+
+
+class IdempotencyKeyReused(ThreadsError):
+    """An ``Idempotency-Key`` was sent again with a different request."""
+
+    code = "idempotency_key_reused"
+    status = 422

@@ -219,3 +219,30 @@ class Event(models.Model):
     def as_wire(self) -> dict[str, Any]:
         """Return the event as sent to browsers: the AG-UI payload plus ``seq``."""
         return {"seq": self.seq, **self.payload}
+
+
+class IdempotencyKey(models.Model):
+    """A client's ``Idempotency-Key`` and the response it produced, per user.
+
+    A retry with the same key and the same request gets the stored response and
+    starts nothing; the same key with a different request is refused. Unique per
+    (user, key).
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    key = models.CharField(max_length=255)
+    #: SHA-256 of the operation and the canonical request body.
+    request_hash = models.CharField(max_length=64)
+    response_status = models.PositiveSmallIntegerField()
+    response_body = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "key"], name="uniq_idempotency_key_per_user"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_id}:{self.key}"

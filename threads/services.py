@@ -655,11 +655,17 @@ def thread_check_can_start_run(*, thread: Thread) -> None:
 
     One run per thread at a time: refused while a run is queued or running, or
     while calls of the last run are still unanswered (FT-06: a continuing thread
-    answers every pending call first).
+    answers every pending call first). Raises :class:`ThreadArchived` for an
+    archived thread.
     """
-    from threads.exceptions import RunConflict
+    from threads.exceptions import RunConflict, ThreadArchived
     from threads.selectors import thread_unanswered_calls
 
+    if thread.archived_at is not None:
+        raise ThreadArchived(
+            f"thread {thread.thread_id!r} was archived at {thread.archived_at.isoformat()}; "
+            "start a new thread to continue the conversation"
+        )
     active = thread.runs.filter(status__in=Run.ACTIVE_STATUSES).first()
     if active is not None:
         raise RunConflict(
@@ -673,6 +679,20 @@ def thread_check_can_start_run(*, thread: Thread) -> None:
             f"tool calls {ids!r} are waiting for an answer; approve, reject or cancel them "
             "in the approval queue first"
         )
+
+
+def thread_archive(*, thread: Thread) -> Thread:
+    """Archive ``thread`` (idempotent: the first archive time is kept); return it.
+
+    An archived thread keeps its history but accepts no new messages
+    (:class:`threads.exceptions.ThreadArchived`, HTTP 409).
+    """
+    with transaction.atomic():
+        locked = _lock_thread(thread)
+        if locked.archived_at is None:
+            locked.archived_at = timezone.now()
+            locked.save(update_fields=["archived_at", "updated_at"])
+    return locked
 
 
 def message_post(
