@@ -636,10 +636,12 @@ def execution_resolve(
         raise ApprovalPermissionDenied("resolving an execution needs the decide permission")
     with transaction.atomic():
         call = ToolCall.objects.select_for_update().get(pk=tool_call.pk)
-        execution = ToolExecution.objects.select_for_update().get(tool_call=call)
-        if execution.state != ToolExecution.State.OUTCOME_UNKNOWN:
+        execution = ToolExecution.objects.select_for_update().filter(tool_call=call).first()
+        if execution is None or execution.state != ToolExecution.State.OUTCOME_UNKNOWN:
+            found = execution.state if execution is not None else "not executed"
             raise ApprovalAlreadyDecided(
-                f"call {call.tool_call_id!r} is {execution.state!r}, not outcome_unknown"
+                f"call {call.tool_call_id!r} is {found!r}, not outcome_unknown; "
+                "only a call whose execution outcome is unknown can be resolved"
             )
         execution.state = ToolExecution.State.RESOLVED
         execution.save(update_fields=["state"])
