@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import path
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
 
 from threads import agui
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("agui/threads/<str:thread_id>/events", agui.agui_thread_events, name="agui-thread-events"),
     path("agui/<str:agent>/", agui.agui_run, name="agui-run"),
+    path("", include("threads.ui_urls")),
 ]

@@ -1,0 +1,19 @@
+"""URLs of the operator web UI (mounted at the site root by ``config.urls``)."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from threads import ui
+
+urlpatterns = [
+    path("", ui.thread_list, name="ui-thread-list"),
+    path("threads.json", ui.thread_list_json, name="ui-thread-list-json"),
+    path("threads/<str:thread_id>/", ui.thread_detail, name="ui-thread"),
+    path(
+        "threads/<str:thread_id>/state.json",
+        ui.thread_state_json,
+        name="ui-thread-state",
+    ),
+    path("approvals/", ui.approval_queue, name="ui-approvals"),
+]
