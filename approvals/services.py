@@ -493,6 +493,13 @@ def tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
     again with the same key; others become ``outcome_unknown`` for an operator.
     Implements DC-04, LP-01, LP-05, LP-07, LP-08, BC32, BC34.
     """
+    from threads.janitor import tool_call_log_context
+
+    with tool_call_log_context(tool_call_pk=tool_call_pk):
+        return _tool_call_execute(tool_call_pk=tool_call_pk)
+
+
+def _tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
     from agentcore.dispatch import ToolCallRequest, execute_call
     from agentcore.tools import ToolContext
 

@@ -8,6 +8,11 @@ Environment:
   in the server process and uses the in-memory channel layer.
 - ``SECRET_KEY``, ``DEBUG`` (``1``/``0``), ``ALLOWED_HOSTS`` (comma-separated),
   ``CSRF_TRUSTED_ORIGINS`` (comma-separated).
+- Production (``DEBUG=0``): secure defaults, each overridable: ``SECURE_SSL_REDIRECT``,
+  ``SESSION_COOKIE_SECURE``, ``CSRF_COOKIE_SECURE``, ``SECURE_HSTS_SECONDS``,
+  ``SECURE_HSTS_INCLUDE_SUBDOMAINS``, ``SECURE_HSTS_PRELOAD``; ``LOG_FORMAT``
+  (``json``/``text``), ``LOG_LEVEL``, ``STATIC_ROOT``, ``STATIC_MANIFEST``,
+  ``CHANNEL_LAYER_PREFIX``.
 - Provider keys (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY``) and
   base URLs are read only by the agent configuration in ``COUNTERSIGN_AGENTS``.
 """
@@ -113,12 +118,23 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT") or BASE_DIR / "staticfiles")
 STATICFILES_DIRS = [BASE_DIR / "static"]
 WHITENOISE_USE_FINDERS = DEBUG
 
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
+if not DEBUG:
+    # Compressed copies served by WhiteNoise after ``collectstatic``; the manifest
+    # (hashed names, cached forever) only where collectstatic ran at build time.
+    STORAGES = {
+        "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+        "staticfiles": {
+            "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            if _env_bool("STATIC_MANIFEST", False)
+            else "whitenoise.storage.CompressedStaticFilesStorage"
+        },
+    }
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
@@ -126,7 +142,12 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            # Pub/Sub ignores Redis database numbers: deployments sharing one Redis
+            # need distinct prefixes.
+            "CONFIG": {
+                "hosts": [REDIS_URL],
+                "prefix": os.environ.get("CHANNEL_LAYER_PREFIX") or "asgi",
+            },
         }
     }
 else:
@@ -158,7 +179,10 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 REST_FRAMEWORK = {
+    # Finishes runs whose worker died (threads.janitor); default queue.
+    "reap-stale-runs": {"task": "threads.janitor.reap_stale_runs", "schedule": 30.0},
     "DEFAULT_AUTHENTICATION_CLASSES": [
+CELERY_IMPORTS = ("threads.janitor",)
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
@@ -189,6 +213,40 @@ COUNTERSIGN_AGENTS = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"context": {"()": "config.logging.ContextFilter"}},
+    "formatters": {
+        "json": {"()": "config.logging.JsonFormatter"},
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "filters": ["context"],
+            "formatter": "json" if LOG_FORMAT == "json" else "text",
+        }
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
 }
+# Logging: one JSON object per line in production (``LOG_FORMAT=json``, the default
+# when DEBUG=0), tagged with ``run``, ``thread`` and ``toolCallId`` when known
+# (config.logging). ``LOG_FORMAT=text`` for a terminal.
+LOG_FORMAT = os.environ.get("LOG_FORMAT") or ("text" if DEBUG else "json")
+# Celery workers log through the same handler (not Celery's own format).
+CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT != "json"
+
+# -- Production hardening ------------------------------------------------------
+# Safe defaults whenever DEBUG=0 (``manage.py check --deploy`` passes with them);
+# each can be turned off by its environment variable, e.g. to serve plain HTTP on
+# 127.0.0.1 (``make prod-like``). Behind a TLS-terminating proxy, run uvicorn with
+# ``--proxy-headers`` and FORWARDED_ALLOW_IPS set to the proxy's address.
+SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", not DEBUG)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # probes speak plain HTTP inside the network
+SESSION_COOKIE_SECURE = _env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = _env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS") or (0 if DEBUG else 31536000))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
+SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", not DEBUG)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"

@@ -27,6 +27,11 @@ DEFAULTS: Final[dict[str, Any]] = {
     "SOCKET_POLL_SECONDS": 1.0,
     # Keep-alive comment interval on SSE streams (s).
     "SSE_KEEPALIVE_SECONDS": 10.0,
+    # A worker executing a run refreshes a Redis heartbeat this often (s); the
+    # janitor (threads.janitor) ends a ``running`` run with ``worker_lost`` once
+    # it has had no heartbeat and no event for RUN_STALE_SECONDS.
+    "RUN_HEARTBEAT_SECONDS": 10.0,
+    "RUN_STALE_SECONDS": 90.0,
 }
 
 

@@ -787,8 +787,17 @@ def run_execute(*, run_pk: int) -> Run:
     Idempotent under at-least-once delivery: a run that is no longer ``queued``
     is not started again; one found ``running`` (its worker died) is finished with
     a ``worker_lost`` error so it never stays running forever. Agent failures end
-    the run with ``RUN_ERROR``; nothing already recorded is lost.
+    the run with ``RUN_ERROR``; nothing already recorded is lost. Log lines carry
+    the run and thread, and a heartbeat tells the janitor the worker is alive
+    (``threads.janitor``).
     """
+    from threads.janitor import run_supervision
+
+    with run_supervision(run_pk=run_pk):
+        return _run_execute(run_pk=run_pk)
+
+
+def _run_execute(*, run_pk: int) -> Run:
     from agentcore.events import RunAgentInput
 
     with transaction.atomic():
@@ -885,6 +894,7 @@ def drive_agent(*, agent: Any, run_input: Any, recorder: RunRecorder) -> None:
     ``asyncio.Event``. Implements DESIGN.md "one path for every event".
     """
     import asyncio
+    import contextvars
     import queue
     import threading
 
@@ -909,7 +919,11 @@ def drive_agent(*, agent: Any, run_input: Any, recorder: RunRecorder) -> None:
         finally:
             loop.close()
 
-    producer = threading.Thread(target=loop_main, name=f"agent-{recorder.run.run_id}")
+    producer = threading.Thread(
+        target=contextvars.copy_context().run,  # keeps the log context (run, thread)
+        args=(loop_main,),
+        name=f"agent-{recorder.run.run_id}",
+    )
     producer.start()
     last_cancel_check = time.monotonic()
     try:

@@ -1,0 +1,94 @@
+"""Structured logging: one JSON object per line, tagged with the run, thread and call.
+
+:class:`JsonFormatter` renders a record as a single-line JSON object (``ts``,
+``level``, ``logger``, ``message``, optional ``exc``, and anything passed with
+``extra=``). :class:`ContextFilter` copies the current :func:`log_context` values
+(``run``, ``thread``, ``toolCallId``) onto every record, so a line written deep
+inside a tool or a provider adapter still says which run it belongs to.
+Context lives in :mod:`contextvars`, so it follows asyncio tasks; a worker thread
+started inside a context gets a copy when started with ``contextvars.copy_context``.
+
+Nothing here imports Django: ``settings.LOGGING`` names these classes, and
+:func:`log_context` is used by ``threads.services.run_execute`` and
+``approvals.services.tool_call_execute``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Final
+
+CONTEXT_KEYS: Final = ("run", "thread", "toolCallId")
+
+_context: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "countersign_log_context", default=None
+)
+
+# Attributes every LogRecord has; anything else on a record came from ``extra=``.
+_RESERVED: Final = frozenset(
+    vars(logging.LogRecord("", 0, "", 0, "", (), None)).keys()
+) | {"message", "asctime", "taskName", "color_message"}
+
+
+def current_context() -> dict[str, str]:
+    """Return a copy of the log context in force (``run``, ``thread``, ``toolCallId``)."""
+    return dict(_context.get() or {})
+
+
+@contextmanager
+def log_context(**values: Any) -> Iterator[dict[str, str]]:
+    """Add ``values`` (``run=``, ``thread=``, ``toolCallId=``) to every log line inside.
+
+    ``None`` values are skipped; nested contexts add to the outer one and restore it
+    on exit.
+    """
+    merged = {
+        **(_context.get() or {}),
+        **{k: str(v) for k, v in values.items() if v is not None},
+    }
+    token = _context.set(merged)
+    try:
+        yield merged
+    finally:
+        _context.reset(token)
+
+
+class ContextFilter(logging.Filter):
+    """Copy the :func:`log_context` values onto each record (as attributes)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for key, value in (_context.get() or {}).items():
+            if not hasattr(record, key):
+                setattr(record, key, value)
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """Format a record as one line of JSON.
+
+    Keys: ``ts`` (ISO 8601 UTC, milliseconds), ``level``, ``logger``, ``message``,
+    ``run``/``thread``/``toolCallId`` when known, ``exc`` for an exception, plus
+    every ``extra=`` attribute (values that are not JSON become their ``repr``).
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        data: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in _RESERVED and not key.startswith("_"):
+                data[key] = value
+        if record.exc_info:
+            data["exc"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            data["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(data, default=repr, ensure_ascii=False)
