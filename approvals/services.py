@@ -218,9 +218,9 @@ def pending_calls_dispatch(*, run: Run) -> None:
     from agentcore.arguments import parse_arguments
 
     toolset, advertised = _run_tools(run)
-    for call_id in run.pending_tool_call_ids:
-        with transaction.atomic():
-            Thread.objects.select_for_update().get(pk=run.thread_id)
+    with transaction.atomic():
+        Thread.objects.select_for_update().get(pk=run.thread_id)
+        for call_id in run.pending_tool_call_ids:
             call = ToolCall.objects.select_for_update().get(
                 thread_id=run.thread_id, tool_call_id=call_id
             )
@@ -288,7 +288,7 @@ def pending_calls_dispatch(*, run: Run) -> None:
                 audit_append(actor=None, action="approval.requested", target=approval,
                              after={"arguments": parsed.params, "tool": tool.name})
                 notify_call_changed(call, approval=approval)
-    continuation_maybe_start(run=run)
+        continuation_maybe_start(run=run)
 
 
 def _execution_create(*, call: ToolCall, arguments: dict[str, Any], authorized_by: str) -> None:
@@ -400,14 +400,13 @@ def approval_decide(
                 },
             )
         notify_call_changed(call, approval=locked)
+        if expired or decision == "reject":
+            continuation_maybe_start(run=locked.run)
     if expired:
-        continuation_maybe_start(run=locked.run)
         raise ApprovalExpired(
             f"approval {locked.pk!r} expired at {locked.expires_at.isoformat()}; "
             "the agent was told it expired"
         )
-    if decision == "reject":
-        continuation_maybe_start(run=locked.run)
     return locked
 
 
@@ -458,7 +457,6 @@ def approvals_expire(*, now: Any = None) -> int:
             status=ApprovalRequest.Status.PENDING, expires_at__lte=now
         ).values_list("pk", flat=True)
     ):
-        run = None
         with transaction.atomic():
             approval = ApprovalRequest.objects.select_related("run").get(pk=pk)
             Thread.objects.select_for_update().get(pk=approval.thread_id)
@@ -467,9 +465,7 @@ def approvals_expire(*, now: Any = None) -> int:
             if approval.status == ApprovalRequest.Status.PENDING:
                 _expire_locked(approval, call)
                 count += 1
-                run = approval.run
-        if run is not None:
-            continuation_maybe_start(run=run)
+                continuation_maybe_start(run=approval.run)
     return count
 
 
@@ -503,7 +499,9 @@ def _tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
     from agentcore.dispatch import ToolCallRequest, execute_call
     from agentcore.tools import ToolContext
 
+    thread_pk = ToolCall.objects.values_list("thread_id", flat=True).get(pk=tool_call_pk)
     with transaction.atomic():
+        Thread.objects.select_for_update().get(pk=thread_pk)
         call = ToolCall.objects.select_for_update().select_related("thread", "run").get(
             pk=tool_call_pk
         )
@@ -546,9 +544,9 @@ def _tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
             audit_append(actor=None, action="execution.refused", target=execution,
                          after={"detail": refusal})
             notify_call_changed(call)
-            run = call.run
+            continuation_maybe_start(run=call.run)
+            return execution
         else:
-            run = None
             execution.state = ToolExecution.State.RESERVED
             execution.attempts += 1
             execution.started_at = timezone.now()
@@ -558,19 +556,19 @@ def _tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
             audit_append(actor=None, action="execution.reserved", target=execution,
                          after={"attempt": execution.attempts})
             notify_call_changed(call)
-    if run is not None:
-        continuation_maybe_start(run=run)
-        return execution
     if os.environ.get("COUNTERSIGN_TEST_CRASH_AFTER_RESERVATION") == "1":
         os._exit(17)  # test hook: a worker killed between reservation and outcome
 
+    # The tool's permission was checked above, against whoever authorized the call;
+    # the runtime gets no user object (its ORM is not usable from the tool's loop).
     owner = call.thread.owner
     context = ToolContext(
         thread_id=call.thread.thread_id,
         run_id=call.run.run_id,
         tool_call_id=call.tool_call_id,
         idempotency_key=execution.idempotency_key,
-        user=owner,
+        user=None,
+        extras={"owner": getattr(owner, "username", None), "authorized_by": execution.authorized_by},
     )
     request = ToolCallRequest(
         tool_call_id=call.tool_call_id, name=call.name, arguments=execution.arguments
@@ -578,10 +576,16 @@ def _tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
     result = asyncio.run(execute_call(request, tool=tool, toolset=toolset, context=context))
 
     with transaction.atomic():
+        Thread.objects.select_for_update().get(pk=thread_pk)
         call = ToolCall.objects.select_for_update().get(pk=tool_call_pk)
         execution = ToolExecution.objects.select_for_update().get(pk=execution.pk)
-        if execution.state != ToolExecution.State.RESERVED:
+        if execution.state not in (
+            ToolExecution.State.RESERVED,
+            ToolExecution.State.OUTCOME_UNKNOWN,
+        ):
             return execution  # a late duplicate: the outcome was already recorded
+        # OUTCOME_UNKNOWN here means a redelivery gave up on this (slow, not dead)
+        # execution meanwhile: the outcome is known now, so it is recorded.
         execution.state = (
             ToolExecution.State.SUCCEEDED if result.error is None else ToolExecution.State.FAILED
         )
@@ -598,7 +602,7 @@ def _tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
         audit_append(actor=None, action=f"execution.{execution.state}", target=execution,
                      after={"error": result.error, "details": result.details})
         notify_call_changed(call, approval=getattr(call, "approval", None))
-    continuation_maybe_start(run=call.run)
+        continuation_maybe_start(run=call.run)
     return execution
 
 
@@ -625,9 +629,17 @@ def _execution_refusal(*, call: ToolCall, execution: ToolExecution, tool: Any) -
     if not parsed.ok or parsed.params != execution.arguments:
         return f"the arguments no longer validate: {parsed.error}"
     permission = getattr(tool, "permission", None)
-    owner = call.thread.owner
-    if permission and (owner is None or not owner.has_perm(permission)):
-        return f"the thread's owner lacks the permission {permission!r} this tool requires"
+    if permission:
+        # The person who authorized the side effect must hold the tool's permission:
+        # the approver for approved calls, the thread's owner for auto-approved ones.
+        if execution.authorized_by == "approval":
+            who = ApprovalRequest.objects.get(tool_call=call).decided_by
+            role = "approver"
+        else:
+            who = call.thread.owner
+            role = "thread's owner"
+        if who is None or not who.has_perm(permission):
+            return f"the {role} lacks the permission {permission!r} this tool requires"
     return None
 
 
@@ -642,6 +654,7 @@ def execution_resolve(
     if not resolved_by.has_perm(DECIDE_PERMISSION):
         raise ApprovalPermissionDenied("resolving an execution needs the decide permission")
     with transaction.atomic():
+        Thread.objects.select_for_update().get(pk=tool_call.thread_id)
         call = ToolCall.objects.select_for_update().get(pk=tool_call.pk)
         execution = ToolExecution.objects.select_for_update().filter(tool_call=call).first()
         if execution is None or execution.state != ToolExecution.State.OUTCOME_UNKNOWN:
@@ -661,7 +674,7 @@ def execution_resolve(
         audit_append(actor=resolved_by, action="execution.resolved", target=execution,
                      after={"succeeded": succeeded, "content": content, "reason": reason})
         notify_call_changed(call)
-    continuation_maybe_start(run=call.run)
+        continuation_maybe_start(run=call.run)
     return execution
 
 

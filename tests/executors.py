@@ -173,13 +173,13 @@ class Executor:
         pytest.fail(f"timed out after {timeout}s waiting for {predicate!r}\n{log}")
 
     def settle(self, thread: Any, *, timeout: float = 30.0) -> None:
-        """Wait until ``thread`` has no queued/running run and no approved call not yet done."""
+        """Wait until ``thread`` has no queued/running run and no call left to dispatch or run."""
         from threads.models import Run, ToolCall
 
         def idle() -> bool:
             busy_runs = Run.objects.filter(thread=thread, status__in=Run.ACTIVE_STATUSES).exists()
             busy_calls = ToolCall.objects.filter(
-                thread=thread, state__in=["approved", "executing"]
+                thread=thread, state__in=["pending", "approved", "executing"]
             ).exists()
             return not busy_runs and not busy_calls
 

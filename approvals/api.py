@@ -1,0 +1,189 @@
+"""REST API for the approval queue: list, inspect, approve, reject, resolve.
+
+Deciding goes through :func:`approvals.services.approval_decide`, the same service
+(and the same ``approvals.decide_approvalrequest`` permission) as the admin
+actions (STYLE.md 4). A request the user may not see answers 404; one they may
+see but not decide answers 403. Implements SEC-02, DC-03, DC-05.
+"""
+
+from __future__ import annotations
+
+from django.http import Http404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from approvals.models import ApprovalRequest
+from approvals.selectors import approval_get, approval_list
+from approvals.serializers import ApprovalOutputSerializer
+from approvals.services import approval_decide, execution_resolve
+from threads.api import BoundedLimitOffsetPagination, errors
+from threads.serializers import StrictSerializer, results_of
+
+#: Longest reason accepted, in characters.
+MAX_REASON_CHARS = 2000
+#: Largest ``older_than`` accepted: ten years, in seconds.
+MAX_AGE_SECONDS = 10 * 365 * 24 * 3600
+
+
+def visible_approval(request: Request, pk: int) -> ApprovalRequest:
+    """Return approval ``pk`` if the user may see it; raise 404 otherwise."""
+    approval = approval_get(user=request.user, pk=pk)
+    if approval is None:
+        raise Http404(f"approval {pk!r} not found")
+    return approval
+
+
+class ApprovalListApi(APIView):
+    """``GET /api/approvals/``: pending first, then newest; filter by tool, thread, status, age."""
+
+    class FilterSerializer(serializers.Serializer):
+        tool = serializers.CharField(required=False, max_length=200)
+        thread = serializers.CharField(required=False, max_length=200, help_text="threadId")
+        status = serializers.ChoiceField(
+            choices=ApprovalRequest.Status.choices, required=False
+        )
+        older_than = serializers.FloatField(
+            required=False,
+            min_value=0,
+            max_value=MAX_AGE_SECONDS,
+            help_text="Only requests made at least this many seconds ago.",
+        )
+
+    OutputSerializer = ApprovalOutputSerializer
+
+    @extend_schema(
+        operation_id="approvals_list",
+        parameters=[
+            FilterSerializer,
+            OpenApiParameter("limit", int, description="Page size, at most 200."),
+            OpenApiParameter("offset", int, description="Items to skip."),
+        ],
+        responses={
+            200: results_of("PaginatedApprovalList", ApprovalOutputSerializer, paginated="offset"),
+            **errors(400),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        values = filters.validated_data
+        approvals = approval_list(
+            user=request.user,
+            tool=values.get("tool"),
+            thread_id=values.get("thread"),
+            status=values.get("status"),
+            older_than=values.get("older_than"),
+        )
+        paginator = BoundedLimitOffsetPagination()
+        page = paginator.paginate_queryset(approvals, request, view=self)
+        return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
+
+
+class ApprovalDetailApi(APIView):
+    """``GET /api/approvals/<id>/``."""
+
+    OutputSerializer = ApprovalOutputSerializer
+
+    @extend_schema(operation_id="approvals_retrieve", responses={200: OutputSerializer, **errors(404)})
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(self.OutputSerializer(visible_approval(request, pk)).data)
+
+
+class ApprovalApproveApi(APIView):
+    """``POST /api/approvals/<id>/approve/``: approve, optionally with edited arguments.
+
+    Edited arguments are validated against the tool's schema again (SEC-02); the
+    call then runs with exactly the approved arguments.
+    """
+
+    class InputSerializer(StrictSerializer):
+        edited_arguments = serializers.DictField(
+            required=False,
+            help_text="Arguments to run instead of the proposed ones (validated "
+            "against the tool's schema).",
+        )
+        reason = serializers.CharField(
+            required=False, allow_blank=True, max_length=MAX_REASON_CHARS, default=""
+        )
+
+    OutputSerializer = ApprovalOutputSerializer
+
+    @extend_schema(
+        operation_id="approvals_approve",
+        request=InputSerializer,
+        responses={200: OutputSerializer, **errors(400, 404, 409)},
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        approval = visible_approval(request, pk)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        decided = approval_decide(
+            approval=approval,
+            decided_by=request.user,
+            decision="approve",
+            reason=data.validated_data["reason"],
+            edited_arguments=data.validated_data.get("edited_arguments"),
+        )
+        return Response(self.OutputSerializer(decided).data)
+
+
+class ApprovalRejectApi(APIView):
+    """``POST /api/approvals/<id>/reject/``: reject with a reason the agent is told."""
+
+    class InputSerializer(StrictSerializer):
+        reason = serializers.CharField(max_length=MAX_REASON_CHARS)
+
+    OutputSerializer = ApprovalOutputSerializer
+
+    @extend_schema(
+        operation_id="approvals_reject",
+        request=InputSerializer,
+        responses={200: OutputSerializer, **errors(400, 404, 409)},
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        approval = visible_approval(request, pk)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        decided = approval_decide(
+            approval=approval,
+            decided_by=request.user,
+            decision="reject",
+            reason=data.validated_data["reason"],
+        )
+        return Response(self.OutputSerializer(decided).data)
+
+
+class ApprovalResolveApi(APIView):
+    """``POST /api/approvals/<id>/resolve/``: answer a call whose outcome is unknown.
+
+    For an execution left ``outcome_unknown`` (a worker died mid-call on a
+    non-idempotent tool): the operator says whether it happened and what the
+    agent should be told.
+    """
+
+    class InputSerializer(StrictSerializer):
+        succeeded = serializers.BooleanField(help_text="Whether the side effect happened.")
+        content = serializers.CharField(
+            max_length=10_000, help_text="The tool message the agent receives."
+        )
+        reason = serializers.CharField(max_length=MAX_REASON_CHARS)
+
+    OutputSerializer = ApprovalOutputSerializer
+
+    @extend_schema(
+        operation_id="approvals_resolve",
+        request=InputSerializer,
+        responses={200: OutputSerializer, **errors(400, 404, 409)},
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        approval = visible_approval(request, pk)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        execution_resolve(
+            tool_call=approval.tool_call, resolved_by=request.user, **data.validated_data
+        )
+        return Response(self.OutputSerializer(approval).data)
+

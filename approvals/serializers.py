@@ -1,0 +1,52 @@
+"""Serializers of the approvals REST API; the output mirrors ``approval_snapshot``.
+
+Implements SEC-02 (the proposed and the edited arguments are shown apart, and the
+status is exactly what was decided) and DC-05.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from approvals.models import ApprovalRequest, ToolExecution
+
+
+class ExecutionOutputSerializer(serializers.Serializer):
+    """The execution record of an approved call."""
+
+    state = serializers.ChoiceField(choices=ToolExecution.State.choices)
+    authorizedBy = serializers.CharField(source="authorized_by")
+    attempts = serializers.IntegerField()
+    error = serializers.CharField(allow_blank=True)
+
+
+class ApprovalOutputSerializer(serializers.Serializer):
+    """An approval request: what was proposed, what was decided, by whom and why."""
+
+    id = serializers.IntegerField()
+    toolCallId = serializers.CharField(source="tool_call.tool_call_id")
+    threadId = serializers.CharField(source="thread.thread_id")
+    runId = serializers.CharField(source="run.run_id")
+    tool = serializers.CharField(source="tool_name")
+    status = serializers.ChoiceField(choices=ApprovalRequest.Status.choices)
+    isDestructive = serializers.BooleanField(source="is_destructive")
+    proposedArguments = serializers.DictField(source="proposed_arguments")
+    editedArguments = serializers.DictField(source="edited_arguments", allow_null=True)
+    schemaValid = serializers.BooleanField(source="schema_valid")
+    schemaErrors = serializers.CharField(source="schema_errors", allow_blank=True)
+    requestedAt = serializers.DateTimeField(source="requested_at")
+    expiresAt = serializers.DateTimeField(source="expires_at")
+    decidedBy = serializers.CharField(
+        source="decided_by.username", allow_null=True, default=None
+    )
+    decidedAt = serializers.DateTimeField(source="decided_at", allow_null=True)
+    reason = serializers.CharField(allow_blank=True)
+    execution = serializers.SerializerMethodField()
+
+    @extend_schema_field(ExecutionOutputSerializer(allow_null=True))
+    def get_execution(self, approval: ApprovalRequest) -> dict[str, Any] | None:
+        execution = ToolExecution.objects.filter(tool_call_id=approval.tool_call_id).first()
+        return ExecutionOutputSerializer(execution).data if execution is not None else None
