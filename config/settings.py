@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "channels",
     "threads",
     "approvals",
@@ -121,9 +122,6 @@ STATIC_URL = "static/"
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT") or BASE_DIR / "staticfiles")
 STATICFILES_DIRS = [BASE_DIR / "static"]
 WHITENOISE_USE_FINDERS = DEBUG
-
-LOGIN_URL = "/accounts/login/"
-LOGIN_REDIRECT_URL = "/"
 if not DEBUG:
     # Compressed copies served by WhiteNoise after ``collectstatic``; the manifest
     # (hashed names, cached forever) only where collectstatic ran at build time.
@@ -135,6 +133,9 @@ if not DEBUG:
             else "whitenoise.storage.CompressedStaticFilesStorage"
         },
     }
+
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
@@ -176,24 +177,41 @@ CELERY_TASK_ROUTES = {
 }
 CELERY_BEAT_SCHEDULE = {
     "expire-approvals": {"task": "approvals.tasks.expire_approvals", "schedule": 30.0},
-}
-
-REST_FRAMEWORK = {
     # Finishes runs whose worker died (threads.janitor); default queue.
     "reap-stale-runs": {"task": "threads.janitor.reap_stale_runs", "schedule": 30.0},
-    "DEFAULT_AUTHENTICATION_CLASSES": [
+}
 CELERY_IMPORTS = ("threads.janitor",)
+
+REST_FRAMEWORK = {
+    # Tokens for integrations (admin, or ``manage.py createtoken <username>``);
+    # sessions for the operator UI, with DRF's CSRF check.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "config.schema.ApiAutoSchema",
+    "DEFAULT_PARSER_CLASSES": ["config.parsers.StrictJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "EXCEPTION_HANDLER": "config.exception_handler.api_exception_handler",
+    # Message posting per token (threads.api.MessageRateThrottle); the default
+    # cache (LocMemCache, per process) holds the counters.
+    "DEFAULT_THROTTLE_RATES": {"messages": os.environ.get("API_MESSAGE_RATE", "30/min")},
 }
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Countersign API",
-    "DESCRIPTION": "Threads, runs, tool calls and the approval queue.",
+    "DESCRIPTION": "Threads, runs, tool calls and the approval queue. Authenticate "
+    "with `Authorization: Token <key>` (create one with `manage.py createtoken "
+    "<username>` or in the admin). Every 4xx answers "
+    '`{"type", "detail", "fields"?}`.',
     "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    # The docs page loads Swagger UI from drf-spectacular-sidecar's static files: no CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # Countersign's own settings; read lazily through threads.conf.countersign_settings.
@@ -210,6 +228,10 @@ COUNTERSIGN_AGENTS = {
     },
 }
 
+# Logging: one JSON object per line in production (``LOG_FORMAT=json``, the default
+# when DEBUG=0), tagged with ``run``, ``thread`` and ``toolCallId`` when known
+# (config.logging). ``LOG_FORMAT=text`` for a terminal.
+LOG_FORMAT = os.environ.get("LOG_FORMAT") or ("text" if DEBUG else "json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -227,10 +249,6 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
 }
-# Logging: one JSON object per line in production (``LOG_FORMAT=json``, the default
-# when DEBUG=0), tagged with ``run``, ``thread`` and ``toolCallId`` when known
-# (config.logging). ``LOG_FORMAT=text`` for a terminal.
-LOG_FORMAT = os.environ.get("LOG_FORMAT") or ("text" if DEBUG else "json")
 # Celery workers log through the same handler (not Celery's own format).
 CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT != "json"
 

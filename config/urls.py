@@ -11,6 +11,7 @@ from threads import agui, health
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("admin/", admin.site.urls),
+    path("api/", include("config.api_urls")),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("agui/threads/<str:thread_id>/events", agui.agui_thread_events, name="agui-thread-events"),

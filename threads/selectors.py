@@ -7,7 +7,18 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from django.db.models import QuerySet
+from django.db.models import (
+    Case,
+    CharField,
+    Exists,
+    JSONField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
 
 from threads.models import Event, Message, Run, Thread, ToolCall
 
@@ -116,3 +127,226 @@ def thread_events_after(*, thread: Thread, after: int, limit: int | None = None)
     if limit is not None:
         events = events[:limit]
     return list(events)
+
+
+def thread_list(
+    *,
+    user: Any,
+    status: ThreadStatus | None = None,
+    owner: str | None = None,
+    archived: bool = False,
+) -> QuerySet[Thread]:
+    """Return the threads ``user`` may see, annotated with their derived status.
+
+    Each row carries ``status_value`` (the same value :func:`thread_status`
+    derives, computed in SQL) and ``latest_pending_tool_call_ids``. ``status``
+    filters on it; ``owner`` (a username) narrows staff's view; archived threads
+    are left out unless ``archived``. Newest first.
+    """
+    latest = Run.objects.filter(thread=OuterRef("pk")).order_by("-created_at", "-id")
+    answered = Message.objects.filter(
+        thread_id=OuterRef("thread_id"),
+        role=Message.Role.TOOL,
+        tool_call_id=OuterRef("tool_call_id"),
+    )
+    unanswered = (
+        ToolCall.objects.filter(thread=OuterRef("pk"))
+        .exclude(state__in=[ToolCall.State.STREAMING, ToolCall.State.CANCELLED])
+        .exclude(Exists(answered))
+    )
+    threads = (
+        thread_visible_to(user=user)
+        .select_related("owner")
+        .annotate(
+            latest_run_pk=Subquery(latest.values("pk")[:1]),
+            latest_run_status=Subquery(latest.values("status")[:1]),
+            latest_pending_tool_call_ids=Subquery(
+                latest.values("pending_tool_call_ids")[:1], output_field=JSONField()
+            ),
+        )
+        .annotate(
+            awaits_approval=Exists(
+                ToolCall.objects.filter(
+                    run_id=OuterRef("latest_run_pk"),
+                    state=ToolCall.State.AWAITING_APPROVAL,
+                )
+            ),
+            has_unanswered=Exists(unanswered),
+        )
+        .annotate(
+            status_value=Case(
+                When(latest_run_status__isnull=True, then=Value("idle")),
+                When(latest_run_status__in=Run.ACTIVE_STATUSES, then=Value("running")),
+                When(
+                    Q(latest_run_status=Run.Status.AWAITING_TOOLS, awaits_approval=True),
+                    then=Value("waiting_for_approval"),
+                ),
+                When(
+                    Q(latest_run_status=Run.Status.AWAITING_TOOLS, has_unanswered=True),
+                    then=Value("waiting_for_tools"),
+                ),
+                When(latest_run_status=Run.Status.ERROR, then=Value("failed")),
+                default=Value("idle"),
+                output_field=CharField(),
+            )
+        )
+    )
+    if not archived:
+        threads = threads.filter(archived_at__isnull=True)
+    if owner is not None:
+        threads = threads.filter(owner__username=owner)
+    if status is not None:
+        threads = threads.filter(status_value=status)
+    return threads.order_by("-id")
+
+
+def run_visible_to(*, user: Any) -> QuerySet[Run]:
+    """Return the runs of the threads ``user`` may see."""
+    return Run.objects.filter(thread__in=thread_visible_to(user=user))
+
+
+def run_get(*, user: Any, run_id: str) -> Run | None:
+    """Return the run ``run_id`` on a thread ``user`` may see, or ``None``.
+
+    Run ids are unique per thread; should two visible threads share one (a
+    replayed log), the newest run wins.
+    """
+    return (
+        run_visible_to(user=user)
+        .select_related("thread", "continues")
+        .filter(run_id=run_id)
+        .order_by("-created_at", "-id")
+        .first()
+    )
+
+
+def tool_call_list(
+    *,
+    user: Any,
+    thread_id: str | None = None,
+    state: str | None = None,
+    name: str | None = None,
+) -> QuerySet[ToolCall]:
+    """Return the tool calls on threads ``user`` may see, newest first, filtered."""
+    calls = ToolCall.objects.filter(thread__in=thread_visible_to(user=user)).select_related(
+        "thread", "run"
+    )
+    if thread_id is not None:
+        calls = calls.filter(thread__thread_id=thread_id)
+    if state is not None:
+        calls = calls.filter(state=state)
+    if name is not None:
+        calls = calls.filter(name=name)
+    return calls.order_by("-created_at", "-id")
+
+
+def tool_call_get(*, user: Any, tool_call_id: str, thread_id: str | None = None) -> ToolCall | None:
+    """Return the call ``tool_call_id`` on a thread ``user`` may see, or ``None``.
+
+    Tool call ids are unique per thread; ``thread_id`` picks the thread when two
+    visible threads share an id, else the newest call wins.
+    """
+    return (
+        tool_call_list(user=user, thread_id=thread_id)
+        .filter(tool_call_id=tool_call_id)
+        .first()
+    )
+
+
+def tool_call_result(*, call: ToolCall) -> Message | None:
+    """Return the one tool message answering ``call``, or ``None`` (DC-04)."""
+    return Message.objects.filter(
+        thread_id=call.thread_id, role=Message.Role.TOOL, tool_call_id=call.tool_call_id
+    ).first()
+
+
+def tool_call_validation(*, call: ToolCall) -> dict[str, Any]:
+    """Return the verdict of the agent's argument ladder on ``call``'s argument text.
+
+    ``{"verdict": "ok" | "repair" | "error" | "unknown_tool" | "streaming",
+    "repair": <rung names> | None, "error": <sentence> | None, "params": <dict> | None}``;
+    the same parse the approval workflow applies (RT-05, RT-06, SEC-01).
+    """
+    from agentcore.arguments import parse_arguments
+    from threads.agent_config import agent_toolset
+    from threads.exceptions import UnknownAgent
+
+    verdict: dict[str, Any] = {"verdict": "error", "repair": None, "error": None, "params": None}
+    if call.state == ToolCall.State.STREAMING:
+        return {**verdict, "verdict": "streaming"}
+    try:
+        tool = agent_toolset(call.run.agent).resolve(call.name)
+    except UnknownAgent:
+        tool = None
+    if tool is None:
+        return {
+            **verdict,
+            "verdict": "unknown_tool",
+            "error": f"tool {call.name!r} is not configured for agent {call.run.agent!r}",
+        }
+    truncated = bool((call.metadata or {}).get("truncated"))
+    parsed = parse_arguments(call.arguments_text, tool=tool, truncated=truncated)
+    if not parsed.ok:
+        return {**verdict, "error": parsed.error}
+    return {
+        "verdict": "repair" if parsed.repair else "ok",
+        "repair": parsed.repair,
+        "error": None,
+        "params": parsed.params,
+    }
+
+
+def agent_list() -> list[dict[str, Any]]:
+    """Return the configured agents: name, provider, model and tool names (no secrets)."""
+    from django.conf import settings
+
+    from threads.agent_config import agent_settings, agent_toolset
+
+    agents = []
+    for name in sorted(getattr(settings, "COUNTERSIGN_AGENTS", {})):
+        config = agent_settings(name)
+        agents.append(
+            {
+                "name": name,
+                "provider": config.get("provider", "scripted"),
+                "model": config.get("model", ""),
+                "tools": [t.name for t in agent_toolset(name)],
+            }
+        )
+    return agents
+
+
+def tool_list(*, agent: str | None = None) -> list[dict[str, Any]]:
+    """Return the tools of ``agent`` (every agent when ``None``), in offer order.
+
+    A callable policy is shown as ``"conditional"``. Raises
+    :class:`threads.exceptions.UnknownAgent` for an unknown agent. Implements RT-01.
+    """
+    from django.conf import settings
+
+    from threads.agent_config import agent_settings, agent_toolset
+
+    if agent is not None:
+        agent_settings(agent)
+        names = [agent]
+    else:
+        names = sorted(getattr(settings, "COUNTERSIGN_AGENTS", {}))
+    tools = []
+    for name in names:
+        for tool in agent_toolset(name):
+            tools.append(
+                {
+                    "agent": name,
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.parameters,
+                    "runsOn": tool.runs_on,
+                    "policy": "conditional" if callable(tool.policy) else tool.policy,
+                    "isDestructive": tool.is_destructive,
+                    "isReadOnly": tool.is_read_only,
+                    "idempotent": tool.idempotent,
+                    "timeout": tool.timeout,
+                    "permission": tool.permission,
+                }
+            )
+    return tools

@@ -1,0 +1,82 @@
+"""URLs of the REST API, mounted at ``/api/``; the schema and its docs page too.
+
+Public ids are used in paths: AG-UI's ``threadId``, ``runId`` and ``toolCallId``;
+approvals use their numeric id. Implements DC-05.
+"""
+
+from __future__ import annotations
+
+from django.urls import path, re_path, register_converter
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from approvals import api as approvals_api
+from threads import api as threads_api
+
+
+class PkConverter:
+    """A positive database id of at most 18 digits (larger ones answer 404, not 500)."""
+
+    regex = "[0-9]{1,18}"
+
+    def to_python(self, value: str) -> int:
+        return int(value)
+
+    def to_url(self, value: int) -> str:
+        return str(value)
+
+
+register_converter(PkConverter, "pk")
+
+urlpatterns = [
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("threads/", threads_api.ThreadListCreateApi.as_view(), name="api-threads"),
+    path(
+        "threads/<str:thread_id>/",
+        threads_api.ThreadDetailApi.as_view(),
+        name="api-thread",
+    ),
+    path(
+        "threads/<str:thread_id>/archive/",
+        threads_api.ThreadArchiveApi.as_view(),
+        name="api-thread-archive",
+    ),
+    path(
+        "threads/<str:thread_id>/messages/",
+        threads_api.ThreadMessagesApi.as_view(),
+        name="api-thread-messages",
+    ),
+    path(
+        "threads/<str:thread_id>/events/",
+        threads_api.ThreadEventsApi.as_view(),
+        name="api-thread-events",
+    ),
+    path("runs/<str:run_id>/", threads_api.RunDetailApi.as_view(), name="api-run"),
+    path("runs/<str:run_id>/cancel/", threads_api.RunCancelApi.as_view(), name="api-run-cancel"),
+    path("tool-calls/", threads_api.ToolCallListApi.as_view(), name="api-tool-calls"),
+    path(
+        "tool-calls/<str:tool_call_id>/",
+        threads_api.ToolCallDetailApi.as_view(),
+        name="api-tool-call",
+    ),
+    path("approvals/", approvals_api.ApprovalListApi.as_view(), name="api-approvals"),
+    path("approvals/<pk:pk>/", approvals_api.ApprovalDetailApi.as_view(), name="api-approval"),
+    path(
+        "approvals/<pk:pk>/approve/",
+        approvals_api.ApprovalApproveApi.as_view(),
+        name="api-approval-approve",
+    ),
+    path(
+        "approvals/<pk:pk>/reject/",
+        approvals_api.ApprovalRejectApi.as_view(),
+        name="api-approval-reject",
+    ),
+    path(
+        "approvals/<pk:pk>/resolve/",
+        approvals_api.ApprovalResolveApi.as_view(),
+        name="api-approval-resolve",
+    ),
+    path("tools/", threads_api.ToolListApi.as_view(), name="api-tools"),
+    path("agents/", threads_api.AgentListApi.as_view(), name="api-agents"),
+    re_path(r"^(?P<path>.*)$", threads_api.api_not_found),
+]

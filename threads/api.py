@@ -1,0 +1,500 @@
+"""REST API for threads, messages, runs, tool calls, the event log and the catalogue.
+
+Views are shells (STYLE.md 3): each parses its input with a nested
+``InputSerializer`` (or ``FilterSerializer`` for query strings), calls one
+service or selector, and returns an ``OutputSerializer``'s data. Objects are
+looked up among those the user may see, so another user's thread, run or tool
+call answers 404. Errors are mapped in ``config.exception_handler``.
+Implements DC-05 (a REST API for integrations).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404
+from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.pagination import CursorPagination, LimitOffsetPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
+from rest_framework.throttling import SimpleRateThrottle
+from rest_framework.utils.urls import replace_query_param
+from rest_framework.views import APIView
+
+from threads.agent_config import agent_settings
+from threads.exceptions import UnknownAgent
+from threads.idempotency import MAX_KEY_LENGTH, idempotent_response
+from threads.models import Thread, ToolCall
+from threads.selectors import (
+    agent_list,
+    run_get,
+    thread_events_after,
+    thread_list,
+    thread_messages_agui,
+    thread_visible_to,
+    tool_call_get,
+    tool_call_list,
+    tool_list,
+)
+from threads.serializers import (
+    THREAD_STATUSES,
+    AgentOutputSerializer,
+    AguiMessageField,
+    ContentField,
+    ErrorSerializer,
+    EventField,
+    MessageOutputSerializer,
+    RunOutputSerializer,
+    StrictSerializer,
+    ThreadOutputSerializer,
+    ToolCallOutputSerializer,
+    ToolOutputSerializer,
+    results_of,
+)
+from threads.services import message_post, run_cancel, thread_archive, thread_create
+
+#: Largest integer accepted in a query string (fits a signed 64-bit column).
+MAX_INT = 2**63 - 1
+
+_ERROR_TEXT = {
+    400: "Invalid input: `fields` names each bad field.",
+    401: "No credentials, or invalid ones: send `Authorization: Token <key>`.",
+    403: "Not allowed (missing permission, or a missing CSRF token with session auth).",
+    404: "Not found, or not yours to see.",
+    409: "Conflicts with the current state; `detail` says why and what to do.",
+    422: "The Idempotency-Key was already used for a different request.",
+    429: "Too many requests; retry after the `Retry-After` header's seconds.",
+}
+
+
+def errors(*codes: int) -> dict[int, OpenApiResponse]:
+    """Return the documented error responses ``codes`` (plus 401 and 403, always)."""
+    wanted = sorted({401, 403, *codes})
+    return {
+        code: OpenApiResponse(ErrorSerializer, description=_ERROR_TEXT[code])
+        for code in wanted
+    }
+
+
+def visible_thread(request: Request, thread_id: str) -> Thread:
+    """Return thread ``thread_id`` if the user may see it; raise 404 otherwise."""
+    thread = thread_visible_to(user=request.user).filter(thread_id=thread_id).first()
+    if thread is None:
+        raise Http404(f"thread {thread_id!r} not found")
+    return thread
+
+
+class ThreadCursorPagination(CursorPagination):
+    """Newest threads first; ``?limit=`` up to 200; opaque ``cursor`` links."""
+
+    ordering = "-id"
+    page_size = 50
+    page_size_query_param = "limit"
+    max_page_size = 200
+
+    def decode_cursor(self, request: Request) -> Any:
+        cursor = super().decode_cursor(request)
+        position = getattr(cursor, "position", None)
+        if position is not None and not (
+            str(position).isdigit() and int(position) <= MAX_INT
+        ):
+            from rest_framework.exceptions import NotFound
+
+            raise NotFound(self.invalid_cursor_message)
+        return cursor
+
+
+class BoundedLimitOffsetPagination(LimitOffsetPagination):
+    """``?limit=`` (default 50, at most 200) and ``?offset=`` (at most 10⁹)."""
+
+    default_limit = 50
+    max_limit = 200
+    max_offset = 10**9
+
+    def get_offset(self, request: Request) -> int:
+        return min(super().get_offset(request), self.max_offset)
+
+
+class MessageRateThrottle(SimpleRateThrottle):
+    """Limit message posting per API token (per user for session auth).
+
+    The rate is ``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["messages"]`` read at
+    request time (STYLE.md 17), ``"30/min"`` when unset.
+    """
+
+    scope = "messages"
+    default_rate = "30/min"
+
+    def get_rate(self) -> str | None:
+        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope) or self.default_rate
+
+    def get_cache_key(self, request: Request, view: Any) -> str | None:
+        token = getattr(request.auth, "key", None)
+        if token:
+            import hashlib
+
+            ident = "token:" + hashlib.sha256(token.encode()).hexdigest()[:32]
+        elif request.user and request.user.is_authenticated:
+            ident = f"user:{request.user.pk}"
+        else:
+            ident = f"ip:{self.get_ident(request)}"
+        return self.cache_format % {"scope": self.scope, "ident": ident}
+
+
+# -- threads -------------------------------------------------------------------------
+
+
+class ThreadListCreateApi(APIView):
+    """``GET /api/threads/`` lists threads; ``POST`` creates one."""
+
+    class FilterSerializer(serializers.Serializer):
+        status = serializers.ChoiceField(choices=THREAD_STATUSES, required=False)
+        owner = serializers.CharField(
+            required=False, max_length=150, help_text="Username (staff see every owner)."
+        )
+        archived = serializers.BooleanField(
+            required=False, default=False, help_text="Include archived threads."
+        )
+
+    class InputSerializer(StrictSerializer):
+        title = serializers.CharField(
+            required=False, allow_blank=True, max_length=300, default=""
+        )
+        agent = serializers.CharField(required=False, max_length=100, default="demo")
+
+        def validate_agent(self, value: str) -> str:
+            try:
+                agent_settings(value)
+            except UnknownAgent as error:
+                raise serializers.ValidationError(str(error)) from error
+            return value
+
+    OutputSerializer = ThreadOutputSerializer
+
+    @extend_schema(
+        operation_id="threads_list",
+        parameters=[
+            FilterSerializer,
+            OpenApiParameter("cursor", str, description="Opaque cursor from `next`."),
+            OpenApiParameter("limit", int, description="Page size, at most 200."),
+        ],
+        responses={
+            200: results_of("PaginatedThreadList", ThreadOutputSerializer, paginated="cursor"),
+            **errors(400, 404),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        threads = thread_list(user=request.user, **filters.validated_data)
+        paginator = ThreadCursorPagination()
+        page = paginator.paginate_queryset(threads, request, view=self)
+        return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
+
+    @extend_schema(
+        operation_id="threads_create",
+        request=InputSerializer,
+        responses={201: ThreadOutputSerializer, **errors(400)},
+    )
+    def post(self, request: Request) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        thread = thread_create(owner=request.user, **data.validated_data)
+        return Response(self.OutputSerializer(thread).data, status=status.HTTP_201_CREATED)
+
+
+class ThreadDetailApi(APIView):
+    """``GET /api/threads/<threadId>/``."""
+
+    OutputSerializer = ThreadOutputSerializer
+
+    @extend_schema(operation_id="threads_retrieve", responses={200: OutputSerializer, **errors(404)})
+    def get(self, request: Request, thread_id: str) -> Response:
+        return Response(self.OutputSerializer(visible_thread(request, thread_id)).data)
+
+
+class ThreadArchiveApi(APIView):
+    """``POST /api/threads/<threadId>/archive/``: archive (idempotent)."""
+
+    OutputSerializer = ThreadOutputSerializer
+
+    @extend_schema(
+        operation_id="threads_archive",
+        request=None,
+        responses={200: OutputSerializer, **errors(404)},
+    )
+    def post(self, request: Request, thread_id: str) -> Response:
+        thread = thread_archive(thread=visible_thread(request, thread_id))
+        return Response(self.OutputSerializer(thread).data)
+
+
+class ThreadMessagesApi(APIView):
+    """``GET /api/threads/<threadId>/messages/``; ``POST`` a user message and start a run."""
+
+    class InputSerializer(StrictSerializer):
+        content = ContentField()
+
+    class OutputSerializer(serializers.Serializer):
+        message = MessageOutputSerializer()
+        run = RunOutputSerializer()
+
+    def get_throttles(self) -> list[Any]:
+        if self.request.method == "POST":
+            return [MessageRateThrottle()]
+        return []
+
+    @extend_schema(
+        operation_id="threads_messages_list",
+        responses={
+            200: results_of(
+                "MessageList", serializers.ListField(child=AguiMessageField())
+            ),
+            **errors(404),
+        },
+    )
+    def get(self, request: Request, thread_id: str) -> Response:
+        thread = visible_thread(request, thread_id)
+        return Response({"results": thread_messages_agui(thread=thread)})
+
+    @extend_schema(
+        operation_id="threads_messages_create",
+        request=InputSerializer,
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                str,
+                location=OpenApiParameter.HEADER,
+                required=False,
+                description="Retries with the same key and body return the first "
+                "response and start nothing; the same key with another body is 422.",
+            )
+        ],
+        responses={201: OutputSerializer, **errors(400, 404, 409, 422, 429)},
+    )
+    def post(self, request: Request, thread_id: str) -> Response:
+        thread = visible_thread(request, thread_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        key = request.headers.get("Idempotency-Key")
+
+        def produce() -> tuple[int, Any]:
+            message, run = message_post(thread=thread, content=data.validated_data["content"])
+            body = self.OutputSerializer({"message": message, "run": run}).data
+            return status.HTTP_201_CREATED, body
+
+        if key is None:
+            code, body = produce()
+            return Response(body, status=code)
+        if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable():
+            raise serializers.ValidationError(
+                {"Idempotency-Key": [f"must be 1-{MAX_KEY_LENGTH} printable characters"]}
+            )
+        stored = idempotent_response(
+            user=request.user,
+            key=key,
+            operation=f"message_post:{thread.thread_id}",
+            body=request.data,
+            produce=produce,
+        )
+        headers = {"Idempotent-Replayed": "true"} if stored.replayed else {}
+        return Response(stored.body, status=stored.status, headers=headers)
+
+
+class ThreadEventsApi(APIView):
+    """``GET /api/threads/<threadId>/events/?after=<seq>&limit=<n>``: replay the log."""
+
+    class FilterSerializer(serializers.Serializer):
+        after = serializers.IntegerField(
+            required=False, default=0, min_value=0, max_value=MAX_INT,
+            help_text="Return events with a larger `seq`.",
+        )
+        limit = serializers.IntegerField(
+            required=False, default=100, min_value=1, max_value=1000
+        )
+
+    @extend_schema(
+        operation_id="threads_events_list",
+        parameters=[FilterSerializer],
+        responses={
+            200: results_of("EventPage", serializers.ListField(child=EventField()), paginated="after"),
+            **errors(400, 404),
+        },
+    )
+    def get(self, request: Request, thread_id: str) -> Response:
+        thread = visible_thread(request, thread_id)
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        after, limit = filters.validated_data["after"], filters.validated_data["limit"]
+        events = thread_events_after(thread=thread, after=after, limit=limit + 1)
+        more = len(events) > limit
+        events = events[:limit]
+        last = events[-1].seq if events else after
+        next_url = (
+            replace_query_param(request.build_absolute_uri(), "after", last) if more else None
+        )
+        return Response(
+            {
+                "results": [event.as_wire() for event in events],
+                "next": next_url,
+                "lastSeq": last,
+            }
+        )
+
+
+# -- runs ----------------------------------------------------------------------------
+
+
+def visible_run(request: Request, run_id: str) -> Any:
+    """Return run ``run_id`` if the user may see its thread; raise 404 otherwise."""
+    run = run_get(user=request.user, run_id=run_id)
+    if run is None:
+        raise Http404(f"run {run_id!r} not found")
+    return run
+
+
+class RunDetailApi(APIView):
+    """``GET /api/runs/<runId>/``."""
+
+    OutputSerializer = RunOutputSerializer
+
+    @extend_schema(operation_id="runs_retrieve", responses={200: OutputSerializer, **errors(404)})
+    def get(self, request: Request, run_id: str) -> Response:
+        return Response(self.OutputSerializer(visible_run(request, run_id)).data)
+
+
+class RunCancelApi(APIView):
+    """``POST /api/runs/<runId>/cancel/``: stop a queued or running run."""
+
+    OutputSerializer = RunOutputSerializer
+
+    @extend_schema(
+        operation_id="runs_cancel",
+        request=None,
+        responses={200: OutputSerializer, **errors(404, 409)},
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        run = run_cancel(run=visible_run(request, run_id))
+        return Response(self.OutputSerializer(run).data)
+
+
+# -- tool calls ----------------------------------------------------------------------
+
+
+class ToolCallListApi(APIView):
+    """``GET /api/tool-calls/?thread=&state=&name=``: newest first."""
+
+    class FilterSerializer(serializers.Serializer):
+        thread = serializers.CharField(required=False, max_length=200, help_text="threadId")
+        state = serializers.ChoiceField(choices=ToolCall.State.choices, required=False)
+        name = serializers.CharField(required=False, max_length=200)
+
+    OutputSerializer = ToolCallOutputSerializer
+
+    @extend_schema(
+        operation_id="tool_calls_list",
+        parameters=[
+            FilterSerializer,
+            OpenApiParameter("limit", int, description="Page size, at most 200."),
+            OpenApiParameter("offset", int, description="Items to skip."),
+        ],
+        responses={
+            200: results_of("PaginatedToolCallList", ToolCallOutputSerializer, paginated="offset"),
+            **errors(400),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        values = filters.validated_data
+        calls = tool_call_list(
+            user=request.user,
+            thread_id=values.get("thread"),
+            state=values.get("state"),
+            name=values.get("name"),
+        )
+        paginator = BoundedLimitOffsetPagination()
+        page = paginator.paginate_queryset(calls, request, view=self)
+        return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
+
+
+class ToolCallDetailApi(APIView):
+    """``GET /api/tool-calls/<toolCallId>/`` (``?thread=`` picks the thread if ids collide)."""
+
+    class FilterSerializer(serializers.Serializer):
+        thread = serializers.CharField(required=False, max_length=200, help_text="threadId")
+
+    OutputSerializer = ToolCallOutputSerializer
+
+    @extend_schema(
+        operation_id="tool_calls_retrieve",
+        parameters=[FilterSerializer],
+        responses={200: OutputSerializer, **errors(400, 404)},
+    )
+    def get(self, request: Request, tool_call_id: str) -> Response:
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        call = tool_call_get(
+            user=request.user,
+            tool_call_id=tool_call_id,
+            thread_id=filters.validated_data.get("thread"),
+        )
+        if call is None:
+            raise Http404(f"tool call {tool_call_id!r} not found")
+        return Response(self.OutputSerializer(call).data)
+
+
+# -- catalogue -----------------------------------------------------------------------
+
+
+class ToolListApi(APIView):
+    """``GET /api/tools/?agent=``: the tools each agent offers, with schemas and policies."""
+
+    class FilterSerializer(serializers.Serializer):
+        agent = serializers.CharField(required=False, max_length=100)
+
+    OutputSerializer = ToolOutputSerializer
+
+    @extend_schema(
+        operation_id="tools_list",
+        parameters=[FilterSerializer],
+        responses={200: results_of("ToolList", ToolOutputSerializer), **errors(400, 404)},
+    )
+    def get(self, request: Request) -> Response:
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        tools = tool_list(agent=filters.validated_data.get("agent"))
+        return Response({"results": self.OutputSerializer(tools, many=True).data})
+
+
+class AgentListApi(APIView):
+    """``GET /api/agents/``: the configured agents and their tools."""
+
+    OutputSerializer = AgentOutputSerializer
+
+    @extend_schema(
+        operation_id="agents_list",
+        responses={200: results_of("AgentList", AgentOutputSerializer), **errors()},
+    )
+    def get(self, request: Request) -> Response:
+        return Response({"results": self.OutputSerializer(agent_list(), many=True).data})
+
+
+@csrf_exempt  # answers 404 whatever the method; nothing to protect
+def api_not_found(request: Any, path: str = "") -> Any:
+    """Answer unknown ``/api/`` paths with the API's 404 body (not Django's HTML page)."""
+    from django.http import JsonResponse
+
+    from config.exception_handler import error_body
+
+    return JsonResponse(
+        error_body(
+            type="not_found",
+            detail=f"No API endpoint at {request.path!r}; the endpoints are listed at "
+            "/api/docs/ (paths end with a slash).",
+        ),
+        status=404,
+    )
+
