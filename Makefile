@@ -1,4 +1,6 @@
 # Countersign: `make run` (embedded default: SQLite, no services) and `make test`.
+# Production-like: `make prod-like` / `make prod-like-stop` (PostgreSQL + Redis on this
+# machine), `make worker`, `make beat`, `make smoke`, `make bench`.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -6,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install run test ci lint worker beat prod-like bench clean
+.PHONY: install run test ci lint worker beat prod-like prod-like-stop smoke bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -26,6 +28,31 @@ run: install
 
 test: install
 	$(BIN)/python -m pytest
+
+# Production processes in the foreground (settings from the environment: DATABASE_URL,
+# REDIS_URL, SECRET_KEY, DEBUG=0...), as in docker-compose.yml.
+worker: install
+	$(BIN)/celery -A config worker -Q runs,tools,countersign -l INFO --without-gossip --without-mingle
+
+beat: install
+	$(BIN)/celery -A config beat -l INFO
+
+# web (uvicorn, 127.0.0.1:$${PORT:-8100}), 2 workers and beat in the background, DEBUG=0,
+# against this machine's PostgreSQL and Redis; pid files and JSON logs in
+# $${PROD_LIKE_DIR:-/tmp/countersign-prod-like} (see scripts/prodlike.py).
+prod-like: install
+	PORT=$${PROD_LIKE_PORT:-8100} $(BIN)/python scripts/prodlike.py start
+
+prod-like-stop:
+	PORT=$${PROD_LIKE_PORT:-8100} $(BIN)/python scripts/prodlike.py stop
+
+# Start the prod-like stack, run the end-to-end smoke test over HTTP and WebSocket, stop it.
+smoke: install
+	PORT=$${PROD_LIKE_PORT:-8100} $(BIN)/python scripts/prodlike.py smoke
+
+# Every benchmark in bench/, each figure beside its baseline measured in the same run.
+bench: install
+	$(BIN)/python -m bench
 
 lint: install
 	$(BIN)/ruff check .

@@ -59,12 +59,14 @@ def log_context(**values: Any) -> Iterator[dict[str, str]]:
 
 
 class ContextFilter(logging.Filter):
-    """Copy the :func:`log_context` values onto each record (as attributes)."""
+    """Attach the :func:`log_context` values to each record as ``record.context``.
+
+    (A dict, not one attribute per key: ``LogRecord`` already has a ``thread``.)
+    """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        for key, value in (_context.get() or {}).items():
-            if not hasattr(record, key):
-                setattr(record, key, value)
+        if not hasattr(record, "context"):
+            record.context = dict(_context.get() or {})
         return True
 
 
@@ -84,8 +86,12 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        context = getattr(record, "context", None)
+        if context is None:
+            context = _context.get() or {}
+        data.update(context)
         for key, value in vars(record).items():
-            if key not in _RESERVED and not key.startswith("_"):
+            if key not in _RESERVED and key != "context" and not key.startswith("_"):
                 data[key] = value
         if record.exc_info:
             data["exc"] = self.formatException(record.exc_info)

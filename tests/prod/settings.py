@@ -1,0 +1,40 @@
+"""Settings for the processes tests/prod starts: production settings plus test agents.
+
+The janitor's windows are shortened (heartbeat 0.5 s, stale after 3 s, beat every
+second) and two agents are added:
+
+- ``slow``: a remote AG-UI agent (``tests.prod.slow_agent``) streaming text deltas
+  at a pace the test chooses, at ``SLOW_AGENT_URL``;
+- ``fragile``: the scripted rules with ``tests.prod.toolsets.FRAGILE_TOOLS``, whose
+  ``refund_order`` is auto-approved and NOT idempotent (it appends to a ledger file).
+"""
+
+from __future__ import annotations
+
+import os
+
+from config.settings import *  # noqa: F403
+from config.settings import CELERY_BEAT_SCHEDULE, COUNTERSIGN, COUNTERSIGN_AGENTS
+
+COUNTERSIGN = {
+    **COUNTERSIGN,
+    "RUN_HEARTBEAT_SECONDS": 0.5,
+    "RUN_STALE_SECONDS": 3.0,
+}
+CELERY_BEAT_SCHEDULE = {
+    **CELERY_BEAT_SCHEDULE,
+    "reap-stale-runs": {"task": "threads.janitor.reap_stale_runs", "schedule": 1.0},
+}
+TEST_AGENTS = {
+    "slow": {
+        "provider": "agui_http",
+        "url": os.environ.get("SLOW_AGENT_URL") or "http://127.0.0.1:9/",
+    },
+    "fragile": {
+        "provider": "scripted",
+        "model": "scripted",
+        "system_prompt": "Test agent with a non-idempotent refund.",
+        "toolsets": ["tests.prod.toolsets.FRAGILE_TOOLS"],
+    },
+}
+COUNTERSIGN_AGENTS = {**COUNTERSIGN_AGENTS, **TEST_AGENTS}
