@@ -105,7 +105,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {"timeout": 20, "transaction_mode": "IMMEDIATE"}
     )
-    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "test-db.sqlite3")}
+    # A file (not :memory:) so worker and server subprocesses see the test data; one
+    # per process so concurrent test sessions never share it.
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / f"test-db-{os.getpid()}.sqlite3")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -168,7 +170,13 @@ CELERY_TASK_SOFT_TIME_LIMIT = int(os.environ.get("CELERY_TASK_SOFT_TIME_LIMIT", 
 CELERY_TASK_TIME_LIMIT = int(os.environ.get("CELERY_TASK_TIME_LIMIT", "960"))
 # Longer than the hard time limit, so a running task is never redelivered while
 # still executing (BC32).
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 600}
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
+    "visibility_timeout": CELERY_TASK_TIME_LIMIT + 600
+}
+if os.environ.get("CELERY_BROKER_PREFIX"):
+    # Lets several deployments (or test sessions) share one Redis without
+    # consuming each other's tasks.
+    CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] = os.environ["CELERY_BROKER_PREFIX"]
 CELERY_TASK_DEFAULT_QUEUE = "countersign"
 CELERY_TASK_ROUTES = {
     "threads.tasks.run_agent": {"queue": "runs"},

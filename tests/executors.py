@@ -21,6 +21,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# Every Redis key this test session uses carries its own prefix, so concurrent test
+# sessions on one Redis never consume each other's tasks or doorbells. Child
+# processes (workers, servers) inherit these variables.
+SESSION_PREFIX = f"cs-test-{os.getpid()}"
+os.environ.setdefault("CELERY_BROKER_PREFIX", f"{SESSION_PREFIX}:")
+os.environ.setdefault("CHANNEL_LAYER_PREFIX", SESSION_PREFIX)
+
 
 def database_url_for_subprocess() -> str:
     """Return a DATABASE_URL pointing a child process at the current test database."""
@@ -93,9 +100,12 @@ class WorkerProcess:
 
 
 def _flush_broker(url: str) -> None:
+    """Delete this session's leftover broker keys (never another session's)."""
     import redis
 
-    redis.Redis.from_url(url).flushdb()
+    client = redis.Redis.from_url(url)
+    for key in client.scan_iter(match=f"{os.environ['CELERY_BROKER_PREFIX']}*"):
+        client.delete(key)
 
 
 @pytest.fixture(scope="session")
@@ -138,11 +148,15 @@ def use_redis(settings: Any, url: str) -> None:
     settings.CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {"hosts": [url]},
+            "CONFIG": {"hosts": [url], "prefix": os.environ["CHANNEL_LAYER_PREFIX"]},
         }
     }
     channel_layers.backends = {}
     app.conf.broker_url = url
+    app.conf.broker_transport_options = {
+        **(app.conf.broker_transport_options or {}),
+        "global_keyprefix": os.environ["CELERY_BROKER_PREFIX"],
+    }
 
 
 def use_embedded(settings: Any) -> None:
