@@ -1,0 +1,195 @@
+"""The approval queue page in a real browser: read-only without the decide permission,
+keyboard shortcuts, reject with a reason, and edit-then-approve validated by the server."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from django.utils import timezone
+from playwright.sync_api import expect
+
+from approvals.models import ApprovalRequest
+from tests.ui.conftest import login, make_user, screenshot
+from threads.models import Run, ToolCall
+from threads.services import thread_create
+
+
+def _pending_request(owner, *, call_id: str, amount: float) -> ApprovalRequest:
+    """Return a pending refund request, as ``pending_calls_dispatch`` leaves one."""
+    thread = thread_create(owner=owner, title=f"refund {call_id}")
+    args = {"order_id": "A-1001", "amount": amount, "reason": "customer request"}
+    run = Run.objects.create(
+        thread=thread,
+        status=Run.Status.AWAITING_TOOLS,
+        pending_tool_call_ids=[call_id],
+        input={"tools": [{"name": "lookup_order"}, {"name": "refund_order"}]},
+    )
+    call = ToolCall.objects.create(
+        thread=thread,
+        run=run,
+        tool_call_id=call_id,
+        name="refund_order",
+        arguments_text=json.dumps(args),
+        arguments=args,
+        state=ToolCall.State.AWAITING_APPROVAL,
+    )
+    return ApprovalRequest.objects.create(
+        tool_call=call,
+        thread=thread,
+        run=run,
+        tool_name="refund_order",
+        is_destructive=True,
+        requested_by=owner,
+        expires_at=timezone.now() + timedelta(hours=1),
+        proposed_arguments=args,
+    )
+
+
+def _status(approval: ApprovalRequest) -> str:
+    approval.refresh_from_db()
+    return approval.status
+
+
+def test_dc03_read_only_user_sees_the_queue_without_decide_buttons(browser, ui_server):
+    """A user with only the view permission sees every request and no way to decide."""
+    # Given two pending requests and a user who may only view them
+    owner = make_user("olivia", "demo.add_refund")
+    first = _pending_request(owner, call_id="call-1", amount=10.0)
+    _pending_request(owner, call_id="call-2", amount=20.0)
+    make_user("rita", "approvals.view_approvalrequest")
+    context, page = login(browser, ui_server, "rita")
+    try:
+        # When they open the queue
+        page.goto(f"{ui_server.url}/approvals/")
+        # Then both requests show with their arguments, and no decision control exists
+        expect(page.locator(".req")).to_have_count(2)
+        expect(page.locator(".req").first.locator(".req-args")).to_contain_text(
+            '"amount": 10'
+        )
+        expect(page.locator("#queue button")).to_have_count(0)
+        expect(page.get_by_role("button", name="Approve selected")).to_have_count(0)
+        expect(page.get_by_role("note")).to_contain_text("not decide")
+        page.keyboard.press("a")
+        page.wait_for_timeout(500)
+        assert _status(first) == "pending"
+    finally:
+        context.close()
+
+
+def test_dc03_keyboard_reject_and_edit_then_approve(browser, ui_server):
+    """j/k move the selection, a approves it (not while typing), r asks for a reason, and
+    edited arguments are validated again by the server, errors shown."""
+    owner = make_user("olivia", "demo.add_refund")
+    first = _pending_request(owner, call_id="call-1", amount=10.0)
+    second = _pending_request(owner, call_id="call-2", amount=20.0)
+    third = _pending_request(owner, call_id="call-3", amount=30.0)
+    make_user("alice", "approvals.decide_approvalrequest", "demo.add_refund")
+    context, page = login(browser, ui_server, "alice")
+    try:
+        page.goto(f"{ui_server.url}/approvals/")
+        items = page.locator(".req")
+        expect(items).to_have_count(3)
+        expect(items.nth(0)).to_have_attribute("aria-current", "true")
+        screenshot(page, "approval-queue-three")
+
+        # j and k move the selection
+        page.keyboard.press("j")
+        expect(items.nth(1)).to_have_attribute("aria-current", "true")
+        page.keyboard.press("j")
+        page.keyboard.press("k")
+        expect(items.nth(1)).to_have_attribute("aria-current", "true")
+        page.keyboard.press("k")
+        expect(items.nth(0)).to_have_attribute("aria-current", "true")
+
+        # typing "a" in a field approves nothing
+        page.get_by_placeholder("Reason (required to reject)").first.fill("a")
+        page.get_by_placeholder("Reason (required to reject)").first.press("a")
+        page.wait_for_timeout(300)
+        assert _status(first) == "pending"
+        page.get_by_placeholder("Reason (required to reject)").first.fill("")
+
+        # a approves the selected request
+        items.nth(0).locator(".req-tool").click()
+        page.keyboard.press("a")
+        expect(page.locator(f'[data-approval-id="{first.pk}"]')).to_have_count(0)
+        assert _status(first) == "approved"
+        expect(items).to_have_count(2)
+
+        # r asks for a reason, Enter rejects with it
+        second_item = page.locator(f'[data-approval-id="{second.pk}"]')
+        expect(second_item).to_have_attribute("aria-current", "true")
+        page.keyboard.press("r")
+        reason = second_item.get_by_label("Reason for rejecting")
+        expect(reason).to_be_focused()
+        reason.fill("duplicate request")
+        reason.press("Enter")
+        expect(second_item).to_have_count(0)
+        assert _status(second) == "rejected"
+        second.refresh_from_db()
+        assert second.reason == "duplicate request"
+
+        # edit-then-approve: invalid edits are refused by the server, with the reason shown
+        third_item = page.locator(f'[data-approval-id="{third.pk}"]')
+        third_item.get_by_role("button", name="Edit & approve").click()
+        editor = third_item.get_by_label("Edited arguments", exact=False)
+        expect(editor).to_be_focused()
+        editor.fill(
+            '{"order_id": "A-1001", "amount": "lots", "reason": "customer request"}'
+        )
+        third_item.get_by_role("button", name="Approve edited arguments").click()
+        expect(third_item.get_by_role("alert")).to_contain_text("invalid")
+        assert _status(third) == "pending"
+        editor.fill("{not json")
+        third_item.get_by_role("button", name="Approve edited arguments").click()
+        expect(third_item.get_by_role("alert")).to_contain_text("Not valid JSON")
+        editor.fill(
+            '{"order_id": "A-1001", "amount": 12.5, "reason": "partial refund"}'
+        )
+        third_item.get_by_role("button", name="Approve edited arguments").click()
+        expect(third_item).to_have_count(0)
+        third.refresh_from_db()
+        assert third.status == "approved"
+        assert third.edited_arguments == {
+            "order_id": "A-1001",
+            "amount": 12.5,
+            "reason": "partial refund",
+        }
+        expect(page.locator("#queue-empty")).to_be_visible()
+    finally:
+        context.close()
+
+
+def test_dc03_bulk_approve_and_live_removal(browser, ui_server):
+    """Selected requests are approved together; a decision taken elsewhere disappears live."""
+    owner = make_user("olivia", "demo.add_refund")
+    first = _pending_request(owner, call_id="call-1", amount=10.0)
+    second = _pending_request(owner, call_id="call-2", amount=20.0)
+    third = _pending_request(owner, call_id="call-3", amount=30.0)
+    make_user("alice", "approvals.decide_approvalrequest", "demo.add_refund")
+    make_user("bob", "approvals.decide_approvalrequest", "demo.add_refund")
+    alice, page = login(browser, ui_server, "alice")
+    bob, other = login(browser, ui_server, "bob")
+    try:
+        page.goto(f"{ui_server.url}/approvals/")
+        other.goto(f"{ui_server.url}/approvals/")
+        expect(page.locator(".req")).to_have_count(3)
+        expect(other.locator(".req")).to_have_count(3)
+        # bulk rejection needs a reason
+        page.get_by_label(f"Select refund_order request {first.pk}").check()
+        page.get_by_label(f"Select refund_order request {second.pk}").check()
+        page.get_by_role("button", name="Reject selected").click()
+        expect(page.locator("#bulk-error")).to_contain_text("reason")
+        page.get_by_role("button", name="Approve selected").click()
+        expect(page.locator(".req")).to_have_count(1)
+        assert (_status(first), _status(second), _status(third)) == (
+            "approved",
+            "approved",
+            "pending",
+        )
+        # the other approver's queue followed without a reload
+        expect(other.locator(".req")).to_have_count(1)
+        expect(other.locator(f'[data-approval-id="{third.pk}"]')).to_have_count(1)
+    finally:
+        alice.close()
+        bob.close()

@@ -1,0 +1,44 @@
+"""The thread list in a real browser: login required, strict CSP, new threads appear live."""
+
+from __future__ import annotations
+
+from playwright.sync_api import expect
+
+from tests.ui.conftest import login, make_user
+from threads.middleware import CONTENT_SECURITY_POLICY
+from threads.services import thread_create
+
+
+def test_dc05_thread_list_requires_login_and_shows_new_threads_live(browser, ui_server):
+    """Anonymous visitors go to the login page; a new thread shows without a reload."""
+    # Given an operator with one thread, and an anonymous visitor
+    owner = make_user("olivia")
+    thread_create(owner=owner, title="First <b>thread</b>")
+    anonymous = browser.new_context()
+    try:
+        page = anonymous.new_page()
+        response = page.goto(f"{ui_server.url}/")
+        assert "/accounts/login/" in page.url
+        assert response.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+    finally:
+        anonymous.close()
+    context, page = login(browser, ui_server, "olivia")
+    try:
+        # When the operator is on the list
+        rows = page.locator("#thread-rows tr")
+        expect(rows).to_have_count(1)
+        expect(rows.first).to_contain_text("First <b>thread</b>")
+        expect(rows.first).to_contain_text("demo")
+        expect(rows.first).to_contain_text("idle")
+        page.evaluate("window.__marker = 1")
+        # and a thread is created elsewhere (another tab, the API)
+        thread_create(owner=owner, title="Second thread")
+        # Then it appears without a reload, newest first
+        expect(rows).to_have_count(2, timeout=15_000)
+        expect(rows.first).to_contain_text("Second thread")
+        assert page.evaluate("window.__marker") == 1
+        # and the title links to the thread page
+        page.get_by_role("link", name="Second thread").click()
+        expect(page.get_by_role("heading", name="Second thread")).to_be_visible()
+    finally:
+        context.close()
