@@ -62,15 +62,15 @@ def _threads_for(user: Any, *, limit: int = 200) -> list[dict[str, Any]]:
     return [_thread_row(t) for t in threads.order_by("-updated_at", "-id")[:limit]]
 
 
-def _activity_label(toolset: Any, call: ToolCall) -> str:
+def _activity_label(toolset: Any, call: ToolCall, arguments: Any) -> str:
     """Return the tool's ``describe_activity`` label for ``call``, or ``""`` when unknown."""
-    if toolset is None or not isinstance(call.arguments, dict):
+    if toolset is None or not isinstance(arguments, dict):
         return ""
     tool = toolset.resolve(call.name)
     if tool is None:
         return ""
     try:
-        return str(tool.describe_activity(call.arguments))
+        return str(tool.describe_activity(arguments))
     except Exception:  # noqa: BLE001 - a label never breaks the page
         logger.warning("describe_activity of %r failed", call.name, exc_info=True)
         return ""
@@ -118,7 +118,12 @@ def thread_ui_state(*, thread: Thread) -> dict[str, Any]:
         result = results.get(call.tool_call_id)
         calls[call.tool_call_id] = {
             "name": call.name,
-            "label": _activity_label(toolset, call),
+            # An operator's edit is what runs, so the label describes it.
+            "label": _activity_label(
+                toolset,
+                call,
+                approval.approved_arguments if approval is not None else call.arguments,
+            ),
             "state": call.state,
             "stateLabel": ToolCall.State(call.state).label,
             "argumentsText": call.arguments_text,
