@@ -6,7 +6,7 @@ second) and two agents are added:
 - ``slow``: a remote AG-UI agent (``tests.prod.slow_agent``) streaming text deltas
   at a pace the test chooses, at ``SLOW_AGENT_URL``;
 - ``fragile``: the scripted rules with ``tests.prod.toolsets.FRAGILE_TOOLS``, whose
-  ``refund_order`` is auto-approved and NOT idempotent (it appends to a ledger file).
+  ``refund_order`` needs approval and is NOT idempotent (it appends to a ledger file).
 """
 
 from __future__ import annotations

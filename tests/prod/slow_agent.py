@@ -1,8 +1,10 @@
 """A remote AG-UI agent that streams text slowly: a raw ASGI app for uvicorn.
 
-``POST /?deltas=N&delay=S`` with a ``RunAgentInput`` answers ``text/event-stream``:
+``POST /`` with a ``RunAgentInput`` answers ``text/event-stream``:
 ``RUN_STARTED``, ``TEXT_MESSAGE_START``, N ``TEXT_MESSAGE_CONTENT`` deltas
-(``"w<i> "``) S seconds apart, ``TEXT_MESSAGE_END``, ``RUN_FINISHED``.
+(``"w<i> "``) S seconds apart, ``TEXT_MESSAGE_END``, ``RUN_FINISHED``. N and S
+come from the last user message (``"deltas=120 delay=0.05"``), else the query
+string, else 50 and 0.05.
 
     uvicorn tests.prod.slow_agent:app --port 8765
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import uuid
 from typing import Any
 from urllib.parse import parse_qs
@@ -25,9 +28,9 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
             elif message["type"] == "lifespan.shutdown":
                 await send({"type": "lifespan.shutdown.complete"})
                 return
-    query = parse_qs(scope.get("query_string", b"").decode())
-    deltas = int(query.get("deltas", ["50"])[0])
-    delay = float(query.get("delay", ["0.05"])[0])
+    query = {
+        k: v[0] for k, v in parse_qs(scope.get("query_string", b"").decode()).items()
+    }
     body = b""
     while True:
         message = await receive()
@@ -35,6 +38,11 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if not message.get("more_body"):
             break
     run_input = json.loads(body or b"{}")
+    users = [m for m in run_input.get("messages", []) if m.get("role") == "user"]
+    text = users[-1].get("content", "") if users else ""
+    params = {**query, **dict(re.findall(r"(deltas|delay)=([0-9.]+)", str(text)))}
+    deltas = int(params.get("deltas", 50))
+    delay = float(params.get("delay", 0.05))
     thread_id, run_id = run_input.get("threadId", "t"), run_input.get("runId", "r")
     message_id = f"slow-{uuid.uuid4().hex[:12]}"
     await send(

@@ -1,8 +1,8 @@
 """A test toolset with a side effect that must never happen twice.
 
-``refund_order`` here is auto-approved, not idempotent, and appends one line per
-execution to the file named by ``COUNTERSIGN_TEST_LEDGER``: the test counts lines
-to prove a call ran at most once.
+``refund_order`` here needs an operator's approval like the demo's, but is NOT
+idempotent, and appends one line per execution to the file named by
+``COUNTERSIGN_TEST_LEDGER``: the test counts lines to prove a call ran at most once.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ def _refund(params: dict[str, Any], context: ToolContext) -> ToolOutput:
 
 fragile_refund: Final[Tool] = define_tool(
     name="refund_order",
-    description="Refund an order (test tool: not idempotent, auto-approved).",
+    description="Refund an order (test tool: not idempotent).",
     parameters=demo_refund_order.parameters,
     execute=_refund,
     runs_on="application",
-    policy="auto",
+    policy="require_approval",
     idempotent=False,
     timeout=10.0,
 )

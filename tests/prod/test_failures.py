@@ -1,0 +1,268 @@
+"""The production processes under failure: killed workers, a Redis restart, scale-out.
+
+Real uvicorn and Celery (prefork) processes against the test database and a
+private Redis (``tests/prod/conftest.py``); the REST API with a token and the
+thread WebSocket with a session cookie, as integrations and browsers use them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.prod.client import EventWatcher, api_client, session_cookie, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
+
+
+def _thread(api: Any, agent: str) -> str:
+    response = api.post(
+        "/api/threads/", json={"title": f"prod {agent}", "agent": agent}
+    )
+    assert response.status_code == 201, response.text
+    return response.json()["threadId"]
+
+
+def _post(api: Any, thread_id: str, content: str) -> dict[str, Any]:
+    response = api.post(
+        f"/api/threads/{thread_id}/messages/", json={"content": content}
+    )
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def _log(thread_id: str) -> list[dict[str, Any]]:
+    from threads.models import Event
+
+    return [
+        e.as_wire()
+        for e in Event.objects.filter(thread__thread_id=thread_id).order_by("seq")
+    ]
+
+
+def _pending_approval(api: Any, thread_id: str) -> dict[str, Any] | None:
+    page = api.get("/api/approvals/", params={"thread": thread_id, "status": "pending"})
+    assert page.status_code == 200, page.text
+    results = page.json()["results"]
+    return results[0] if results else None
+
+
+def test_sigkill_worker_mid_run_janitor_ends_run_worker_lost(stack, operator):
+    """A worker SIGKILLed mid-run: the janitor ends the run with RUN_ERROR worker_lost."""
+    from threads.models import Event, Run
+
+    # given a worker for runs, another for the janitor, and beat
+    base = stack.web()
+    doomed = stack.worker("runs-worker", queues="runs")
+    stack.worker("other-worker", queues="tools,countersign")
+    stack.beat()
+    api = api_client(base, operator["token"])
+    thread_id = _thread(api, "slow")
+    posted = _post(api, thread_id, "deltas=400 delay=0.05")
+    run_id = posted["run"]["runId"]
+
+    # when the run is streaming and its worker dies with everything in it
+    wait_until(
+        lambda: (
+            Event.objects.filter(
+                run__run_id=run_id, type="TEXT_MESSAGE_CONTENT"
+            ).count()
+            >= 3
+        ),
+        timeout=20,
+        what="the run streaming",
+    )
+    doomed.kill()
+    assert Run.objects.get(run_id=run_id).status == Run.Status.RUNNING
+
+    # then the janitor finishes it: no heartbeat and no event for RUN_STALE_SECONDS
+    run = wait_until(
+        lambda: Run.objects.filter(run_id=run_id, status=Run.Status.ERROR).first(),
+        timeout=30,
+        what=f"the janitor ending run {run_id}\n{stack.logs()}",
+    )
+    assert run.error_code == "worker_lost"
+    log = _log(thread_id)
+    assert [e["seq"] for e in log] == list(range(1, len(log) + 1))
+    assert [e["type"] for e in log][-2:] == ["TEXT_MESSAGE_END", "RUN_ERROR"]
+    assert log[-1]["code"] == "worker_lost"
+    # and the thread takes a new message
+    assert _post(api, thread_id, "deltas=2 delay=0")["run"]["status"] == "queued"
+
+
+def test_worker_killed_after_reservation_leaves_outcome_unknown_not_run_twice(
+    stack, operator, tmp_path: Path
+):
+    """A worker dying between reservation and outcome: outcome_unknown, never executed twice."""
+    from approvals.models import ToolExecution
+    from threads.models import ToolCall
+
+    # given the fragile agent's non-idempotent refund waiting for approval
+    base = stack.web()
+    runs = stack.worker("runs-worker", queues="runs,countersign")
+    tools = stack.worker("tools-worker", queues="tools")
+    api = api_client(base, operator["token"])
+    thread_id = _thread(api, "fragile")
+    _post(api, thread_id, "refund order A-1001 2.50")
+    approval = wait_until(
+        lambda: _pending_approval(api, thread_id),
+        timeout=30,
+        what=f"the refund's approval request\n{stack.logs()}",
+    )
+    # when the tools worker dies right after committing the reservation (test hook)
+    tools.terminate()
+    stack.worker(
+        "crashing-tools-worker",
+        queues="tools",
+        COUNTERSIGN_TEST_CRASH_AFTER_RESERVATION="1",
+    )
+    decided = api.post(f"/api/approvals/{approval['id']}/approve/", json={})
+    assert decided.status_code == 200, decided.text
+
+    # then the redelivered task finds the reservation and refuses to guess
+    call = wait_until(
+        lambda: ToolCall.objects.filter(
+            thread__thread_id=thread_id, name="refund_order", state="outcome_unknown"
+        ).first(),
+        timeout=30,
+        what=f"outcome_unknown\n{stack.logs()}",
+    )
+    execution = ToolExecution.objects.get(tool_call=call)
+    assert execution.state == ToolExecution.State.OUTCOME_UNKNOWN
+    assert execution.attempts == 1
+    ledger = tmp_path / "ledger.jsonl"
+    assert not ledger.exists() or ledger.read_text().count("\n") == 0
+    assert "exitcode 17" in "".join(p.text() for p in stack.procs)
+    assert runs.alive
+
+
+def test_sigterm_worker_finishes_its_run_before_exiting(stack, operator):
+    """SIGTERM (warm shutdown) lets the current run finish and record every event."""
+    from threads.models import Event, Run
+
+    base = stack.web()
+    worker = stack.worker("runs-worker")
+    api = api_client(base, operator["token"])
+    thread_id = _thread(api, "slow")
+    run_id = _post(api, thread_id, "deltas=40 delay=0.05")["run"]["runId"]
+    wait_until(
+        lambda: Event.objects.filter(
+            run__run_id=run_id, type="TEXT_MESSAGE_CONTENT"
+        ).exists(),
+        timeout=20,
+        what="the run streaming",
+    )
+
+    code = worker.terminate(timeout=30)
+
+    assert code == 0, worker.text()[-3000:]
+    run = Run.objects.get(run_id=run_id)
+    assert run.status == Run.Status.FINISHED, (run.status, run.error_code)
+    text = "".join(e.get("delta", "") for e in _log(thread_id))
+    assert text == "".join(f"w{i} " for i in range(40))
+
+
+def test_redis_restart_mid_stream_clients_resume_by_seq(stack, operator):
+    """Redis shut down (nosave) and restarted mid-stream: every client ends with every event."""
+    from threads.models import Run
+
+    base = stack.web()
+    stack.worker("worker")
+    api = api_client(base, operator["token"])
+    cookie = session_cookie(base, operator["username"], operator["password"])
+    ws = base.replace("http://", "ws://")
+    thread_id = _thread(api, "slow")
+    steady = EventWatcher(ws, thread_id, cookie=cookie, origin=base)
+    bounced = EventWatcher(ws, thread_id, cookie=cookie, origin=base)
+    steady.start()
+    bounced.start()
+    assert steady.connected.wait(10) and bounced.connected.wait(10)
+    run_id = _post(api, thread_id, "deltas=150 delay=0.03")["run"]["runId"]
+    steady.wait_for(
+        lambda w: len(w.events) >= 10, timeout=20, what="the stream starting"
+    )
+
+    # when Redis goes away mid-stream and one client drops and reconnects meanwhile
+    stack.redis.shutdown_nosave()
+    bounced.stop()
+    seen_before = bounced.last_seq
+    time.sleep(1.0)
+    bounced = EventWatcher(ws, thread_id, cookie=cookie, origin=base)
+    bounced.events = [{"seq": seen_before}]  # resume from the last seq it had
+    bounced.start()
+    time.sleep(0.5)
+    stack.redis.start()
+
+    # then the run finishes and both clients hold the whole log, in order
+    wait_until(
+        lambda: (
+            Run.objects.filter(run_id=run_id)
+            .exclude(status__in=["queued", "running"])
+            .exists()
+        ),
+        timeout=40,
+        what=f"the run finishing\n{stack.logs()}",
+    )
+    log = _log(thread_id)
+    for watcher in (steady, bounced):
+        watcher.wait_for(
+            lambda w: w.last_seq >= log[-1]["seq"],
+            timeout=15,
+            what="the client catching up",
+        )
+        watcher.stop()
+    assert Run.objects.get(run_id=run_id).status == Run.Status.FINISHED
+    assert steady.events == log and not steady.gaps
+    assert bounced.events[1:] == [e for e in log if e["seq"] > seen_before]
+    assert not bounced.gaps
+    assert "".join(e.get("delta", "") for e in log) == "".join(
+        f"w{i} " for i in range(150)
+    )
+
+
+def test_scale_out_approval_on_web_b_streams_to_client_on_web_a(stack, operator):
+    """Two webs, two workers: a client on web A sees a run approved through web B."""
+    web_a = stack.web("web-a")
+    web_b = stack.web("web-b")
+    stack.worker("worker-1")
+    stack.worker("worker-2")
+    api_b = api_client(web_b, operator["token"])
+    cookie = session_cookie(web_a, operator["username"], operator["password"])
+    thread_id = _thread(api_b, "demo")
+    watcher = EventWatcher(
+        web_a.replace("http://", "ws://"), thread_id, cookie=cookie, origin=web_a
+    )
+    watcher.start()
+    assert watcher.connected.wait(10)
+
+    _post(api_b, thread_id, "refund order A-1001 0.50")
+    approval = wait_until(
+        lambda: _pending_approval(api_b, thread_id),
+        timeout=30,
+        what="the approval request",
+    )
+    decided = api_b.post(f"/api/approvals/{approval['id']}/approve/", json={})
+    assert decided.status_code == 200, decided.text
+
+    watcher.wait_for(
+        lambda w: w.types().count("RUN_FINISHED") >= 3,
+        timeout=30,
+        what=f"the continuation on web A\n{stack.logs()}",
+    )
+    watcher.stop()
+    assert "Refund done" in watcher.text()
+    assert watcher.events == _log(thread_id) and not watcher.gaps
+    assert any(n.get("state") == "succeeded" for n in watcher.notifications)
+    # both workers took part or at least one did; each log line is JSON
+    lines = [
+        json.loads(line)
+        for p in stack.procs
+        if p.name.startswith("worker")
+        for line in p.text().splitlines()
+        if line.startswith("{")
+    ]
+    assert any(r.get("thread") == thread_id for r in lines)
