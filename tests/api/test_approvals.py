@@ -1,0 +1,259 @@
+"""The approval queue over the REST API: visibility, deciding, editing, resolving (SEC-02, DC-05)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from approvals.models import ApprovalRequest, AuditEntry, ToolExecution
+from approvals.services import approval_snapshot
+from tests.api.conftest import pending_refund, token_client
+from threads.models import Message, ToolCall
+
+pytestmark = pytest.mark.django_db
+
+PROPOSED = {"order_id": "A-1001", "amount": 25.0, "reason": "customer request"}
+
+
+def _stamp(value) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+@pytest.fixture
+def approval(user) -> ApprovalRequest:
+    """Return the pending approval of olivia's refund call."""
+    pending_refund(user, thread_id="t-refund")
+    return ApprovalRequest.objects.get()
+
+
+def test_dc05_approval_retrieve_mirrors_the_snapshot(api, approval):
+    """GET approvals/<id>/ has the snapshot's fields (same names and values) plus runId."""
+    response = api.get(f"/api/approvals/{approval.pk}/")
+
+    assert response.status_code == 200
+    snapshot = approval_snapshot(approval)
+    snapshot.update(
+        requestedAt=_stamp(approval.requested_at), expiresAt=_stamp(approval.expires_at)
+    )
+    assert response.json() == {**snapshot, "runId": "t-refund-run", "execution": None}
+    assert response.json()["proposedArguments"] == PROPOSED
+    assert response.json()["status"] == "pending"
+
+
+def test_dc05_approvals_are_visible_to_owner_and_deciders_only(
+    api, other_api, approver_api, staff_user, django_user_model, approval
+):
+    """Owner, staff and holders of the decide/view permission see it; anyone else gets 404."""
+    viewer = django_user_model.objects.create_user(username="vic", password="pw-vic-1")
+    viewer.user_permissions.add(Permission.objects.get(codename="view_approvalrequest"))
+
+    seen = {
+        "owner": api.get("/api/approvals/").json()["count"],
+        "other": other_api.get("/api/approvals/").json()["count"],
+        "approver": approver_api.get("/api/approvals/").json()["count"],
+        "staff": token_client(staff_user).get("/api/approvals/").json()["count"],
+        "viewer": token_client(viewer).get("/api/approvals/").json()["count"],
+    }
+
+    assert seen == {"owner": 1, "other": 0, "approver": 1, "staff": 1, "viewer": 1}
+    assert other_api.get(f"/api/approvals/{approval.pk}/").status_code == 404
+    for action in ("approve", "reject", "resolve"):
+        response = other_api.post(
+            f"/api/approvals/{approval.pk}/{action}/", {"reason": "x"}, format="json"
+        )
+        assert response.status_code == 404, action
+    assert APIClient().get("/api/approvals/").status_code == 401
+
+
+def test_sec02_deciding_without_the_permission_is_403(api, approval):
+    """The thread's owner may see the request but not decide it: 403, nothing changes (SEC-02)."""
+    response = api.post(f"/api/approvals/{approval.pk}/approve/", {}, format="json")
+
+    assert response.status_code == 403
+    assert response.json() == {
+        "type": "permission_denied",
+        "detail": "user 'olivia' may not decide tool calls; ask an administrator for the "
+        "'approvals.decide_approvalrequest' permission",
+    }
+    approval.refresh_from_db()
+    assert approval.status == "pending"
+    assert not ToolExecution.objects.exists()
+
+
+def test_sec02_approve_records_who_and_queues_the_exact_arguments(approver_api, approval):
+    """Approve → approved by the approver, the proposed arguments queued for execution."""
+    response = approver_api.post(
+        f"/api/approvals/{approval.pk}/approve/", {"reason": "looks right"}, format="json"
+    )
+
+    assert response.status_code == 200
+    approval.refresh_from_db()
+    body = response.json()
+    assert (body["status"], body["decidedBy"], body["reason"]) == ("approved", "ada", "looks right")
+    assert body["decidedAt"] == _stamp(approval.decided_at)
+    assert body["editedArguments"] is None
+    assert body["execution"] == {
+        "state": "queued", "authorizedBy": "approval", "attempts": 0, "error": ""
+    }
+    assert ToolExecution.objects.get().arguments == PROPOSED
+    assert AuditEntry.objects.filter(action="approval.approved", actor__username="ada").count() == 1
+
+
+def test_sec02_edited_arguments_are_revalidated(approver_api, approval):
+    """An edit that breaks the schema is a 400 naming the field; a valid edit is kept apart."""
+    invalid = approver_api.post(
+        f"/api/approvals/{approval.pk}/approve/",
+        {"edited_arguments": {**PROPOSED, "amount": -5}},
+        format="json",
+    )
+    approval.refresh_from_db()
+    status_after_invalid = approval.status
+    valid = approver_api.post(
+        f"/api/approvals/{approval.pk}/approve/",
+        {"edited_arguments": {**PROPOSED, "amount": 20.0}},
+        format="json",
+    )
+
+    assert invalid.status_code == 400
+    assert invalid.json()["type"] == "invalid_arguments"
+    assert list(invalid.json()["fields"]) == ["edited_arguments"]
+    assert "field 'amount'" in invalid.json()["detail"]
+    assert status_after_invalid == "pending"
+    assert valid.status_code == 200
+    assert valid.json()["proposedArguments"] == PROPOSED
+    assert valid.json()["editedArguments"] == {**PROPOSED, "amount": 20.0}
+    assert ToolExecution.objects.get().arguments == {**PROPOSED, "amount": 20.0}
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"edited_arguments": [1, 2]}, "edited_arguments"),
+        ({"edited_arguments": "{}"}, "edited_arguments"),
+        ({"reason": "x" * 2001}, "reason"),
+        ({"approve": True}, "approve"),
+    ],
+    ids=["list", "string", "long-reason", "unknown-field"],
+)
+def test_approve_body_is_validated(approver_api, approval, body, field):
+    """A malformed approve body is a 400 naming the field; the request stays pending."""
+    response = approver_api.post(f"/api/approvals/{approval.pk}/approve/", body, format="json")
+
+    assert response.status_code == 400
+    assert list(response.json()["fields"]) == [field]
+    approval.refresh_from_db()
+    assert approval.status == "pending"
+
+
+def test_sec02_reject_needs_a_reason_and_answers_the_call(approver_api, approval):
+    """Reject without a reason → 400 on ``reason``; with one → the tool message says why."""
+    missing = approver_api.post(f"/api/approvals/{approval.pk}/reject/", {}, format="json")
+    blank = approver_api.post(
+        f"/api/approvals/{approval.pk}/reject/", {"reason": "  "}, format="json"
+    )
+    rejected = approver_api.post(
+        f"/api/approvals/{approval.pk}/reject/", {"reason": "order already refunded"},
+        format="json",
+    )
+    call = approver_api.get("/api/tool-calls/t-refund-call/?thread=t-refund")
+
+    assert missing.json()["fields"] == {"reason": ["This field is required."]}
+    assert blank.json()["fields"] == {"reason": ["This field may not be blank."]}
+    assert rejected.status_code == 200
+    assert (rejected.json()["status"], rejected.json()["reason"]) == (
+        "rejected", "order already refunded"
+    )
+    tool_message = Message.objects.get(role="tool", tool_call_id="t-refund-call")
+    assert tool_message.error == "declined_by_operator"
+    assert call.status_code == 404  # ada is no staff and does not own the thread
+
+
+def test_sec02_a_rejected_call_cannot_then_be_approved(approver_api, api, approval):
+    """A second, different decision is a 409; the result shows the rejection (SEC-02)."""
+    approver_api.post(f"/api/approvals/{approval.pk}/reject/", {"reason": "no"}, format="json")
+
+    response = approver_api.post(f"/api/approvals/{approval.pk}/approve/", {}, format="json")
+    call = api.get("/api/tool-calls/t-refund-call/").json()
+
+    assert response.status_code == 409
+    assert response.json()["type"] == "already_decided"
+    assert "reload the queue" in response.json()["detail"]
+    assert call["state"] == "declined"
+    assert call["approval"]["status"] == "rejected"
+    assert call["result"]["error"] == "declined_by_operator"
+    assert '"status":"rejected"' in call["result"]["content"]
+    assert '"reason":"no"' in call["result"]["content"]
+
+
+def test_resolve_answers_an_outcome_unknown_execution(approver_api, approval):
+    """resolve/ writes the operator's answer for a call whose outcome is unknown."""
+    not_yet = approver_api.post(
+        f"/api/approvals/{approval.pk}/resolve/",
+        {"succeeded": True, "content": "done", "reason": "checked"},
+        format="json",
+    )
+    approver_api.post(f"/api/approvals/{approval.pk}/approve/", {}, format="json")
+    ToolExecution.objects.update(state=ToolExecution.State.OUTCOME_UNKNOWN)
+    ToolCall.objects.filter(pk=approval.tool_call_id).update(state=ToolCall.State.OUTCOME_UNKNOWN)
+
+    resolved = approver_api.post(
+        f"/api/approvals/{approval.pk}/resolve/",
+        {"succeeded": True, "content": "refund R-1 went through", "reason": "ledger shows it"},
+        format="json",
+    )
+
+    assert not_yet.status_code == 409
+    assert not_yet.json()["type"] == "already_decided"
+    assert resolved.status_code == 200
+    assert resolved.json()["execution"]["state"] == "resolved"
+    message = Message.objects.get(role="tool", tool_call_id="t-refund-call")
+    assert (message.content, message.error) == ("refund R-1 went through", None)
+
+
+def test_resolve_without_the_permission_is_403(api, approval):
+    """The owner cannot resolve an execution: 403."""
+    response = api.post(
+        f"/api/approvals/{approval.pk}/resolve/",
+        {"succeeded": False, "content": "no", "reason": "unsure"},
+        format="json",
+    )
+
+    assert response.status_code == 403
+
+
+def test_queue_lists_pending_first_then_newest_and_filters(approver_api, user, other_user):
+    """approvals/ puts pending first, then newest; filters by tool, thread, status, age."""
+    pending_refund(user, thread_id="t-a")
+    pending_refund(other_user, thread_id="t-b")
+    pending_refund(user, thread_id="t-c")
+    decided = ApprovalRequest.objects.get(thread__thread_id="t-c")
+    approver_api.post(f"/api/approvals/{decided.pk}/reject/", {"reason": "dup"}, format="json")
+    ApprovalRequest.objects.filter(thread__thread_id="t-a").update(
+        requested_at=timezone.now() - timedelta(hours=2)
+    )
+
+    def listed(query: str = "") -> list[str]:
+        response = approver_api.get(f"/api/approvals/{query}")
+        assert response.status_code == 200, response.json()
+        return [a["threadId"] for a in response.json()["results"]]
+
+    assert listed() == ["t-b", "t-a", "t-c"]
+    assert listed("?status=pending") == ["t-b", "t-a"]
+    assert listed("?thread=t-c") == ["t-c"]
+    assert listed("?tool=refund_order") == ["t-b", "t-a", "t-c"]
+    assert listed("?tool=get_weather") == []
+    assert listed("?older_than=3600") == ["t-a"]
+    bad = approver_api.get("/api/approvals/?older_than=-1")
+    assert bad.status_code == 400 and list(bad.json()["fields"]) == ["older_than"]
+
+
+def test_unknown_or_huge_approval_ids_answer_404(approver_api):
+    """An id that does not exist, or does not fit a database integer, is a 404."""
+    assert approver_api.get("/api/approvals/12345/").status_code == 404
+    huge = approver_api.post("/api/approvals/" + "9" * 30 + "/approve/", {}, format="json")
+    assert huge.status_code == 404
+    assert huge.json()["type"] == "not_found"
