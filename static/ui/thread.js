@@ -480,7 +480,7 @@ function composerBlockReason() {
 function updateComposer() {
   const reason = composerBlockReason();
   const blocked = Boolean(reason);
-  input.disabled = blocked && !model.posting ? true : model.posting;
+  input.disabled = blocked;
   send.disabled = blocked;
   reasonEl.textContent = reason;
   composer.classList.toggle("is-blocked", blocked);

@@ -40,5 +40,8 @@ def test_dc05_thread_list_requires_login_and_shows_new_threads_live(browser, ui_
         # and the title links to the thread page
         page.get_by_role("link", name="Second thread").click()
         expect(page.get_by_role("heading", name="Second thread")).to_be_visible()
+        # and logging out leads back to the login page
+        page.get_by_role("button", name="Log out").click()
+        expect(page.get_by_role("heading", name="Log in")).to_be_visible()
     finally:
         context.close()
