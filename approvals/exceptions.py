@@ -45,3 +45,14 @@ class ReasonRequired(ApprovalError):
 
     code = "reason_required"
     status = 400
+
+
+class ExecutionInProgress(ApprovalError):
+    """Another delivery holds the call's execution lease; try again after ``retry_after`` s."""
+
+    code = "execution_in_progress"
+    status = 409
+
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

@@ -115,6 +115,9 @@ class ToolExecution(models.Model):
     details = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
+    #: Until when the reserving worker may still be running the tool; a delivery
+    #: that finds the reservation before then waits instead of running it again.
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:

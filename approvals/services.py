@@ -29,6 +29,7 @@ from approvals.exceptions import (
     ApprovalAlreadyDecided,
     ApprovalExpired,
     ApprovalPermissionDenied,
+    ExecutionInProgress,
     InvalidEditedArguments,
     ReasonRequired,
 )
@@ -521,6 +522,13 @@ def _tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
             return execution
         toolset, _ = _run_tools(call.run)
         tool = toolset.resolve(call.name)
+        if execution.state == ToolExecution.State.RESERVED:
+            now = timezone.now()
+            if execution.lease_expires_at is not None and now < execution.lease_expires_at:
+                raise ExecutionInProgress(
+                    f"call {call.tool_call_id!r} is being executed by another delivery",
+                    retry_after=min((execution.lease_expires_at - now).total_seconds(), 5.0) + 0.1,
+                )
         if execution.state == ToolExecution.State.RESERVED and not (tool and tool.idempotent):
             execution.state = ToolExecution.State.OUTCOME_UNKNOWN
             execution.save(update_fields=["state"])
@@ -550,14 +558,19 @@ def _tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
             execution.state = ToolExecution.State.RESERVED
             execution.attempts += 1
             execution.started_at = timezone.now()
-            execution.save(update_fields=["state", "attempts", "started_at"])
+            execution.lease_expires_at = execution.started_at + timedelta(
+                seconds=float(tool.timeout or 60)
+                + float(countersign_settings.EXECUTION_LEASE_GRACE_SECONDS)
+            )
+            execution.save(update_fields=["state", "attempts", "started_at", "lease_expires_at"])
             call.state = ToolCall.State.EXECUTING
             call.save(update_fields=["state", "updated_at"])
             audit_append(actor=None, action="execution.reserved", target=execution,
                          after={"attempt": execution.attempts})
             notify_call_changed(call)
-    if os.environ.get("COUNTERSIGN_TEST_CRASH_AFTER_RESERVATION") == "1":
-        os._exit(17)  # test hook: a worker killed between reservation and outcome
+    crash_hook = os.environ.get("COUNTERSIGN_TEST_CRASH_AFTER_RESERVATION")
+    if crash_hook == "1":
+        os._exit(17)  # test hook: a worker killed between reservation and the tool
 
     # The tool's permission was checked above, against whoever authorized the call;
     # the runtime gets no user object (its ORM is not usable from the tool's loop).
@@ -574,6 +587,8 @@ def _tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
         tool_call_id=call.tool_call_id, name=call.name, arguments=execution.arguments
     )
     result = asyncio.run(execute_call(request, tool=tool, toolset=toolset, context=context))
+    if crash_hook == "after_tool":
+        os._exit(17)  # test hook: a worker killed between the side effect and the outcome
 
     with transaction.atomic():
         Thread.objects.select_for_update().get(pk=thread_pk)
@@ -676,6 +691,60 @@ def execution_resolve(
         notify_call_changed(call)
         continuation_maybe_start(run=call.run)
     return execution
+
+
+def thread_pending_calls_cancel(*, thread: Thread, cancelled_by: Any, reason: str) -> list[str]:
+    """Abandon every unanswered call of ``thread``'s last run; return their ``toolCallId`` values.
+
+    Each call is answered with a tool message saying it was cancelled and why
+    (FT-06: the next run still gets one tool message per call); pending approval
+    requests become ``cancelled``; calls already executing are left to finish.
+    No continuation run starts: the user moves on with a new message. The thread's
+    owner, staff, or a holder of the decide permission may do this; others get
+    :class:`ApprovalPermissionDenied`. Implements FT-06, BC20, BC21.
+    """
+    allowed = (
+        getattr(cancelled_by, "is_staff", False)
+        or cancelled_by.has_perm(DECIDE_PERMISSION)
+        or thread.owner_id == getattr(cancelled_by, "pk", None)
+    )
+    if not allowed:
+        raise ApprovalPermissionDenied("only the thread's owner or an operator may cancel its calls")
+    cancelled: list[str] = []
+    with transaction.atomic():
+        locked_thread = Thread.objects.select_for_update().get(pk=thread.pk)
+        run = locked_thread.runs.order_by("-created_at", "-id").first()
+        if run is None or run.status != Run.Status.AWAITING_TOOLS:
+            return []
+        for call in ToolCall.objects.select_for_update().filter(
+            thread=locked_thread, tool_call_id__in=run.pending_tool_call_ids
+        ).order_by("position"):
+            if call.state in (ToolCall.State.APPROVED, ToolCall.State.EXECUTING,
+                              ToolCall.State.OUTCOME_UNKNOWN):
+                continue
+            approval = ApprovalRequest.objects.select_for_update().filter(tool_call=call).first()
+            if approval is not None and approval.status == ApprovalRequest.Status.PENDING:
+                approval.status = ApprovalRequest.Status.CANCELLED
+                approval.decided_by = cancelled_by
+                approval.decided_at = timezone.now()
+                approval.reason = reason
+                approval.save(update_fields=["status", "decided_by", "decided_at", "reason"])
+            content = _compact({"status": "cancelled", "reason": reason, "executed": False})
+            if tool_message_write(call=call, content=content, error="cancelled",
+                                  state=ToolCall.State.CANCELLED) is not None:
+                cancelled.append(call.tool_call_id)
+                audit_append(actor=cancelled_by, action="tool_call.cancelled", target=call,
+                             after={"reason": reason})
+                notify_call_changed(call, approval=approval)
+        answered = set(
+            Message.objects.filter(
+                thread=locked_thread, role=Message.Role.TOOL,
+                tool_call_id__in=run.pending_tool_call_ids,
+            ).values_list("tool_call_id", flat=True)
+        )
+        if answered == set(run.pending_tool_call_ids):
+            Run.objects.filter(pk=run.pk).update(status=Run.Status.FINISHED)
+    return cancelled
 
 
 # -- continuation ------------------------------------------------------------------

@@ -12,10 +12,23 @@ from celery import shared_task
     ignore_result=True,
 )
 def execute_tool_call(*, tool_call_pk: int) -> None:
-    """Execute approved call ``tool_call_pk`` exactly once (``tool_call_execute``)."""
-    from approvals.services import tool_call_execute
+    """Execute approved call ``tool_call_pk`` exactly once (``tool_call_execute``).
 
-    tool_call_execute(tool_call_pk=tool_call_pk)
+    A delivery that finds another one holding the execution lease is scheduled
+    again for when the lease ends, so a dead worker's call is still finished.
+    """
+    from approvals.exceptions import ExecutionInProgress
+    from approvals.services import tool_call_execute
+    from threads.execution import enqueue_later
+
+    try:
+        tool_call_execute(tool_call_pk=tool_call_pk)
+    except ExecutionInProgress as busy:
+        enqueue_later(
+            "approvals.tasks.execute_tool_call",
+            countdown=busy.retry_after,
+            tool_call_pk=tool_call_pk,
+        )
 
 
 @shared_task(name="approvals.tasks.expire_approvals", ignore_result=True)

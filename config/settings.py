@@ -171,7 +171,9 @@ CELERY_TASK_TIME_LIMIT = int(os.environ.get("CELERY_TASK_TIME_LIMIT", "960"))
 # Longer than the hard time limit, so a running task is never redelivered while
 # still executing (BC32).
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
-    "visibility_timeout": CELERY_TASK_TIME_LIMIT + 600
+    "visibility_timeout": int(
+        os.environ.get("CELERY_VISIBILITY_TIMEOUT") or CELERY_TASK_TIME_LIMIT + 600
+    )
 }
 if os.environ.get("CELERY_BROKER_PREFIX"):
     # Lets several deployments (or test sessions) share one Redis without
@@ -224,6 +226,10 @@ SPECTACULAR_SETTINGS = {
 
 # Countersign's own settings; read lazily through threads.conf.countersign_settings.
 COUNTERSIGN: dict[str, object] = {}
+if os.environ.get("COUNTERSIGN_EXECUTION_LEASE_GRACE_SECONDS"):
+    COUNTERSIGN["EXECUTION_LEASE_GRACE_SECONDS"] = float(
+        os.environ["COUNTERSIGN_EXECUTION_LEASE_GRACE_SECONDS"]
+    )
 
 # Agent name -> provider, model, system prompt, toolsets and limits. API keys and
 # base URLs are read from environment variables only (see agentcore.providers).

@@ -21,6 +21,10 @@ DEFAULTS: Final[dict[str, Any]] = {
     "RUN_DEADLINE_SECONDS": 300.0,
     # Approval requests expire after this many seconds unless the tool sets its own.
     "APPROVAL_TIMEOUT_SECONDS": 24 * 3600,
+    # Seconds added to a tool's timeout for its execution lease: a redelivered
+    # execution waits this long past the timeout before it treats the first
+    # worker as dead (BC32).
+    "EXECUTION_LEASE_GRACE_SECONDS": 30.0,
     # Worker pool size for the embedded (no Redis) mode.
     "EMBEDDED_WORKERS": 4,
     # How often a WebSocket consumer re-reads the log when no doorbell rang (s).

@@ -67,6 +67,30 @@ def enqueue(task_path: str, **kwargs: Any) -> None:
     transaction.on_commit(send, robust=False)
 
 
+def enqueue_later(task_path: str, *, countdown: float, **kwargs: Any) -> None:
+    """Run the task at ``task_path`` with ``kwargs`` after ``countdown`` seconds.
+
+    Used outside transactions (a task rescheduling itself); with Celery the
+    broker holds the message, embedded a timer thread submits it to the pool.
+    """
+    if uses_celery():
+        import_string(task_path).apply_async(kwargs=kwargs, countdown=countdown)
+        return
+    marker: Future[Any] = Future()
+    _inflight.add(marker)
+
+    def fire() -> None:
+        future = _embedded_pool().submit(_run_embedded, task_path, kwargs)
+        _inflight.add(future)
+        future.add_done_callback(_inflight.discard)
+        _inflight.discard(marker)
+        marker.set_result(None)
+
+    timer = threading.Timer(countdown, fire)
+    timer.daemon = True
+    timer.start()
+
+
 def wait_embedded(timeout: float = 30.0) -> None:
     """Block until embedded work submitted so far (and work it enqueues) is done.
 

@@ -404,6 +404,14 @@ def _project(*, thread: Thread, run: Run, events: list[BaseEvent], seqs: list[in
             if outcome_type == Run.Outcome.CANCELLED:
                 run.status = Run.Status.CANCELLED
                 pending: list[str] = []
+                # A cancelled run leaves nothing to answer: its calls are cancelled,
+                # or they would hold the thread (thread_check_can_start_run) forever.
+                for row_call in ToolCall.objects.filter(
+                    run=run, state__in=[ToolCall.State.STREAMING, ToolCall.State.COMPLETE]
+                ):
+                    cached = p.tool_calls.setdefault(row_call.tool_call_id, row_call)
+                    cached.state = ToolCall.State.CANCELLED
+                    p.dirty_calls.add(row_call.tool_call_id)
             else:
                 pending = _derived_pending(run=run, p=p, tool_call=tool_call)
                 run.status = Run.Status.AWAITING_TOOLS if pending else Run.Status.FINISHED
@@ -851,7 +859,39 @@ def _run_execute(*, run_pk: int) -> Run:
 
         pending_calls_dispatch(run=run)
         run.refresh_from_db()
+    elif run.status in (Run.Status.CANCELLED, Run.Status.ERROR):
+        run_answer_dangling_calls(run=run)
     return run
+
+
+def run_answer_dangling_calls(*, run: Run) -> list[str]:
+    """Answer every call of an ended ``run`` that has no result with an "interrupted" error.
+
+    A run cancelled or failed while calls were streaming or executing would leave
+    assistant ``toolCalls`` without tool messages, which every provider refuses
+    on the next request (BC20). The synthetic answer is persisted right after the
+    run, before any later message. Returns the answered ``toolCallId`` values.
+    Implements FT-06.
+    """
+    from agentcore.history import INTERRUPTED_CONTENT, INTERRUPTED_ERROR
+    from approvals.services import tool_message_write
+
+    answered: list[str] = []
+    with transaction.atomic():
+        _lock_thread(run.thread)
+        for call in ToolCall.objects.select_for_update().filter(run=run).order_by("position"):
+            if call.state in (ToolCall.State.AWAITING_APPROVAL, ToolCall.State.APPROVED,
+                              ToolCall.State.EXECUTING, ToolCall.State.OUTCOME_UNKNOWN):
+                continue  # the approval workflow owns these
+            message = tool_message_write(
+                call=call,
+                content=INTERRUPTED_CONTENT,
+                error=INTERRUPTED_ERROR,
+                state=ToolCall.State.CANCELLED,
+            )
+            if message is not None:
+                answered.append(call.tool_call_id)
+    return answered
 
 
 def _record_terminal_error(recorder: RunRecorder, *, code: str, message: str) -> None:
@@ -881,6 +921,7 @@ def run_fail(*, run: Run, code: str, message: str) -> Run:
             break
     _record_terminal_error(recorder, code=code, message=message)
     run.refresh_from_db()
+    run_answer_dangling_calls(run=run)
     return run
 
 
