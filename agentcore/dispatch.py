@@ -254,14 +254,6 @@ def _failure(
     )
 
 
-def _permission_denied(tool: Tool, context: ToolContext) -> bool:
-    """Return whether ``context.user`` is known and lacks ``tool.permission`` (duck-typed ``has_perm``)."""
-    if tool.permission is None or context.user is None:
-        return False
-    has_perm = getattr(context.user, "has_perm", None)
-    return callable(has_perm) and not has_perm(tool.permission)
-
-
 async def _invoke(tool: Tool, params: dict[str, Any], context: ToolContext) -> Any:
     """Call ``tool.execute``: a coroutine function directly, a sync one in a worker thread."""
     execute = tool.execute
@@ -339,10 +331,10 @@ async def execute_call(
     ``tool`` is the already-resolved tool, or ``None`` to resolve ``call.name`` in
     ``toolset`` (an unknown name yields an ``unknown_tool`` result listing the
     available tools). Arguments are parsed and validated (a truncated turn is never
-    executed); a ``deny`` policy and a user lacking ``tool.permission`` are refused;
-    the tool runs under its ``timeout``; its result is normalized to AG-UI content
-    and capped at ``max_result_bytes``. Approval is the caller's business: this
-    function executes ``require_approval`` calls it is given.
+    executed); a ``deny`` policy is refused; the tool runs under its ``timeout``; its result is normalized to AG-UI content
+    and capped at ``max_result_bytes``. Approval and ``tool.permission`` are the
+    caller's business (Django's ``has_perm`` is sync ORM work and the caller knows
+    whose permission counts): this function executes the calls it is given.
     Implements RT-05, RT-06, RT-07, LP-01, LP-05, LP-08, SEC-04, SEC-05, SEC-06.
     """
     started = time.monotonic()
@@ -400,13 +392,6 @@ async def _execute_resolved(
                 f"{tool.name} needs approval by a person and was not executed here; "
                 "wait for the approval or tell the user."
             ),
-            **common,
-        )
-    if _permission_denied(tool, context):
-        return _failure(
-            call,
-            kind="permission_denied",
-            message=_generic_message("permission_denied", tool),
             **common,
         )
     if cancel is not None and cancel.is_set():

@@ -148,8 +148,8 @@ class ToolContext:
 
     ``idempotency_key`` is stable across retries of one call (LP-07); ``cancel`` is set
     when the call times out or the run is cancelled (RT-01's abort signal); ``user`` is
-    whatever the caller authenticated (duck-typed: ``has_perm(str) -> bool`` is used
-    when present). ``extras`` carries caller-specific values.
+    whatever the caller authenticated, for the tool's own use (the caller checks
+    ``Tool.permission`` before executing). ``extras`` carries caller-specific values.
     """
 
     thread_id: str
