@@ -1,0 +1,10 @@
+"""Settings of the benchmark processes: production settings plus bench-only routes and tasks."""
+
+from __future__ import annotations
+
+from config.settings import *  # noqa: F403
+from config.settings import CELERY_IMPORTS
+
+ROOT_URLCONF = "bench.urls"
+CELERY_IMPORTS = (*CELERY_IMPORTS, "bench.tasks")
+CELERY_BEAT_SCHEDULE: dict[str, object] = {}
