@@ -244,11 +244,28 @@ def make_user(username: str, *permissions: str) -> Any:
     return user
 
 
+def watch_errors(page: Any) -> list[str]:
+    """Collect the page's uncaught errors and console errors (CSP violations among them)."""
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(f"pageerror: {error}"))
+    page.on(
+        "console",
+        lambda message: (
+            errors.append(f"console: {message.text}")
+            if message.type == "error"
+            else None
+        ),
+    )
+    page.js_errors = errors
+    return errors
+
+
 def login(browser: Any, server: LiveServer, username: str) -> tuple[Any, Any]:
     """Open a new browser context logged in as ``username``; return ``(context, page)``."""
     context = browser.new_context(viewport={"width": 1200, "height": 900})
     context.set_default_timeout(20_000)
     page = context.new_page()
+    watch_errors(page)
     page.goto(f"{server.url}/accounts/login/")
     page.get_by_label("Username").fill(username)
     page.get_by_label("Password").fill(PASSWORD)

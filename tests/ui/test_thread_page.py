@@ -125,6 +125,7 @@ def test_sec03_markup_in_results_and_text_is_shown_as_text(browser, ui_server):
         assert page.locator('#transcript img[src="x"]').count() == 0
         src = chart.locator(".part-image img").get_attribute("src")
         assert src.startswith("data:image/png;base64,")
+        assert page.js_errors == []  # no script error, no CSP violation
     finally:
         context.close()
 
