@@ -1,21 +1,40 @@
 """Sending to the channel layer from synchronous code, after commit.
 
 The channel layer is a doorbell (at-most-once); failures are logged and swallowed,
-because every consumer can catch up from the database log. With the in-memory
-layer, messages are sent on the server's event loop (registered by the embedded
-executor) so that a worker thread never touches another loop's queues.
+because every consumer can catch up from the database log (STYLE.md 7).
+
+Where a send runs matters:
+
+- In a server process, consumers wait on the server's event loop. The in-memory
+  layer's queues belong to that loop and are not thread-safe, so a send from a
+  worker thread (the embedded pool) must run *on* that loop, or the waiting
+  consumer is not woken until something else wakes the loop (its poll timer).
+  Consumers and SSE streams register the loop with :func:`register_server_loop`;
+  sends are then handed to it with ``call_soon_threadsafe`` and never waited for.
+- Elsewhere (a Celery worker, a management command) sends go to one long-lived
+  publisher thread with its own loop, so the Redis layer keeps one connection per
+  process instead of opening one per send.
+
+Either way sends leave in the order they were made (each loop runs them FIFO, one
+at a time), so clients normally see ``seq`` in order; a client that sees a gap
+re-reads the log.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import threading
+from collections.abc import Coroutine
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 logger = logging.getLogger(__name__)
+
+#: Sends waiting for the publisher thread beyond this are dropped (logged).
+MAX_PENDING = 10_000
 
 _server_loop: asyncio.AbstractEventLoop | None = None
 
@@ -26,25 +45,110 @@ def register_server_loop(loop: asyncio.AbstractEventLoop) -> None:
     _server_loop = loop
 
 
-def group_send(group: str, message: dict[str, Any]) -> None:
-    """Send ``message`` to ``group``; never raises (the log is the truth)."""
+def server_loop() -> asyncio.AbstractEventLoop | None:
+    """Return the registered server loop while it is running, else ``None``."""
+    loop = _server_loop
+    if loop is not None and loop.is_running() and not loop.is_closed():
+        return loop
+    return None
+
+
+class _Publisher:
+    """One daemon thread running an event loop that performs sends in order."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.loop = asyncio.new_event_loop()
+        self.queue: asyncio.Queue[tuple[str, dict[str, Any]]] | None = None
+        self.ready = threading.Event()
+        self.pending = 0
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(
+            target=self._main, name="countersign-publisher", daemon=True
+        )
+        self.thread.start()
+        self.ready.wait(5)
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.queue = asyncio.Queue()
+        self.loop.call_soon(self.ready.set)
+        self.loop.run_until_complete(self._drain())
+
+    async def _drain(self) -> None:
+        assert self.queue is not None
+        while True:
+            group, message = await self.queue.get()
+            with self.lock:
+                self.pending -= 1
+            await _send(group, message)
+
+    def submit(self, group: str, message: dict[str, Any]) -> None:
+        with self.lock:
+            if self.pending >= MAX_PENDING:
+                logger.warning("publisher backlog full; doorbell for %s dropped", group)
+                return
+            self.pending += 1
+        assert self.queue is not None
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, (group, message))
+
+
+_publisher: _Publisher | None = None
+_publisher_lock = threading.Lock()
+
+
+def _get_publisher() -> _Publisher:
+    global _publisher
+    with _publisher_lock:
+        if _publisher is None or _publisher.pid != os.getpid():
+            _publisher = _Publisher()
+        return _publisher
+
+
+async def _send(group: str, message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
     try:
-        loop = _server_loop
-        if loop is not None and loop.is_running():
+        await layer.group_send(group, message)
+    except Exception:  # noqa: BLE001 - a lost doorbell is recovered from the log
+        logger.warning(
+            "group_send to %s failed; clients will catch up from the log",
+            group,
+            exc_info=True,
+        )
+
+
+_tasks: set[asyncio.Task[None]] = set()
+
+
+def _spawn(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, None]) -> None:
+    """Start ``coroutine`` on ``loop`` (called on that loop), keeping it referenced."""
+    task = loop.create_task(coroutine)
+    _tasks.add(task)
+    task.add_done_callback(_tasks.discard)
+
+
+def group_send(group: str, message: dict[str, Any]) -> None:
+    """Send ``message`` to ``group`` without waiting; never raises (the log is the truth)."""
+    if get_channel_layer() is None:
+        return
+    try:
+        loop = server_loop()
+        if loop is not None:
             try:
-                running = asyncio.get_running_loop()
+                running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
             except RuntimeError:
                 running = None
             if running is loop:
-                loop.create_task(layer.group_send(group, message))
-                return
-            future = asyncio.run_coroutine_threadsafe(layer.group_send(group, message), loop)
-            future.result(timeout=5)
+                _spawn(loop, _send(group, message))
+            else:
+                loop.call_soon_threadsafe(_spawn, loop, _send(group, message))
             return
-        async_to_sync(layer.group_send)(group, message)
+        _get_publisher().submit(group, message)
     except Exception:  # noqa: BLE001 - a lost doorbell is recovered from the log
-        logger.warning("group_send to %s failed; clients will catch up from the log", group,
-                       exc_info=True)
+        logger.warning(
+            "group_send to %s failed; clients will catch up from the log",
+            group,
+            exc_info=True,
+        )
