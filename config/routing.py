@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from django.urls import path
 
-from threads.consumers import ThreadEventsConsumer
+from threads.consumers import ApprovalsConsumer, ThreadEventsConsumer
 
 websocket_urlpatterns = [
     path("ws/threads/<str:thread_id>/", ThreadEventsConsumer.as_asgi()),
+    path("ws/approvals/", ApprovalsConsumer.as_asgi()),
 ]

@@ -5,8 +5,15 @@ database, then live ones, each carrying its ``seq``, with no gap and no duplicat
 at the seam: the consumer joins the group before reading the log, drops anything
 at or below the last ``seq`` it sent, and re-reads the log when it sees a gap or
 when no doorbell rang for a while (the channel layer is at-most-once; the log is
-the truth). Close codes: 4401 not authenticated, 4404 thread unknown or not
-visible to the user. Implements DC-02.
+the truth). Application notifications (a call's approval state changed) arrive as
+``{"kind": "notification", ...}``; they carry no ``seq`` and are not AG-UI events.
+
+``ws/approvals/`` sends ``{"kind": "snapshot", "approvals": [...]}`` (every pending
+request) on connect, then ``{"kind": "notification", ...}`` for each change.
+
+Refusals are sent as close codes after the handshake, so that browsers can read
+them: 4400 bad ``after``, 4401 not authenticated, 4403 not allowed, 4404 thread
+unknown or not visible to the user. Implements DC-02.
 """
 
 from __future__ import annotations
@@ -22,10 +29,15 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from threads.conf import countersign_settings
 from threads.realtime import register_server_loop
 
-CLOSE_UNAUTHENTICATED = 4401
-CLOSE_NOT_FOUND = 4404
 CLOSE_BAD_REQUEST = 4400
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+CLOSE_NOT_FOUND = 4404
 BATCH = 500
+APPROVAL_WATCH_PERMISSIONS = (
+    "approvals.decide_approvalrequest",
+    "approvals.view_approvalrequest",
+)
 
 
 @database_sync_to_async
@@ -40,6 +52,16 @@ def _events_after(thread: Any, after: int) -> list[dict[str, Any]]:
     from threads.selectors import thread_events_after
 
     return [e.as_wire() for e in thread_events_after(thread=thread, after=after, limit=BATCH)]
+
+
+async def _refuse(consumer: AsyncJsonWebsocketConsumer, code: int) -> None:
+    """Complete the handshake, then close with ``code`` (a browser sees the code).
+
+    Closing before ``accept`` would make the server answer the handshake with HTTP
+    403, and a browser's ``WebSocket`` cannot tell why.
+    """
+    await consumer.accept()
+    await consumer.close(code=code)
 
 
 def _query_int(scope: dict[str, Any], name: str, default: int = 0) -> int | None:
@@ -64,16 +86,16 @@ class ThreadEventsConsumer(AsyncJsonWebsocketConsumer):
         register_server_loop(asyncio.get_running_loop())
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+            await _refuse(self, CLOSE_UNAUTHENTICATED)
             return
         thread_id = self.scope["url_route"]["kwargs"]["thread_id"]
         self.thread = await _visible_thread(user, thread_id)
         if self.thread is None:
-            await self.close(code=CLOSE_NOT_FOUND)
+            await _refuse(self, CLOSE_NOT_FOUND)
             return
         after = _query_int(self.scope, "after")
         if after is None:
-            await self.close(code=CLOSE_BAD_REQUEST)
+            await _refuse(self, CLOSE_BAD_REQUEST)
             return
         self.last_seq = after
         self.lock = asyncio.Lock()
@@ -137,3 +159,60 @@ class ThreadEventsConsumer(AsyncJsonWebsocketConsumer):
                 self.last_seq = seq
         if gap:
             await self.catch_up()
+
+    async def thread_notification(self, message: dict[str, Any]) -> None:
+        """Forward an application notification (not an AG-UI event; no ``seq``)."""
+        await self.send_json({**message.get("payload", {}), "kind": "notification"})
+
+
+@database_sync_to_async
+def _may_watch_approvals(user: Any) -> bool:
+    return any(user.has_perm(p) for p in APPROVAL_WATCH_PERMISSIONS)
+
+
+@database_sync_to_async
+def _pending_approvals() -> list[dict[str, Any]]:
+    from approvals.models import ApprovalRequest
+    from approvals.services import approval_snapshot
+
+    pending = (
+        ApprovalRequest.objects.filter(status=ApprovalRequest.Status.PENDING)
+        .select_related("tool_call", "thread", "decided_by")
+        .order_by("requested_at", "id")
+    )
+    return [approval_snapshot(a) for a in pending]
+
+
+class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
+    """Stream the approval queue to operators: a snapshot, then every change.
+
+    Allowed for users holding ``approvals.decide_approvalrequest`` or
+    ``approvals.view_approvalrequest`` (4403 otherwise, 4401 when anonymous). The
+    consumer joins the ``approvals`` group before reading the snapshot, so no change
+    falls between the two; a change may show in both, keyed by the request's ``id``.
+    """
+
+    async def connect(self) -> None:
+        register_server_loop(asyncio.get_running_loop())
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await _refuse(self, CLOSE_UNAUTHENTICATED)
+            return
+        if not await _may_watch_approvals(user):
+            await _refuse(self, CLOSE_FORBIDDEN)
+            return
+        from approvals.services import APPROVALS_GROUP
+
+        self.group = APPROVALS_GROUP
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        await self.send_json({"kind": "snapshot", "approvals": await _pending_approvals()})
+
+    async def disconnect(self, code: int) -> None:
+        group = getattr(self, "group", None)
+        if group is not None:
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def approvals_changed(self, message: dict[str, Any]) -> None:
+        """Forward a change of the queue as ``{"kind": "notification", ...}``."""
+        await self.send_json({**message.get("payload", {}), "kind": "notification"})
