@@ -41,8 +41,12 @@ async def follow_log(
     With ``run``, only that run's events are sent and the stream ends after its
     terminal event (``RUN_FINISHED`` or ``RUN_ERROR``); without it the stream
     follows the thread across runs until the client goes away. A keep-alive
-    comment is sent every ``keepalive`` seconds of silence. The channel layer only
-    wakes the loop up; every frame is read from the database.
+    comment opens the stream (so proxies pass the response on at once) and is sent
+    again every ``keepalive`` seconds of silence; AG-UI consumers ignore comment
+    lines (AGUI-1.0.md §2.5). The channel layer only wakes the loop up; every frame
+    is read from the database, and the log is re-read every
+    ``SOCKET_POLL_SECONDS`` when no doorbell rang (a lost doorbell costs latency,
+    never events).
     """
     from channels.layers import get_channel_layer
 
@@ -62,6 +66,7 @@ async def follow_log(
     last = after
     silent_for = 0.0
     try:
+        yield KEEPALIVE
         while True:
             rows = await read(thread=thread, after=last, limit=500)
             for row in rows:
