@@ -1,0 +1,336 @@
+"""A real WebSocket client against a running ASGI server (uvicorn, in a subprocess).
+
+The ``live`` fixture starts ``uvicorn config.asgi:application`` on 127.0.0.1 with an
+ephemeral port, pointed at the test database, in two modes: ``embedded`` (no
+``REDIS_URL``: runs execute on the server's own thread pool, the in-memory channel
+layer) and ``celery`` (``REDIS_URL`` set: a real Celery worker process runs the
+runs and rings the doorbell through Redis). The server's log re-read is pushed out
+of reach (``SOCKET_POLL_SECONDS`` = 1 hour, keep-alive 1 hour), so every live
+event a client receives came through the channel layer. Runs are started with
+``POST /agui/demo/`` on the server, as an integration would. The fixtures are
+imported by the other live modules. Implements DC-02.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import websockets
+from asgiref.sync import sync_to_async
+from django.conf import settings as django_settings
+from django.db import connections
+from django.test import Client
+
+from tests.executors import (
+    ROOT,
+    WorkerProcess,
+    _flush_broker,
+    database_url_for_subprocess,
+)
+from threads.models import Event, Thread
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+#: Runs in the server process before the ASGI application is imported.
+LAUNCHER = """
+from django.conf import settings
+settings.COUNTERSIGN = {"SOCKET_POLL_SECONDS": 3600.0, "SSE_KEEPALIVE_SECONDS": 3600.0}
+import uvicorn
+uvicorn.run(
+    "config.asgi:application", host="127.0.0.1", port=0, log_level="info",
+    access_log=False, ws_per_message_deflate=False, lifespan="off",
+)
+"""
+READY = re.compile(rb"Uvicorn running on http://127\.0\.0\.1:(\d+)")
+
+
+@dataclass
+class LiveServer:
+    """A uvicorn process serving Countersign, and the worker behind it (celery mode)."""
+
+    mode: str
+    process: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+    worker: WorkerProcess | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    def logs(self) -> str:
+        text = self.log_path.read_text(errors="replace")[-4000:]
+        if self.worker is not None:
+            text += "\n--- worker ---\n" + self.worker.log_path.read_text(errors="replace")[-4000:]
+        return text
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+        if self.worker is not None:
+            self.worker.stop()
+
+
+def start_server(env: dict[str, str], log_path: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """Start uvicorn with ``env``; return the process and its port once it listens."""
+    log = open(log_path, "ab")  # noqa: SIM115 - closed with the process
+    process = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        found = READY.search(log_path.read_bytes())
+        if found:
+            return process, int(found.group(1))
+        if process.poll() is not None:
+            raise RuntimeError(f"uvicorn exited:\n{log_path.read_text()[-3000:]}")
+        time.sleep(0.05)
+    process.kill()
+    raise RuntimeError(f"uvicorn did not start in 30s:\n{log_path.read_text()[-3000:]}")
+
+
+@pytest.fixture(name="live", scope="module", params=["embedded", "celery"])
+def live_server(
+    request: Any, django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any
+) -> Iterator[LiveServer]:
+    """Run Countersign in uvicorn against the test database (embedded, or with Celery)."""
+    with django_db_blocker.unblock():
+        db_url = database_url_for_subprocess()
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DATABASE_URL": db_url,
+        "REDIS_URL": "",
+        "PYTHONUNBUFFERED": "1",
+    }
+    worker = None
+    if request.param == "celery":
+        redis_url = request.getfixturevalue("redis_url")
+        _flush_broker(redis_url)
+        env["REDIS_URL"] = redis_url
+        worker = request.getfixturevalue("celery_worker_factory")()
+        worker.start()
+    log_path = tmp_path_factory.mktemp(f"uvicorn-{request.param}") / "uvicorn.log"
+    try:
+        process, port = start_server(env, log_path)
+    except Exception:
+        if worker is not None:
+            worker.stop()
+        raise
+    server = LiveServer(mode=request.param, process=process, port=port, log_path=log_path,
+                        worker=worker)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(autouse=True)
+async def close_thread_connections() -> Any:
+    """Close the database connection of the thread ``sync_to_async`` used, after the test."""
+    yield
+    await sync_to_async(connections.close_all)()
+
+
+def session_cookie(user: Any) -> str:
+    """Log ``user`` in (a session row in the test database); return the Cookie header."""
+    client = Client()
+    client.force_login(user)
+    name = django_settings.SESSION_COOKIE_NAME
+    return f"{name}={client.cookies[name].value}"
+
+
+def token_for(user: Any) -> str:
+    from rest_framework.authtoken.models import Token
+
+    return Token.objects.get_or_create(user=user)[0].key
+
+
+def run_input(thread_id: str, run_id: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """Return a RunAgentInput as an AG-UI client sends it (camelCase)."""
+    return {
+        "threadId": thread_id,
+        "runId": run_id,
+        "protocolVersion": "1.0",
+        "state": {},
+        "messages": messages,
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+    }
+
+
+def sse_events(body: str) -> list[dict[str, Any]]:
+    """Return the JSON ``data:`` payloads of an SSE body, in order."""
+    events = []
+    for frame in body.split("\n\n"):
+        data = [line[5:].lstrip(" ") for line in frame.split("\n") if line.startswith("data:")]
+        if data:
+            events.append(json.loads("\n".join(data)))
+    return events
+
+
+async def ws_receive_until(
+    socket: Any,
+    done: Callable[[list[dict[str, Any]]], bool],
+    *,
+    timeout: float = 30.0,
+    what: str,
+    server: LiveServer,
+) -> list[dict[str, Any]]:
+    """Collect JSON frames from a real socket until ``done``; fail with the server log."""
+    received: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    while not done(received):
+        remaining = deadline - time.monotonic()
+        try:
+            if remaining <= 0:
+                raise TimeoutError
+            received.append(json.loads(await asyncio.wait_for(socket.recv(), remaining)))
+        except TimeoutError:
+            pytest.fail(
+                f"timed out after {timeout}s waiting for {what}; got {received!r}\n"
+                f"{server.logs()}"
+            )
+    return received
+
+
+async def wait_until(
+    predicate: Callable[[], bool], *, what: str, server: LiveServer, timeout: float = 30.0
+) -> None:
+    """Poll the test database until ``predicate()``; fail naming ``what`` with the server log.
+
+    Tests wait for the background flow to come to rest before they end, so the
+    database is never flushed under a worker's feet.
+    """
+    check = sync_to_async(predicate)
+    deadline = time.monotonic() + timeout
+    while not await check():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}\n{server.logs()}")
+        await asyncio.sleep(0.05)
+
+
+def refund_awaits_approval(thread_id: str) -> Callable[[], bool]:
+    """Return a check that the refund flow reached its resting point (refund_order queued)."""
+    from threads.models import ToolCall
+
+    return lambda: ToolCall.objects.filter(
+        thread__thread_id=thread_id, name="refund_order", state="awaiting_approval"
+    ).exists()
+
+
+def events_of(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [m for m in messages if "seq" in m]
+
+
+def runs_finished(count: int) -> Callable[[list[dict[str, Any]]], bool]:
+    def done(messages: list[dict[str, Any]]) -> bool:
+        return sum(1 for e in events_of(messages) if e["type"] == "RUN_FINISHED") >= count
+
+    return done
+
+
+async def test_dc02_real_websocket_client_streams_and_resumes_live(user, live):
+    """Real sockets see both refund runs in seq order; a resumed socket misses and repeats nothing."""
+    thread = await sync_to_async(Thread.objects.create)(thread_id=f"ws-live-{live.mode}",
+                                                        owner=user)
+    cookie = await sync_to_async(session_cookie)(user)
+    token = await sync_to_async(token_for)(user)
+    headers = {"Cookie": cookie}
+    path = f"{live.ws_url}/ws/threads/{thread.thread_id}/"
+
+    async with (
+        websockets.connect(f"{path}?after=0", additional_headers=headers,
+                           origin=live.url) as watcher,
+        websockets.connect(f"{path}?after=0", additional_headers=headers,
+                           origin=live.url) as leaver,
+        httpx.AsyncClient(base_url=live.url, timeout=30) as http,
+    ):
+        # when: the run starts on the server
+        body = run_input(thread.thread_id, "run-1", [
+            {"id": "u1", "role": "user", "content": "refund order A-1001 25.00"}])
+        response = await http.post("/agui/demo/", json=body,
+                                   headers={"Authorization": f"Token {token}"})
+        assert response.status_code == 200, response.text
+        # One socket leaves after three events, and comes back with ?after=<seq>.
+        part_one = await ws_receive_until(leaver, lambda m: len(events_of(m)) >= 3,
+                                          what="three events", server=live)
+        await leaver.close()
+        last_seq = events_of(part_one)[-1]["seq"]
+        async with websockets.connect(f"{path}?after={last_seq}", additional_headers=headers,
+                                      origin=live.url) as resumed:
+            part_two = await ws_receive_until(
+                resumed,
+                lambda m: any(e["type"] == "RUN_FINISHED" and e["seq"] > 5
+                              for e in events_of(m)),
+                what="the continuation's RUN_FINISHED", server=live)
+        everything = await ws_receive_until(
+            watcher,
+            lambda m: runs_finished(2)(m) and any(
+                n.get("state") == "awaiting_approval" for n in m if "seq" not in n),
+            what="both runs and the approval notification", server=live)
+
+    log = await sync_to_async(list)(
+        Event.objects.filter(thread=thread).order_by("seq").values_list("seq", "type"))
+    assert [seq for seq, _ in log] == list(range(1, 11))
+    assert [(e["seq"], e["type"]) for e in events_of(everything)] == log
+    assert [e["type"] for e in events_of(everything)] == [
+        "RUN_STARTED", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "RUN_FINISHED",
+        "RUN_STARTED", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "RUN_FINISHED",
+    ]
+    resumed_seqs = [e["seq"] for e in events_of(part_one) + events_of(part_two)]
+    assert resumed_seqs == [seq for seq, _ in log]
+    notes = [m for m in everything if "seq" not in m]
+    assert [(n["kind"], n["state"]) for n in notes] == [
+        ("notification", "approved"),
+        ("notification", "executing"),
+        ("notification", "succeeded"),
+        ("notification", "awaiting_approval"),
+    ]
+    # The POST's own stream carried the first run only, ending with lookup_order pending.
+    posted = sse_events(response.text)
+    assert [e["type"] for e in posted] == [t for _, t in log[:5]]
+    assert posted[-1]["outcome"]["pendingToolCallIds"] == [posted[1]["toolCallId"]]
+
+
+@pytest.mark.parametrize("live", ["embedded"], indirect=True)
+async def test_dc02_real_websocket_client_sees_refusal_close_codes(user, other_user, live):
+    """A browser-like client reads 4401 (no session) and 4404 (another user's thread) as close codes."""
+    thread = await sync_to_async(Thread.objects.create)(thread_id="ws-private", owner=user)
+    stranger = await sync_to_async(session_cookie)(other_user)
+    path = f"{live.ws_url}/ws/threads/{thread.thread_id}/?after=0"
+
+    async with websockets.connect(path, origin=live.url) as anonymous:
+        with pytest.raises(websockets.ConnectionClosed) as closed:
+            await asyncio.wait_for(anonymous.recv(), 10)
+    assert closed.value.rcvd.code == 4401
+
+    async with websockets.connect(path, origin=live.url,
+                                  additional_headers={"Cookie": stranger}) as other:
+        with pytest.raises(websockets.ConnectionClosed) as closed:
+            await asyncio.wait_for(other.recv(), 10)
+    assert closed.value.rcvd.code == 4404
