@@ -241,6 +241,12 @@ COUNTERSIGN_AGENTS = {
         "toolsets": ["demo.tools.DEMO_TOOLS"],
     },
 }
+if os.environ.get("COUNTERSIGN_AGENTS_JSON"):
+    # More agents (or overrides) as a JSON object of the same shape, so web and
+    # worker processes are configured alike by environment alone.
+    import json as _json
+
+    COUNTERSIGN_AGENTS.update(_json.loads(os.environ["COUNTERSIGN_AGENTS_JSON"]))
 
 # Logging: one JSON object per line in production (``LOG_FORMAT=json``, the default
 # when DEBUG=0), tagged with ``run``, ``thread`` and ``toolCallId`` when known

@@ -197,7 +197,18 @@ class Executor:
             ).exists()
             return not busy_runs and not busy_calls
 
-        self.wait_for(idle, timeout=timeout)
+        idle.__qualname__ = "settle: " + repr(thread)
+
+        def describe() -> str:
+            runs = list(Run.objects.filter(thread=thread).values_list("status", "error_code"))
+            calls = list(ToolCall.objects.filter(thread=thread).values_list("name", "state"))
+            return f"runs={runs} calls={calls}"
+
+        try:
+            self.wait_for(idle, timeout=timeout)
+        except BaseException:
+            print("settle timed out:", describe())
+            raise
 
 
 @pytest.fixture(params=["embedded", "celery"])

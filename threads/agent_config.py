@@ -11,7 +11,11 @@ Each entry maps an agent name to::
         "max_iterations": 10, "deadline_seconds": 300,
         "url": "http://...",                # agui_http only
         "base_url_env": "OPENAI_BASE_URL",  # optional: env var holding a base URL
+        "provider_factory": "pkg.module.make",  # optional: a callable(model=...) -> Provider
     }
+
+``provider_factory`` plugs in a provider of one's own (any
+:class:`agentcore.providers.base.Provider`) instead of the built-in adapters.
 
 API keys and base URLs come only from environment variables. Misconfiguration is
 reported by the system check ``threads.E001``-``E003`` at start-up.
@@ -79,13 +83,15 @@ def agent_build(name: str) -> Any:
 
         return RemoteAgent(config["url"], headers=config.get("headers"))
     from agentcore.loop import LoopAgent
-
     from agentcore.providers.registry import get_provider
 
     options: dict[str, Any] = {}
     if config.get("base_url_env"):
         options["base_url"] = os.environ.get(config["base_url_env"]) or None
-    provider = get_provider(provider_name, model=config.get("model", ""), **options)
+    if config.get("provider_factory"):
+        provider = import_string(config["provider_factory"])(model=config.get("model", ""))
+    else:
+        provider = get_provider(provider_name, model=config.get("model", ""), **options)
     return LoopAgent(
         provider,
         toolset=agent_toolset(name),

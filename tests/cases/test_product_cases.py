@@ -1,0 +1,140 @@
+"""Cases from shared/cases/tool-calling.jsonl that need the whole product (DB, workers)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agentcore.events import message_from_dict
+from agentcore.history import prepare_history
+from approvals.models import ApprovalRequest
+from approvals.services import approval_decide
+from threads.models import Message, Run, ToolCall
+from threads.services import message_post, run_cancel, thread_create
+
+INTERRUPTED = '{"error":"interrupted","detail":"tool call was cancelled before it completed"}'
+
+
+CASE_AGENTS = {
+    "parallel": {
+        "provider": "scripted",
+        "provider_factory": "tests.cases.agents.parallel_provider",
+        "toolsets": ["tests.cases.agents.PARALLEL_TOOLS"],
+    },
+    "slow": {
+        "provider": "scripted",
+        "provider_factory": "tests.cases.agents.slow_provider",
+        "toolsets": ["tests.cases.agents.SLOW_TOOLS"],
+    },
+}
+
+
+@pytest.fixture
+def case_agents(settings, monkeypatch):
+    """Configure the test agents here and, by environment, in worker processes."""
+    settings.COUNTERSIGN_AGENTS = {**settings.COUNTERSIGN_AGENTS, **CASE_AGENTS}
+    monkeypatch.setenv("COUNTERSIGN_AGENTS_JSON", json.dumps(CASE_AGENTS))
+    from threads.agent_config import _load_toolset
+
+    _load_toolset.cache_clear()
+
+
+def test_bc21_rejected_parallel_call_still_answered_once(user, case_agents, executor, django_user_model):
+    """One of two parallel calls rejected: one tool message per call, in call order (BC21)."""
+    from django.contrib.auth.models import Permission
+
+    operator = django_user_model.objects.create_user(username="op", password="pw-op-1")
+    operator.user_permissions.add(Permission.objects.get(codename="decide_approvalrequest"))
+    thread = thread_create(owner=user, title="bc21", agent="parallel")
+    message_post(thread=thread, content="email the team and check the status")
+    executor.settle(thread)
+
+    send = ToolCall.objects.get(thread=thread, name="send_email")
+    lookup = ToolCall.objects.get(thread=thread, name="lookup")
+    assert (send.state, lookup.state) == ("awaiting_approval", "succeeded")
+    approval = ApprovalRequest.objects.get(tool_call=send)
+    approval_decide(approval=approval, decided_by=django_user_model.objects.get(pk=operator.pk),
+                    decision="reject", reason="not now")
+    executor.settle(thread)
+
+    tool_messages = Message.objects.filter(thread=thread, role="tool")
+    by_call = {m.tool_call_id: m.content for m in tool_messages}
+    assert by_call == {
+        send.tool_call_id: '{"status":"rejected","reason":"not now","executed":false}',
+        lookup.tool_call_id: "status ok",
+    }
+    continuation = Run.objects.filter(thread=thread).order_by("-created_at", "-id").first()
+    assert continuation.status == "finished"
+    history = prepare_history([message_from_dict(m) for m in continuation.input["messages"]])
+    answers = [(m.tool_call_id, m.content) for m in history if m.role == "tool"]
+    assert answers == [
+        (send.tool_call_id, '{"status":"rejected","reason":"not now","executed":false}'),
+        (lookup.tool_call_id, "status ok"),
+    ]
+    final = Message.objects.filter(thread=thread, role="assistant").exclude(content="").last()
+    assert "not now" in final.content and "status ok" in final.content
+
+
+def test_bc20_cancel_while_tools_execute_persists_interrupted_results(user, case_agents, executor):
+    """Cancelling a run mid-execution answers every open call before the next message (BC20)."""
+    thread = thread_create(owner=user, title="bc20", agent="slow")
+    _, run = message_post(thread=thread, content="how long ago was the landing?")
+    executor.wait_for(lambda: ToolCall.objects.filter(thread=thread, state="complete").count() == 2)
+
+    run_cancel(run=run)
+    executor.settle(thread)
+
+    run.refresh_from_db()
+    assert (run.status, run.outcome) == ("cancelled", "cancelled")
+    answers = list(Message.objects.filter(thread=thread, role="tool").order_by("position", "id"))
+    # The loop answers the calls it was executing in-stream when cancelled; a call
+    # it could not answer would get the synthetic INTERRUPTED answer afterwards.
+    cancelled = (
+        '{"error":"cancelled","detail":"slow_count was cancelled before it finished; '
+        'nothing more will run."}'
+    )
+    assert [(m.content, m.error) for m in answers] == [(cancelled, "cancelled")] * 2
+    calls = list(ToolCall.objects.filter(thread=thread).order_by("position"))
+    assert {m.tool_call_id for m in answers} == {c.tool_call_id for c in calls}
+    assert all(c.state == "cancelled" for c in calls)
+
+    # The next message is accepted, and its run's history is well formed.
+    _, retry = message_post(thread=thread, content="try again")
+    executor.settle(thread)
+    retry.refresh_from_db()
+    roles = [m["role"] for m in retry.input["messages"]]
+    assert roles[:4] == ["user", "assistant", "tool", "tool"]
+    assert roles[4] == "user" and retry.input["messages"][4]["content"] == "try again"
+    assert json.loads(retry.input["messages"][2]["content"])["error"] == "cancelled"
+
+
+def test_bc20_calls_left_open_by_a_dead_run_get_the_interrupted_answer(user, executor):
+    """A run that died mid-call is failed and its open calls answered (BC20, FT-06)."""
+    from threads.services import RunRecorder, run_execute
+
+    thread = thread_create(owner=user, title="bc20-dead")
+    run = Run.objects.create(thread=thread, status=Run.Status.RUNNING)
+    recorder = RunRecorder(run)
+    recorder.record([
+        {"type": "RUN_STARTED", "threadId": thread.thread_id, "runId": run.run_id},
+        {"type": "TOOL_CALL_START", "toolCallId": "call_X", "toolCallName": "get_weather"},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "call_X", "delta": '{"city":"Oslo"}'},
+        {"type": "TOOL_CALL_END", "toolCallId": "call_X"},
+        {"type": "TOOL_CALL_START", "toolCallId": "call_Y", "toolCallName": "get_weather"},
+    ])
+    recorder.flush()
+
+    run_execute(run_pk=run.pk)  # a redelivery finds the run claimed by a dead worker
+
+    run.refresh_from_db()
+    assert (run.status, run.error_code) == ("error", "worker_lost")
+    answers = Message.objects.filter(thread=thread, role="tool").order_by("position", "id")
+    assert [(m.tool_call_id, m.content, m.error) for m in answers] == [
+        ("call_X", INTERRUPTED, "interrupted"),
+        ("call_Y", INTERRUPTED, "interrupted"),
+    ]
+    from threads.models import Event
+
+    types = list(Event.objects.filter(thread=thread).values_list("type", flat=True))
+    assert types[-2:] == ["TOOL_CALL_END", "RUN_ERROR"]
