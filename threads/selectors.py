@@ -26,12 +26,24 @@ ThreadStatus = Literal["running", "waiting_for_approval", "waiting_for_tools", "
 
 
 def thread_visible_to(*, user: Any) -> QuerySet[Thread]:
-    """Return the threads ``user`` may see: their own, or every thread for staff."""
+    """Return the threads ``user`` may see.
+
+    Their own; every thread for staff; and, for operators holding
+    ``approvals.decide_approvalrequest``, every thread with an approval request,
+    so an approver can read the conversation behind a call before deciding it.
+    """
     threads = Thread.objects.all()
     if getattr(user, "is_staff", False):
         return threads
     if not getattr(user, "is_authenticated", False):
         return threads.none()
+    if user.has_perm("approvals.decide_approvalrequest"):
+        from django.db.models import Q
+
+        from approvals.models import ApprovalRequest
+
+        with_requests = ApprovalRequest.objects.values("thread_id")
+        return threads.filter(Q(owner=user) | Q(pk__in=with_requests))
     return threads.filter(owner=user)
 
 
