@@ -12,8 +12,9 @@ PORT   ?= 8000
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || { \
-	  echo "error: '$(PYTHON) -m venv' failed; on Debian install it with: apt-get install python3-venv"; exit 1; }
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) 2>/dev/null || { \
+	  echo "ensurepip is missing (Debian without python3-venv): bootstrapping pip from PyPI"; \
+	  rm -rf $(VENV) && $(PYTHON) -m venv --without-pip $(VENV) && $(BIN)/python scripts/bootstrap_pip.py; }
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
