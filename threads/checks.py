@@ -80,3 +80,21 @@ def check_channel_layer(app_configs: Any = None, **kwargs: Any) -> list[checks.C
             )
         ]
     return []
+
+
+def raise_on_configuration_errors() -> None:
+    """Run Countersign's checks and raise ``ImproperlyConfigured`` listing any error.
+
+    Called when a web or worker process starts (``config/asgi.py``, the Celery
+    ``worker_init`` signal), so misconfiguration stops it at once with a message
+    naming the setting, instead of failing the first run.
+    """
+    from django.core.exceptions import ImproperlyConfigured
+
+    problems = [*check_agents(), *check_channel_layer()]
+    errors = [p for p in problems if p.level >= checks.ERROR]
+    if errors:
+        raise ImproperlyConfigured(
+            "Countersign is misconfigured:\n"
+            + "\n".join(f"- {e.id}: {e.msg} ({e.hint})" for e in errors)
+        )
