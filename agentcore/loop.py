@@ -137,6 +137,9 @@ class _Call:
     tool_call_id: str
     name: str
     deltas: list[str] = field(default_factory=list)
+    #: Provider data that must travel with the call into later requests (a Gemini
+    #: thought signature, BC25); carried on TOOL_CALL_START and ``ToolCall.metadata``.
+    metadata: dict[str, Any] | None = None
 
     @property
     def arguments(self) -> str:
@@ -355,6 +358,7 @@ class _Execution:
                         provider_id=item.call_id,
                         tool_call_id=unique_call_id(item.call_id, seen=self.seen_ids),
                         name=item.name,
+                        metadata=item.metadata,
                     )
                     by_provider_id[item.call_id] = call
                     calls.append(call)
@@ -363,6 +367,7 @@ class _Execution:
                         tool_call_id=call.tool_call_id,
                         tool_call_name=call.name,
                         parent_message_id=message_id,
+                        metadata=call.metadata,
                     )
                 elif isinstance(item, ToolCallDelta):
                     call = by_provider_id.get(item.call_id)
@@ -407,6 +412,7 @@ class _Execution:
                             function=FunctionCall(
                                 name=call.name, arguments=call.arguments
                             ),
+                            metadata=call.metadata,
                         )
                         for call in calls
                     ]

@@ -110,14 +110,7 @@ def thread_messages_agui(*, thread: Thread) -> list[dict[str, Any]]:
                 data["content"] = row.content
             calls = calls_by_parent.get(row.message_id, [])
             if calls:
-                data["toolCalls"] = [
-                    {
-                        "id": c.tool_call_id,
-                        "type": "function",
-                        "function": {"name": c.name, "arguments": c.arguments_text},
-                    }
-                    for c in calls
-                ]
+                data["toolCalls"] = [_agui_tool_call(c) for c in calls]
             if "content" not in data and "toolCalls" not in data:
                 data["content"] = ""
         elif row.role == Message.Role.TOOL:
@@ -131,6 +124,23 @@ def thread_messages_agui(*, thread: Thread) -> list[dict[str, Any]]:
             data["name"] = row.name
         result.append(data)
     return result
+
+
+def _agui_tool_call(call: ToolCall) -> dict[str, Any]:
+    """Return ``call`` as an AG-UI ``ToolCall`` (argument text verbatim, TC-03).
+
+    Provider metadata recorded on TOOL_CALL_START (a Gemini thought signature,
+    BC25) travels with the call; the application's own flags stay out.
+    """
+    data: dict[str, Any] = {
+        "id": call.tool_call_id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments_text},
+    }
+    metadata = {k: v for k, v in (call.metadata or {}).items() if k not in ("truncated",)}
+    if metadata:
+        data["metadata"] = metadata
+    return data
 
 
 def thread_events_after(*, thread: Thread, after: int, limit: int | None = None) -> list[Event]:

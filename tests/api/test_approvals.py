@@ -169,7 +169,8 @@ def test_sec02_reject_needs_a_reason_and_answers_the_call(approver_api, approval
     )
     tool_message = Message.objects.get(role="tool", tool_call_id="t-refund-call")
     assert tool_message.error == "declined_by_operator"
-    assert call.status_code == 404  # ada is no staff and does not own the thread
+    # An approver may read the calls behind the requests they decide.
+    assert (call.status_code, call.json()["state"]) == (200, "declined")
 
 
 def test_sec02_a_rejected_call_cannot_then_be_approved(approver_api, api, approval):
