@@ -120,3 +120,48 @@ SLOW_TOOLS: Final = (
         timeout=60,
     ),
 )
+
+
+class PayProvider(Provider):
+    """Call ``pay`` with the amount in the user's message ("pay 5"); then say the result."""
+
+    name = "pay-test"
+
+    async def stream_turn(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        last = request.messages[-1]
+        if getattr(last, "role", "") == "user":
+            amount = float(str(last.content).split()[-1])
+            yield ToolCallBegin(call_id="call_pay", name="pay")
+            yield ToolCallDelta(call_id="call_pay", delta=json.dumps({"amount": amount}))
+            yield TurnEnd(stop_reason="tool_use")
+            return
+        yield TextDelta(text=f"Payment: {last.content}")
+        yield TurnEnd(stop_reason="end_turn")
+
+
+def pay_provider(*, model: str) -> Provider:
+    return PayProvider()
+
+
+def _pay(params: dict[str, Any], context: ToolContext) -> ToolOutput:
+    return ToolOutput(content=f"paid {params['amount']:.2f}")
+
+
+def _pay_policy(params: dict[str, Any]) -> str:
+    """Small payments run at once; larger ones need a person (LP-01)."""
+    return "auto" if params["amount"] <= 10 else "require_approval"
+
+
+PAY_TOOLS: Final = (
+    define_tool(
+        name="pay",
+        description="Pay an amount.",
+        parameters={**_OBJECT, "properties": {"amount": {"type": "number", "minimum": 0}},
+                    "required": ["amount"]},
+        execute=_pay,
+        runs_on="application",
+        policy=_pay_policy,
+        is_destructive=True,
+        idempotent=True,
+    ),
+)

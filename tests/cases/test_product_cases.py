@@ -22,6 +22,11 @@ CASE_AGENTS = {
         "provider_factory": "tests.cases.agents.parallel_provider",
         "toolsets": ["tests.cases.agents.PARALLEL_TOOLS"],
     },
+    "pay": {
+        "provider": "scripted",
+        "provider_factory": "tests.cases.agents.pay_provider",
+        "toolsets": ["tests.cases.agents.PAY_TOOLS"],
+    },
     "slow": {
         "provider": "scripted",
         "provider_factory": "tests.cases.agents.slow_provider",
@@ -138,3 +143,19 @@ def test_bc20_calls_left_open_by_a_dead_run_get_the_interrupted_answer(user, exe
 
     types = list(Event.objects.filter(thread=thread).values_list("type", flat=True))
     assert types[-2:] == ["TOOL_CALL_END", "RUN_ERROR"]
+
+
+@pytest.mark.parametrize(("amount", "state", "approvals"), [(5, "succeeded", 0), (50, "awaiting_approval", 1)])
+def test_lp01_policy_depends_on_validated_arguments(user, case_agents, executor, amount, state,
+                                                    approvals):
+    """A callable policy decides per call: small payments run, large ones wait (LP-01)."""
+    thread = thread_create(owner=user, title="pay", agent="pay")
+    message_post(thread=thread, content=f"pay {amount}")
+    executor.settle(thread)
+
+    call = ToolCall.objects.get(thread=thread, name="pay")
+    assert call.state == state
+    assert ApprovalRequest.objects.filter(tool_call=call).count() == approvals
+    if state == "succeeded":
+        final = Message.objects.filter(thread=thread, role="assistant").exclude(content="").last()
+        assert final.content == "Payment: paid 5.00"
