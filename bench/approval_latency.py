@@ -1,0 +1,288 @@
+"""B2: approval → first continuation event on an open WebSocket, vs the sum of its hops.
+
+A real uvicorn and a real Celery worker (``-P solo``) on Redis; the demo refund flow
+(lookup auto-approved, refund waiting for approval) prepared on A threads; then,
+one at a time on an idle system: a WebSocket is open on the thread, the approval is
+POSTed to ``/api/approvals/<id>/approve/`` with a token, and the clock stops at the
+continuation run's ``RUN_STARTED`` on the socket. Segments from the rows' times:
+decide → commit (``decided_at``), commit → tool task start (``started_at`` of the
+execution), task start → first event. The path holds two Celery hops (execute the
+call, then start the continuation run) and the tool itself.
+
+Baseline, each measured here: a DRF view updating one row (same HTTP client and
+token), a no-op Celery task's enqueue → start, a raw Redis PUBLISH → WebSocket hop.
+
+    python -m bench.approval_latency     # BENCH_APPROVALS (30)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+import uuid
+
+from bench.common import (
+    PYTHON,
+    REDIS_URL,
+    Row,
+    bench_env,
+    bench_user,
+    free_port,
+    pct,
+    print_rows,
+    save_rows,
+    session_for,
+    setup_django,
+    spawn,
+    stop_process,
+    uvicorn,
+)
+
+APPROVALS = int(os.environ.get("BENCH_APPROVALS") or 30)
+
+
+def _wait(predicate, timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise TimeoutError(predicate)
+
+
+async def _first_run_started(
+    url: str, headers: dict[str, str], origin: str, go
+) -> float:
+    from websockets.asyncio.client import connect
+
+    async with connect(
+        url, additional_headers=headers, origin=origin, compression=None
+    ) as ws:
+        await asyncio.sleep(0.05)
+        await asyncio.get_running_loop().run_in_executor(None, go)
+        while True:
+            message = json.loads(await asyncio.wait_for(ws.recv(), 30))
+            if message.get("type") == "RUN_STARTED":
+                return time.time()
+
+
+def ours(server, token: str, cookie: str) -> dict[str, list[float]]:
+    import httpx
+
+    from approvals.models import ApprovalRequest, ToolExecution
+    from threads.models import Run
+    from threads.services import message_post, thread_create
+
+    user = bench_user()
+    threads = []
+    for i in range(APPROVALS):
+        thread = thread_create(owner=user, title=f"B2 {i}")
+        message_post(thread=thread, content="refund order A-1001 0.01")
+        threads.append(thread)
+    approvals = [
+        _wait(
+            lambda t=t: ApprovalRequest.objects.filter(
+                thread=t, status="pending"
+            ).first()
+        )
+        for t in threads
+    ]
+    time.sleep(1.0)  # idle system
+    api = httpx.Client(
+        base_url=server.base, headers={"Authorization": f"Token {token}"}
+    )
+    ws = server.base.replace("http://", "ws://")
+    total, decide, hop, rest = [], [], [], []
+    for thread, approval in zip(threads, approvals, strict=True):
+        after = (
+            thread.events.order_by("-seq").values_list("seq", flat=True).first() or 0
+        )
+        box: dict[str, float] = {}
+
+        def go(approval=approval, box=box) -> None:
+            box["t0"] = time.time()
+            response = api.post(f"/api/approvals/{approval.pk}/approve/", json={})
+            assert response.status_code == 200, response.text
+
+        t1 = asyncio.run(
+            _first_run_started(
+                f"{ws}/ws/threads/{thread.thread_id}/?after={after}",
+                {"Cookie": f"sessionid={cookie}"},
+                server.base,
+                go,
+            )
+        )
+        approval.refresh_from_db()
+        execution = ToolExecution.objects.get(tool_call_id=approval.tool_call_id)
+        t0 = box["t0"]
+        total.append((t1 - t0) * 1000)
+        decide.append((approval.decided_at.timestamp() - t0) * 1000)
+        hop.append(
+            (execution.started_at.timestamp() - approval.decided_at.timestamp()) * 1000
+        )
+        rest.append((t1 - execution.started_at.timestamp()) * 1000)
+    executions = ToolExecution.objects.filter(tool_call__thread__in=threads)
+    once = (
+        all(e.attempts == 1 for e in executions) and executions.count() == 2 * APPROVALS
+    )
+    _wait(
+        lambda: (
+            not Run.objects.filter(
+                thread__in=threads, status__in=["queued", "running"]
+            ).exists()
+        )
+    )
+    return {
+        "total": total,
+        "decide": decide,
+        "hop": hop,
+        "rest": rest,
+        "once": [float(once)],
+    }
+
+
+def baseline_http(server, token: str) -> list[float]:
+    import httpx
+
+    api = httpx.Client(
+        base_url=server.base, headers={"Authorization": f"Token {token}"}
+    )
+    samples = []
+    for _ in range(APPROVALS):
+        start = time.perf_counter()
+        assert api.post("/bench/touch/").status_code == 200
+        samples.append((time.perf_counter() - start) * 1000)
+    return samples
+
+
+def baseline_celery() -> list[float]:
+    import redis
+
+    from bench.tasks import noop
+
+    key = f"bench:b2:{uuid.uuid4().hex}"
+    client = redis.Redis.from_url(REDIS_URL)
+    samples = []
+    for _ in range(APPROVALS):
+        noop.apply_async(kwargs={"sent": time.time(), "key": key}, queue="countersign")
+        _, value = client.blpop(key, timeout=30)
+        samples.append(float(value) * 1000)
+    return samples
+
+
+def baseline_publish() -> list[float]:
+    import redis
+    from websockets.asyncio.client import connect
+
+    port, channel = free_port(), f"b2-{uuid.uuid4().hex}"
+    raw, _ = spawn(
+        "b2-raw",
+        [PYTHON, "-m", "bench.raw_ws_server", str(port), REDIS_URL, channel],
+        bench_env(),
+    )
+    time.sleep(1.0)
+    client = redis.Redis.from_url(REDIS_URL)
+
+    async def run() -> list[float]:
+        samples = []
+        async with connect(f"ws://127.0.0.1:{port}/", compression=None) as ws:
+            await asyncio.sleep(0.2)
+            for _ in range(APPROVALS):
+                start = time.perf_counter()
+                client.publish(channel, "{}")
+                await ws.recv()
+                samples.append((time.perf_counter() - start) * 1000)
+        return samples
+
+    try:
+        return asyncio.run(run())
+    finally:
+        stop_process(raw)
+
+
+def main() -> list[Row]:
+    setup_django()
+    from rest_framework.authtoken.models import Token
+
+    user = bench_user()
+    token = Token.objects.get_or_create(user=user)[0].key
+    cookie = session_for(user)
+    server = uvicorn("b2-web")
+    worker, log = spawn(
+        "b2-worker",
+        [
+            PYTHON,
+            "-m",
+            "celery",
+            "-A",
+            "config",
+            "worker",
+            "-Q",
+            "runs,tools,countersign",
+            "--pool",
+            "solo",
+            "--without-gossip",
+            "--without-mingle",
+            "-l",
+            "INFO",
+        ],
+        bench_env(LOG_LEVEL="INFO"),
+    )
+    _wait(lambda: b" ready." in log.read_bytes(), 60)
+    try:
+        result = ours(server, token, cookie)
+        http = baseline_http(server, token)
+        celery_hop = baseline_celery()
+        publish = baseline_publish()
+    finally:
+        server.stop()
+        stop_process(worker)
+    rows = []
+    for p in (50, 90, 99):
+        base = pct(http, p) + pct(celery_hop, p) + pct(publish, p)
+        rows.append(
+            Row(
+                "B2",
+                f"approve -> first continuation event, p{p}",
+                pct(result["total"], p),
+                base,
+                "ms",
+                target={50: "<= 1.5x sum, < 15 ms", 99: "<= 2x sum, < 40 ms"}.get(
+                    p, ""
+                ),
+                note=f"sum = view {pct(http, p):.1f} + task hop {pct(celery_hop, p):.1f} "
+                f"+ publish->WS {pct(publish, p):.1f}",
+            )
+        )
+    rows.append(
+        Row(
+            "B2",
+            "segments p50: decide->commit | commit->task | task->event",
+            pct(result["decide"], 50),
+            pct(result["hop"], 50),
+            "ms",
+            ratio=None,
+            note=f"task start -> first event {pct(result['rest'], 50):.1f} ms "
+            "(tool + 2nd Celery hop + run start)",
+        )
+    )
+    rows.append(
+        Row(
+            "B2",
+            "executions per approval exactly 1 (1 = yes)",
+            result["once"][0],
+            1.0,
+            "bool",
+            note="worker kill/restart case: tests/prod",
+        )
+    )
+    return rows
+
+
+if __name__ == "__main__":
+    rows = main()
+    print_rows(rows)
+    save_rows("approval_latency", rows)
