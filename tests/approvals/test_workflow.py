@@ -227,3 +227,37 @@ def test_reject_requires_reason(approver, pending_refund):
         approval_decide(approval=approval, decided_by=approver, decision="reject", reason=" ")
     approval.refresh_from_db()
     assert approval.status == "pending"
+
+
+@pytest.mark.parametrize("executor", ["embedded"], indirect=True)
+def test_dc03_admin_edit_then_approve_form(client, approver, pending_refund, executor):
+    """The admin's decide form re-validates edits, shows errors, then approves the edit."""
+    call = pending_refund
+    approval = ApprovalRequest.objects.get(tool_call=call)
+    client.force_login(approver)
+    page = client.get(reverse("admin:approvals_approvalrequest_change", args=[approval.pk]))
+    assert page.status_code == 200 and b'name="decision" value="approve"' in page.content
+    decide = reverse("admin:approvals_approvalrequest_decide", args=[approval.pk])
+
+    bad = client.post(decide, {"decision": "approve", "reason": "",
+                               "edited_arguments": '{"order_id": "A-1001", "amount": -3, '
+                                                   '"reason": "customer"}'}, follow=True)
+    text = bad.content.decode()
+    assert "Edited arguments are invalid" in text
+    assert "field &#x27;amount&#x27;: -3 is less than or equal to the minimum of 0" in text
+    approval.refresh_from_db()
+    assert approval.status == "pending"
+
+    client.post(decide, {"decision": "approve", "reason": "partial",
+                         "edited_arguments": '{"order_id": "A-1001", "amount": 12.5, '
+                                             '"reason": "partial"}'})
+    executor.settle(call.thread)
+
+    approval.refresh_from_db()
+    assert approval.status == "approved" and approval.edited
+    assert str(Refund.objects.get().amount) == "12.50"
+    page = client.get(reverse("admin:approvals_approvalrequest_changelist") + "?status=approved")
+    assert b"edited" in page.content
+    # Decided requests are read-only: no decide form any more.
+    page = client.get(reverse("admin:approvals_approvalrequest_change", args=[approval.pk]))
+    assert b'name="decision" value="approve"' not in page.content
