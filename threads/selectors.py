@@ -251,7 +251,7 @@ def tool_call_list(
 ) -> QuerySet[ToolCall]:
     """Return the tool calls on threads ``user`` may see, newest first, filtered."""
     calls = ToolCall.objects.filter(thread__in=thread_visible_to(user=user)).select_related(
-        "thread", "run"
+        "thread", "run", "approval", "approval__decided_by"
     )
     if thread_id is not None:
         calls = calls.filter(thread__thread_id=thread_id)

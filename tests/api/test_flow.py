@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+from approvals.models import ApprovalRequest
 from demo.models import Refund
 from threads.models import Thread
 
@@ -25,6 +26,18 @@ def _post_refund_request(api) -> Thread:
     )
     assert posted.status_code == 201, posted.json()
     return Thread.objects.get(thread_id=thread_id)
+
+
+def _wait_for_approval(executor, thread: Thread) -> None:
+    """Wait until the refund call is in the queue and the thread is quiet.
+
+    Waiting on the approval row itself: between a run's last event and the
+    dispatch of its pending calls, the thread briefly looks idle.
+    """
+    executor.wait_for(
+        lambda: ApprovalRequest.objects.filter(thread=thread, status="pending").exists()
+    )
+    executor.settle(thread)
 
 
 def _listed_approval(api, thread: Thread) -> dict:
@@ -45,7 +58,7 @@ def _one_tool_message_per_call(api, thread: Thread) -> list[dict]:
 def test_dc05_sec02_refund_approved_through_the_api(api, approver_api, executor):
     """Approve via the API → the refund runs once → the thread ends quoting its result."""
     thread = _post_refund_request(api)
-    executor.settle(thread)
+    _wait_for_approval(executor, thread)
     approval = _listed_approval(api, thread)
     assert approval["proposedArguments"] == {
         "order_id": "A-1001", "amount": 25.0, "reason": "customer request"
@@ -78,7 +91,7 @@ def test_dc05_sec02_refund_approved_through_the_api(api, approver_api, executor)
 def test_dc05_sec02_refund_rejected_through_the_api(api, approver_api, executor):
     """Reject with a reason via the API → the tool message says rejected, with the reason."""
     thread = _post_refund_request(api)
-    executor.settle(thread)
+    _wait_for_approval(executor, thread)
     approval = _listed_approval(api, thread)
 
     rejected = approver_api.post(

@@ -302,3 +302,21 @@ def test_session_auth_enforces_csrf(user):
     assert created.status_code == 403
     assert created.json()["type"] == "permission_denied"
     assert "CSRF" in created.json()["detail"]
+
+
+def test_list_query_count_does_not_grow_with_threads(api, user, django_assert_num_queries):
+    """The list derives every thread's status in SQL: a fixed number of queries."""
+    for index in range(2):
+        pending_refund(user, thread_id=f"t-wait-{index}")
+        running = Thread.objects.create(owner=user, thread_id=f"t-run-{index}")
+        Run.objects.create(thread=running, status=Run.Status.RUNNING)
+        Thread.objects.create(owner=user, thread_id=f"t-idle-{index}")
+
+    # token, the user's and their groups' permissions (approvers see more threads),
+    # then one query for the page of threads with their status
+    with django_assert_num_queries(4):
+        response = api.get("/api/threads/")
+
+    assert [t["status"] for t in response.json()["results"]] == [
+        "idle", "running", "waiting_for_approval"
+    ] * 2
