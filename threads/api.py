@@ -187,6 +187,7 @@ class ThreadListCreateApi(APIView):
         },
     )
     def get(self, request: Request) -> Response:
+        """List the threads you may see, newest first (staff see every owner's)."""
         filters = self.FilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
         threads = thread_list(user=request.user, **filters.validated_data)
@@ -200,6 +201,7 @@ class ThreadListCreateApi(APIView):
         responses={201: ThreadOutputSerializer, **errors(400)},
     )
     def post(self, request: Request) -> Response:
+        """Create a thread talking to ``agent`` (default ``demo``)."""
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         thread = thread_create(owner=request.user, **data.validated_data)
@@ -256,6 +258,7 @@ class ThreadMessagesApi(APIView):
         },
     )
     def get(self, request: Request, thread_id: str) -> Response:
+        """Return the thread's whole history as AG-UI messages, in order."""
         thread = visible_thread(request, thread_id)
         return Response({"results": thread_messages_agui(thread=thread)})
 
@@ -275,6 +278,7 @@ class ThreadMessagesApi(APIView):
         responses={201: OutputSerializer, **errors(400, 404, 409, 422, 429)},
     )
     def post(self, request: Request, thread_id: str) -> Response:
+        """Post a user message and start a run; 409 while a run or a call is pending."""
         thread = visible_thread(request, thread_id)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
