@@ -79,9 +79,13 @@ def chromium_path() -> str:
     return CHROMIUM
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(chromium_path: str, django_db_setup: Any) -> Iterator[Any]:
-    """Return a headless chromium driven by Playwright's sync API.
+    """Return a headless chromium driven by Playwright's sync API, per test module.
+
+    Module scope, not session: while Playwright's sync API lives, an event loop is
+    marked running on the main thread, which would break every asyncio test that
+    runs after the browser tests.
 
     Playwright's sync API keeps an event loop marked running on the main thread, so
     Django's async-safety check would refuse every ORM call the tests make; the
