@@ -1,7 +1,7 @@
 """Settings for the processes tests/prod starts: production settings plus test agents.
 
 The janitor's windows are shortened (heartbeat 0.5 s, stale after 3 s, beat every
-second) and two agents are added:
+second), as is the execution lease's grace (1 s), and two agents are added:
 
 - ``slow``: a remote AG-UI agent (``tests.prod.slow_agent``) streaming text deltas
   at a pace the test chooses, at ``SLOW_AGENT_URL``;
@@ -20,6 +20,8 @@ COUNTERSIGN = {
     **COUNTERSIGN,
     "RUN_HEARTBEAT_SECONDS": 0.5,
     "RUN_STALE_SECONDS": 3.0,
+    # A redelivered execution waits for the lease (tool timeout + grace) to end.
+    "EXECUTION_LEASE_GRACE_SECONDS": 1.0,
 }
 CELERY_BEAT_SCHEDULE = {
     **CELERY_BEAT_SCHEDULE,

@@ -32,7 +32,7 @@ fragile_refund: Final[Tool] = define_tool(
     runs_on="application",
     policy="require_approval",
     idempotent=False,
-    timeout=10.0,
+    timeout=2.0,
 )
 
 FRAGILE_TOOLS: Final = (lookup_order, fragile_refund)
