@@ -191,10 +191,14 @@ class Executor:
         from threads.models import Run, ToolCall
 
         def idle() -> bool:
-            busy_runs = Run.objects.filter(thread=thread, status__in=Run.ACTIVE_STATUSES).exists()
+            # Calls first, then runs: a call only becomes busy while a run is active,
+            # and a run only stops being active once its calls are busy or settled,
+            # so no change between the two queries can make a busy thread look idle.
             busy_calls = ToolCall.objects.filter(
-                thread=thread, state__in=["pending", "approved", "executing"]
+                thread=thread,
+                state__in=["streaming", "complete", "pending", "approved", "executing"],
             ).exists()
+            busy_runs = Run.objects.filter(thread=thread, status__in=Run.ACTIVE_STATUSES).exists()
             return not busy_runs and not busy_calls
 
         idle.__qualname__ = "settle: " + repr(thread)
