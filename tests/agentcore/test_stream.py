@@ -27,8 +27,7 @@ from agentcore.events import (
     message_to_dict,
 )
 from agentcore.stream import RunStream, StreamViolation, StreamWarning, ToolCallState
-
-CASES = "/work/shared/cases/tool-calling.jsonl"
+from tests.cases import CASES_FILE as CASES  # noqa: E402
 
 RS: dict[str, Any] = {"type": "RUN_STARTED", "threadId": "t1", "runId": "r1"}
 RF: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": "t1", "runId": "r1"}

@@ -134,13 +134,7 @@ def factory(url: str, **options: Any) -> OpenAIChatProvider:
     )
 
 
-def load_case(case_id: str) -> dict[str, Any]:
-    with open("/work/shared/cases/tool-calling.jsonl") as fh:
-        for line in fh:
-            case = json.loads(line)
-            if case["id"] == case_id:
-                return case
-    raise LookupError(case_id)
+from tests.cases import load_case  # noqa: E402
 
 
 def expected_calls(case: dict[str, Any]) -> list[dict[str, Any]]:
