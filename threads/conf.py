@@ -28,7 +28,7 @@ DEFAULTS: Final[dict[str, Any]] = {
     # Worker pool size for the embedded (no Redis) mode.
     "EMBEDDED_WORKERS": 4,
     # How often a WebSocket consumer re-reads the log when no doorbell rang (s).
-    "SOCKET_POLL_SECONDS": 1.0,
+    "SOCKET_POLL_SECONDS": 3.0,
     # Keep-alive comment interval on SSE streams (s).
     "SSE_KEEPALIVE_SECONDS": 10.0,
     # A worker executing a run refreshes a Redis heartbeat this often (s); the

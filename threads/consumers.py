@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
+import time
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -99,6 +101,7 @@ class ThreadEventsConsumer(AsyncJsonWebsocketConsumer):
             return
         self.last_seq = after
         self.lock = asyncio.Lock()
+        self.last_doorbell = 0.0
         from threads.services import thread_group_name
 
         self.group = thread_group_name(self.thread.pk)
@@ -137,14 +140,21 @@ class ThreadEventsConsumer(AsyncJsonWebsocketConsumer):
                     return
 
     async def poll(self) -> None:
-        """Re-read the log periodically, so a lost doorbell costs latency, not events."""
+        """Re-read the log when no doorbell rang for a while: a lost one costs latency only.
+
+        Sockets that hear doorbells skip the read, and the interval is jittered, so
+        many idle sockets do not query the database in lockstep.
+        """
         interval = float(countersign_settings.SOCKET_POLL_SECONDS)
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(interval * random.uniform(0.8, 1.2))
+            if time.monotonic() - self.last_doorbell < interval:
+                continue
             await self.catch_up()
 
     async def thread_events(self, message: dict[str, Any]) -> None:
         """Handle a doorbell carrying freshly committed events."""
+        self.last_doorbell = time.monotonic()
         events = message.get("events", [])
         async with self.lock:
             gap = False
