@@ -11,6 +11,8 @@ thread (time to live: three intervals), deleting it when the run returns.
 - ``running`` with no heartbeat and no event for ``RUN_STALE_SECONDS``: ended with
   ``RUN_ERROR`` ``worker_lost`` through :func:`threads.services.run_fail`, so the
   thread can take a new message;
+- ``queued`` runs and approved executions whose broker message was lost: enqueued
+  again (:func:`lost_messages_requeue`);
 - ``awaiting_tools`` with calls still ``pending`` (the worker died between the
   run's last event and dispatching its calls), no heartbeat and quiet for as long:
   dispatched now (:func:`approvals.services.pending_calls_dispatch` is idempotent).
@@ -233,7 +235,49 @@ def runs_reap(*, now: Any = None, stale_seconds: float | None = None) -> dict[st
             )
             pending_calls_dispatch(run=run)
         done["dispatched"] += 1
+    done.update(lost_messages_requeue(now=now, stale_seconds=stale_seconds))
     return done
+
+
+def lost_messages_requeue(
+    *, now: Any = None, stale_seconds: float | None = None
+) -> dict[str, int]:
+    """Enqueue again runs and approved executions still ``queued`` after ``stale_seconds``.
+
+    A broker message can be lost (Redis restarted without persistence). Both tasks
+    are idempotent — a run is claimed only while ``queued``, an execution runs at
+    most once under its row lock and lease — so a duplicate delivery is harmless.
+    Returns ``{"runs_requeued": n, "executions_requeued": m}``.
+    """
+    from django.db import transaction
+
+    from approvals.models import ToolExecution
+    from threads.execution import enqueue
+    from threads.models import Run
+
+    now = now or timezone.now()
+    stale = float(
+        stale_seconds if stale_seconds is not None else countersign_settings.RUN_STALE_SECONDS
+    )
+    cutoff = now - timedelta(seconds=stale)
+    runs = list(
+        Run.objects.filter(status=Run.Status.QUEUED, created_at__lt=cutoff).values_list(
+            "pk", flat=True
+        )
+    )
+    executions = list(
+        ToolExecution.objects.filter(
+            state=ToolExecution.State.QUEUED, created_at__lt=cutoff
+        ).values_list("tool_call_id", flat=True)
+    )
+    with transaction.atomic():
+        for pk in runs:
+            logger.warning("run pk=%s still queued after %ss; enqueueing it again", pk, stale)
+            enqueue("threads.tasks.run_agent", run_pk=pk)
+        for pk in executions:
+            logger.warning("call pk=%s still queued after %ss; enqueueing it again", pk, stale)
+            enqueue("approvals.tasks.execute_tool_call", tool_call_pk=pk)
+    return {"runs_requeued": len(runs), "executions_requeued": len(executions)}
 
 
 @shared_task(name="threads.janitor.reap_stale_runs", ignore_result=True)

@@ -132,7 +132,8 @@ def test_janitor_ends_stale_run_without_heartbeat(user, settings):
 
     done = runs_reap(stale_seconds=60)
 
-    assert done == {"worker_lost": 1, "dispatched": 0}
+    assert done == {"worker_lost": 1, "dispatched": 0, "runs_requeued": 0,
+                    "executions_requeued": 0}
     run.refresh_from_db()
     fresh.refresh_from_db()
     assert (run.status, run.error_code) == (Run.Status.ERROR, "worker_lost")
@@ -152,7 +153,8 @@ def test_janitor_spares_quiet_run_with_live_heartbeat(user, settings, redis_url)
     run = _stale_running_run(user)
 
     with run_heartbeat(run_pk=run.pk):
-        assert runs_reap(stale_seconds=60) == {"worker_lost": 0, "dispatched": 0}
+        assert runs_reap(stale_seconds=60) == {"worker_lost": 0, "dispatched": 0,
+                                               "runs_requeued": 0, "executions_requeued": 0}
     run.refresh_from_db()
     assert run.status == Run.Status.RUNNING
 
