@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -93,6 +95,16 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
                 fields={field: [detail]} if field else None,
             ),
             status=exc.status,
+        )
+    if isinstance(exc, RequestDataTooBig):
+        set_rollback()
+        return Response(
+            error_body(
+                type="payload_too_large",
+                detail=f"the request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} "
+                "bytes; send less (split long content, or link to large files)",
+            ),
+            status=413,
         )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound("The resource was not found, or you may not see it.")

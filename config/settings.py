@@ -136,6 +136,9 @@ if not DEBUG:
         },
     }
 
+# Largest request body read (bytes): AG-UI inputs carry a thread's whole history.
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("MAX_REQUEST_BYTES", str(10 * 1024 * 1024)))
+
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 

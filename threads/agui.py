@@ -16,6 +16,8 @@ import json
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.db import IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
@@ -58,6 +60,40 @@ def _authenticate(request: HttpRequest) -> tuple[Any, str | None]:
         if rejected is not None:
             return None, "CSRF check failed: send the X-CSRFToken header, or use token auth"
     return user, None
+
+
+def _input_problem(body: dict[str, Any], run_input: RunAgentInput) -> tuple[str, str] | None:
+    """Return ``(field, sentence)`` for input the official models accept but we cannot store.
+
+    Thread and run ids must be URL-safe (they appear in URLs), ids at most 200
+    characters, message ids unique within the input, and no string may hold NUL.
+    """
+    from threads.validation import MAX_ID_LENGTH, PUBLIC_ID, find_nul
+
+    where = find_nul(body)
+    if where is not None:
+        return where, f"{where} contains the NUL character, which cannot be stored; remove it"
+    for field, value in (("threadId", run_input.thread_id), ("runId", run_input.run_id)):
+        if not PUBLIC_ID.match(value):
+            return field, (
+                f"{field} {value[:40]!r} must be 1 to 200 characters of letters, digits "
+                "and . _ ~ : @ + -"
+            )
+    seen: set[str] = set()
+    for index, message in enumerate(run_input.messages):
+        if not message.id or len(message.id) > MAX_ID_LENGTH:
+            return f"messages.{index}.id", f"messages.{index}.id must be 1 to 200 characters"
+        if message.id in seen:
+            return f"messages.{index}.id", (
+                f"messages.{index}.id {message.id!r} repeats an earlier message id; "
+                "message ids are unique within a thread"
+            )
+        seen.add(message.id)
+        for call_index, call in enumerate(getattr(message, "tool_calls", None) or []):
+            if not call.id or len(call.id) > MAX_ID_LENGTH:
+                where = f"messages.{index}.toolCalls.{call_index}.id"
+                return where, f"{where} must be 1 to 200 characters"
+    return None
 
 
 def _validation_fields(error: ValidationError) -> dict[str, str]:
@@ -145,7 +181,16 @@ async def agui_run(request: HttpRequest, agent: str) -> HttpResponse:
     if failure:
         return error_response(401 if "CSRF" not in failure else 403, "not_authenticated", failure)
     try:
-        body = json.loads(request.body.decode("utf-8"))
+        raw = request.body
+    except RequestDataTooBig:
+        return error_response(
+            413,
+            "payload_too_large",
+            f"the RunAgentInput is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes; "
+            "send less history, or start a new thread",
+        )
+    try:
+        body = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as error:
         return error_response(400, "invalid_json", f"the body is not JSON: {error}")
     if not isinstance(body, dict):
@@ -160,6 +205,10 @@ async def agui_run(request: HttpRequest, agent: str) -> HttpResponse:
             "RunAgentInput is malformed: " + "; ".join(f"{k}: {v}" for k, v in fields.items()),
             fields=fields,
         )
+    problem = _input_problem(body, run_input)
+    if problem is not None:
+        field, detail = problem
+        return error_response(400, "invalid_input", detail, fields={field: detail})
     try:
         thread, run, start = await sync_to_async(_start_run)(
             user=user, agent=agent, run_input=run_input

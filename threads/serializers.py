@@ -98,9 +98,15 @@ class ContentField(serializers.Field):
         "empty": "content must hold at least one content part",
         "too_many": f"content may hold at most {MAX_CONTENT_PARTS} parts",
         "part": "part {index}: {error}",
+        "nul": "content must not contain the NUL character (at {where})",
     }
 
     def to_internal_value(self, data: Any) -> str | list[dict[str, Any]]:
+        from threads.validation import find_nul
+
+        where = find_nul(data)
+        if where is not None:
+            self.fail("nul", where=where)
         if isinstance(data, str):
             if not data.strip():
                 self.fail("blank")

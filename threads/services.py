@@ -24,6 +24,7 @@ from agentcore.events import BaseEvent, EventType, event_from_dict, event_to_dic
 from agentcore.stream import RunStream, StreamViolation
 from threads.conf import countersign_settings
 from threads.models import Event, Message, Run, Thread, ToolCall
+from threads.validation import storable
 
 logger = logging.getLogger(__name__)
 
@@ -204,6 +205,15 @@ class RunRecorder:
         batch, self._buffer = self._buffer, []
         self._buffer_bytes = 0
         self._buffer_since = None
+        # PostgreSQL stores no NUL character: model output carrying one is kept
+        # with U+FFFD instead, in the log and in the projection alike.
+        payloads = []
+        for index, event in enumerate(batch):
+            payload = event_to_dict(event)
+            clean = storable(payload, what=f"event of run {self.run.run_id}")
+            if clean is not payload:
+                batch[index] = event_from_dict(clean)
+            payloads.append(clean)
         with transaction.atomic():
             thread = Thread.objects.select_for_update().get(pk=self.thread.pk)
             first = thread.next_seq
@@ -213,9 +223,9 @@ class RunRecorder:
                     run=self.run,
                     seq=first + offset,
                     type=str(event.type.value),
-                    payload=event_to_dict(event),
+                    payload=payload,
                 )
-                for offset, event in enumerate(batch)
+                for offset, (event, payload) in enumerate(zip(batch, payloads, strict=True))
             ]
             Thread.objects.filter(pk=thread.pk).update(
                 next_seq=first + len(rows), updated_at=timezone.now()
