@@ -107,3 +107,52 @@ def wait_embedded(timeout: float = 30.0) -> None:
                 pass
     if _inflight:
         raise TimeoutError(f"{len(_inflight)} embedded task(s) still running after {timeout}s")
+
+
+_beat: threading.Thread | None = None
+_beat_stop = threading.Event()
+
+
+def start_embedded_beat(*, interval_scale: float = 1.0) -> bool:
+    """Run ``CELERY_BEAT_SCHEDULE``'s tasks on the embedded pool, in this process.
+
+    The embedded default has no Celery beat, yet approvals must still expire and
+    abandoned runs still be reaped. A daemon thread submits each scheduled task
+    to the pool at its interval (times ``interval_scale``). Idempotent; returns
+    whether it started a new beat (never with Celery, which has its own).
+    """
+    global _beat
+    if uses_celery():
+        return False
+    with _pool_lock:
+        if _beat is not None and _beat.is_alive():
+            return False
+        schedule = [
+            (entry["task"], float(entry["schedule"]) * interval_scale)
+            for entry in getattr(settings, "CELERY_BEAT_SCHEDULE", {}).values()
+        ]
+        _beat_stop.clear()
+
+        def loop() -> None:
+            import time
+
+            due = {task: time.monotonic() + every for task, every in schedule}
+            while not _beat_stop.wait(0.1 if interval_scale < 1 else 1.0):
+                now = time.monotonic()
+                for task, every in schedule:
+                    if now >= due[task]:
+                        due[task] = now + every
+                        _embedded_pool().submit(_run_embedded, task, {})
+
+        _beat = threading.Thread(target=loop, name="countersign-embedded-beat", daemon=True)
+        _beat.start()
+        return True
+
+
+def stop_embedded_beat() -> None:
+    """Stop the embedded beat thread (tests)."""
+    global _beat
+    _beat_stop.set()
+    if _beat is not None:
+        _beat.join(timeout=5)
+    _beat = None
