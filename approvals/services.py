@@ -42,6 +42,8 @@ from approvals.models import (
 )
 from threads.conf import countersign_settings
 from threads.models import Message, Run, Thread, ToolCall
+from threads.services import APPLICATION_SOURCE
+from threads.validation import storable
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +180,8 @@ def tool_message_write(
                 thread=thread,
                 message_id=f"result-{call.tool_call_id}",
                 role=Message.Role.TOOL,
-                content=content,
+                content=storable(content, what=f"result of {call.tool_call_id}"),
+                metadata={"source": APPLICATION_SOURCE},
                 tool_call_id=call.tool_call_id,
                 error=error,
                 run=None,

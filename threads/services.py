@@ -20,13 +20,22 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from agentcore.events import BaseEvent, EventType, event_from_dict, event_to_dict
+from agentcore.events import (
+    BaseEvent,
+    EventType,
+    ToolCallResultEvent,
+    event_from_dict,
+    event_to_dict,
+)
 from agentcore.stream import RunStream, StreamViolation
 from threads.conf import countersign_settings
 from threads.models import Event, Message, Run, Thread, ToolCall
 from threads.validation import storable
 
 logger = logging.getLogger(__name__)
+
+#: ``Message.metadata["source"]`` of tool messages Countersign itself wrote.
+APPLICATION_SOURCE = "countersign"
 
 _DELTA_TYPES = {EventType.TOOL_CALL_ARGS, EventType.TEXT_MESSAGE_CONTENT}
 _TERMINAL_TYPES = {EventType.RUN_FINISHED, EventType.RUN_ERROR}
@@ -104,11 +113,31 @@ class RunRecorder:
         self._buffer_since: float | None = None
         prior_calls = ToolCall.objects.filter(thread=self.thread).exclude(run=run)
         prior_messages = Message.objects.filter(thread=self.thread).exclude(run=run)
+        # Tool messages the application wrote since the last run (approved,
+        # rejected, expired, cancelled calls) enter the log as TOOL_CALL_RESULT
+        # events right after this run's RUN_STARTED, so AG-UI clients following the
+        # thread receive them as events too (BC21, BC32).
+        self._application_results = [
+            ToolCallResultEvent(
+                message_id=m.message_id,
+                tool_call_id=m.tool_call_id,
+                content=m.content,
+                role="tool",
+                metadata={"error": m.error} if m.error else None,
+            )
+            for m in prior_messages.filter(
+                role=Message.Role.TOOL, run__isnull=True, metadata__source=APPLICATION_SOURCE
+            ).order_by("position", "id")
+        ]
+        reported = {e.message_id for e in self._application_results}
         self.stream = RunStream(
             thread_id=self.thread.thread_id,
             run_id=run.run_id,
             prior_tool_call_ids=list(prior_calls.values_list("tool_call_id", flat=True)),
-            prior_message_ids=list(prior_messages.values_list("message_id", flat=True)),
+            prior_message_ids=[
+                m for m in prior_messages.values_list("message_id", flat=True)
+                if m not in reported
+            ],
         )
 
     # -- intake ---------------------------------------------------------------
@@ -132,6 +161,12 @@ class RunRecorder:
             except StreamViolation as violation:
                 written.extend(self._fail(violation))
                 continue
+            if self._application_results and any(
+                item.type == EventType.RUN_STARTED for item in normalized
+            ):
+                injected, self._application_results = self._application_results, []
+                for result in injected:
+                    normalized.extend(self.stream.feed(result))
             terminal = False
             for item in normalized:
                 self._buffer_event(item)
@@ -386,6 +421,14 @@ def _project(*, thread: Thread, run: Run, events: list[BaseEvent], seqs: list[in
                     for part in content
                 ]
             error = (event.metadata or {}).get("error") if event.metadata else None
+            existing_answer = Message.objects.filter(
+                thread=thread, role=Message.Role.TOOL, tool_call_id=event.tool_call_id
+            ).first()
+            if existing_answer is not None:
+                # The application's own answer, reported in this run (see RunRecorder).
+                if existing_answer.run_id is None:
+                    Message.objects.filter(pk=existing_answer.pk).update(run=run)
+                continue
             Message.objects.create(
                 thread=thread,
                 message_id=event.message_id,

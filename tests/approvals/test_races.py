@@ -41,8 +41,14 @@ def _in_threads(*targets):
 
 
 def _assert_exactly_once(call):
+    from threads.models import Event
+
     assert Refund.objects.count() == 1
     assert Message.objects.filter(role="tool", tool_call_id=call.tool_call_id).count() == 1
+    # BC32: one TOOL_CALL_RESULT event for the call in the thread's AG-UI log.
+    results = Event.objects.filter(thread=call.thread, type="TOOL_CALL_RESULT",
+                                   payload__toolCallId=call.tool_call_id)
+    assert results.count() == 1
     execution = ToolExecution.objects.get(tool_call=call)
     assert execution.state == "succeeded"
     runs = Run.objects.filter(thread=call.thread)

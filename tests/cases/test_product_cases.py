@@ -79,6 +79,18 @@ def test_bc21_rejected_parallel_call_still_answered_once(user, case_agents, exec
     ]
     final = Message.objects.filter(thread=thread, role="assistant").exclude(content="").last()
     assert "not now" in final.content and "status ok" in final.content
+    # The AG-UI log reports both answers as TOOL_CALL_RESULT events, in the order the
+    # application wrote them, at the start of the continuation run.
+    from threads.models import Event
+
+    results = [
+        (e.payload["toolCallId"], e.payload["content"])
+        for e in Event.objects.filter(thread=thread, type="TOOL_CALL_RESULT").order_by("seq")
+    ]
+    assert results == [
+        (lookup.tool_call_id, "status ok"),
+        (send.tool_call_id, '{"status":"rejected","reason":"not now","executed":false}'),
+    ]
 
 
 def test_bc20_cancel_while_tools_execute_persists_interrupted_results(user, case_agents, executor):

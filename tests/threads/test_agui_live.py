@@ -167,17 +167,23 @@ async def test_ft04_agui_post_refund_stream_ends_with_lookup_pending(user, live)
         resumed_events, _, resumed_ids = parse_stream(raw_resumed)
 
     await wait_until(refund_awaits_approval(thread_id), what="the refund approval", server=live)
-    assert [e["type"] for e in followed] == PENDING_RUN_TYPES * 2
-    assert ids == list(range(1, 11))
+    # The continuation reports the application's lookup result as an event (BC21).
+    assert [e["type"] for e in followed] == (
+        PENDING_RUN_TYPES + PENDING_RUN_TYPES[:1] + ["TOOL_CALL_RESULT"] + PENDING_RUN_TYPES[1:]
+    )
+    assert ids == list(range(1, 12))
     assert followed[:5] == events
     continuation = await Run.objects.select_related("continues").aget(
         thread__thread_id=thread_id, continues__isnull=False)
     refund = await ToolCall.objects.aget(thread__thread_id=thread_id, name="refund_order")
     assert followed[5]["runId"] == continuation.run_id
-    assert followed[9]["outcome"] == {
+    lookup = await ToolCall.objects.aget(thread__thread_id=thread_id, name="lookup_order")
+    assert (followed[6]["toolCallId"], followed[6]["messageId"]) == (
+        lookup.tool_call_id, f"result-{lookup.tool_call_id}")
+    assert followed[10]["outcome"] == {
         "type": "success", "pendingToolCallIds": [refund.tool_call_id]}
     assert refund.state == ToolCall.State.AWAITING_APPROVAL
-    assert resumed_ids == list(range(6, 11))
+    assert resumed_ids == list(range(6, 12))
     assert resumed_events == followed[5:]
 
 

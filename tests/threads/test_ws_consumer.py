@@ -54,8 +54,10 @@ REFUND_TYPES = [
     "TOOL_CALL_ARGS",
     "TOOL_CALL_END",
     "RUN_FINISHED",
-    # run 2, the continuation: refund_order is left pending for an operator
+    # run 2, the continuation: the application's lookup result enters the log as
+    # an event (BC21), then refund_order is left pending for an operator
     "RUN_STARTED",
+    "TOOL_CALL_RESULT",
     "TOOL_CALL_START",
     "TOOL_CALL_ARGS",
     "TOOL_CALL_END",
@@ -234,7 +236,9 @@ async def test_dc02_ws_follows_refund_across_runs_with_notifications_apart(
         "type": "success",
         "pendingToolCallIds": [lookup.tool_call_id],
     }
-    assert events[9]["outcome"] == {
+    assert (events[6]["toolCallId"], events[6]["messageId"]) == (
+        lookup.tool_call_id, f"result-{lookup.tool_call_id}")
+    assert events[10]["outcome"] == {
         "type": "success",
         "pendingToolCallIds": [refund.tool_call_id],
     }

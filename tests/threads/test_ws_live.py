@@ -296,11 +296,12 @@ async def test_dc02_real_websocket_client_streams_and_resumes_live(user, live):
 
     log = await sync_to_async(list)(
         Event.objects.filter(thread=thread).order_by("seq").values_list("seq", "type"))
-    assert [seq for seq, _ in log] == list(range(1, 11))
+    assert [seq for seq, _ in log] == list(range(1, 12))
     assert [(e["seq"], e["type"]) for e in events_of(everything)] == log
     assert [e["type"] for e in events_of(everything)] == [
         "RUN_STARTED", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "RUN_FINISHED",
-        "RUN_STARTED", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "RUN_FINISHED",
+        "RUN_STARTED", "TOOL_CALL_RESULT",  # the application's lookup result (BC21)
+        "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "RUN_FINISHED",
     ]
     resumed_seqs = [e["seq"] for e in events_of(part_one) + events_of(part_two)]
     assert resumed_seqs == [seq for seq, _ in log]
