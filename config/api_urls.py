@@ -42,6 +42,11 @@ urlpatterns = [
         name="api-thread-archive",
     ),
     path(
+        "threads/<str:thread_id>/cancel-pending/",
+        threads_api.ThreadCancelPendingApi.as_view(),
+        name="api-thread-cancel-pending",
+    ),
+    path(
         "threads/<str:thread_id>/messages/",
         threads_api.ThreadMessagesApi.as_view(),
         name="api-thread-messages",

@@ -233,6 +233,37 @@ class ThreadArchiveApi(APIView):
         return Response(self.OutputSerializer(thread).data)
 
 
+class ThreadCancelPendingApi(APIView):
+    """``POST /api/threads/<threadId>/cancel-pending/``: abandon the calls still waiting.
+
+    Each unanswered call of the last run is answered with a tool message saying it
+    was cancelled and why (FT-06), pending approvals become ``cancelled``, and the
+    thread accepts a new message. For the thread's owner, staff and approvers.
+    """
+
+    class InputSerializer(StrictSerializer):
+        reason = serializers.CharField(max_length=2000)
+
+    class OutputSerializer(serializers.Serializer):
+        cancelled_tool_call_ids = serializers.ListField(child=serializers.CharField())
+
+    @extend_schema(
+        operation_id="threads_cancel_pending",
+        request=InputSerializer,
+        responses={200: OutputSerializer, **errors(400, 403, 404)},
+    )
+    def post(self, request: Request, thread_id: str) -> Response:
+        from approvals.services import thread_pending_calls_cancel
+
+        thread = visible_thread(request, thread_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        cancelled = thread_pending_calls_cancel(
+            thread=thread, cancelled_by=request.user, reason=data.validated_data["reason"]
+        )
+        return Response(self.OutputSerializer({"cancelled_tool_call_ids": cancelled}).data)
+
+
 class ThreadMessagesApi(APIView):
     """``GET /api/threads/<threadId>/messages/``; ``POST`` a user message and start a run."""
 

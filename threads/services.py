@@ -737,8 +737,9 @@ def thread_check_can_start_run(*, thread: Thread) -> None:
     if pending:
         ids = [c.tool_call_id for c in pending]
         raise RunConflict(
-            f"tool calls {ids!r} are waiting for an answer; approve, reject or cancel them "
-            "in the approval queue first"
+            f"tool calls {ids!r} are waiting for an answer; an operator approves or rejects "
+            "them in the approval queue, or cancel them with "
+            f"POST /api/threads/{thread.thread_id}/cancel-pending/ (a reason is required)"
         )
 
 

@@ -84,8 +84,9 @@ def test_ft06_message_while_calls_await_an_answer_is_refused(user):
         message_post(thread=run.thread, content="hello?")
 
     assert str(refused.value) == (
-        "tool calls ['tc1'] are waiting for an answer; approve, reject or cancel them in the "
-        "approval queue first"
+        "tool calls ['tc1'] are waiting for an answer; an operator approves or rejects them "
+        "in the approval queue, or cancel them with "
+        f"POST /api/threads/{run.thread.thread_id}/cancel-pending/ (a reason is required)"
     )
 
 
