@@ -156,7 +156,8 @@ ORDERS: Final = MappingProxyType(
             "email": "ada@example.com",
             "status": "delivered",
             "currency": "EUR",
-            "total": "42.50",
+            # Large enough that the README's 25.00 refund can be tried many times.
+            "total": "500.00",
             "items": [
                 {"sku": "BK-101", "name": "Notebook", "quantity": 2, "price": "12.50"},
                 {
@@ -165,6 +166,7 @@ ORDERS: Final = MappingProxyType(
                     "quantity": 1,
                     "price": "17.50",
                 },
+                {"sku": "DL-300", "name": "Desk lamp", "quantity": 1, "price": "457.50"},
             ],
         },
         "A-1002": {
