@@ -59,8 +59,15 @@ class ThreadAdmin(admin.ModelAdmin):
     list_display = ("thread_id", "title", "agent", "owner", "updated_at")
     search_fields = ("thread_id", "title")
     list_filter = ("agent",)
-    readonly_fields = ("thread_id", "next_seq", "created_at", "updated_at")
+    readonly_fields = ("thread_id", "next_seq", "events_link", "created_at", "updated_at")
     inlines = [RunInline, MessageInline, ToolCallInline]
+
+    @admin.display(description="event log")
+    def events_link(self, obj: Thread) -> str:
+        from django.urls import reverse
+
+        url = reverse("admin:threads_event_changelist") + f"?thread__id__exact={obj.pk}"
+        return format_html('<a href="{}">{} events</a>', url, obj.events.count())
 
 
 @admin.register(Run)

@@ -226,3 +226,45 @@ def test_event_log_replay_rebuilds_identical_rows(user):
     assert replayed == {**original, "events": replayed["events"]}
     assert [(s, t, p) for s, t, p in replayed["events"]] == original["events"]
     assert replayed["state"] == {"step": 1, "items": ["a"]}
+
+
+def test_bc25_thought_signature_survives_the_database(user):
+    """Provider metadata on TOOL_CALL_START is stored and replayed with the call (BC25)."""
+    from agentcore.events import message_from_dict
+    from threads.selectors import thread_messages_agui
+
+    thread, run = _thread_and_run(user)
+    signature = {"gemini": {"thought_signature": "c2lnbmF0dXJl", "synthetic_id": True}}
+    record_events(run=run, events=[
+        {"type": "RUN_STARTED", "threadId": "t1", "runId": "r1"},
+        {"type": "TOOL_CALL_START", "toolCallId": "call_1", "toolCallName": "get_weather",
+         "parentMessageId": "m1", "metadata": signature},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "call_1", "delta": '{"city":"Oslo"}'},
+        {"type": "TOOL_CALL_END", "toolCallId": "call_1", "metadata": {"truncated": False}},
+        {"type": "RUN_FINISHED", "threadId": "t1", "runId": "r1"},
+    ])
+
+    history = [message_from_dict(m) for m in thread_messages_agui(thread=thread)]
+    (assistant,) = [m for m in history if m.role == "assistant"]
+    assert assistant.tool_calls[0].metadata == signature
+    assert assistant.tool_calls[0].function.arguments == '{"city":"Oslo"}'
+
+
+def test_admin_shows_a_recorded_thread_read_only(user, admin_client):
+    """The admin shows a thread's runs, messages and calls, and links its event log."""
+    thread, run = _thread_and_run(user)
+    record_events(run=run, events=_pending_stream())
+
+    page = admin_client.get(f"/admin/threads/thread/{thread.pk}/change/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "refund_order" in text and "Let me check." in text and "12 events" in text
+    events = admin_client.get(f"/admin/threads/event/?thread__id__exact={thread.pk}")
+    assert events.status_code == 200 and "TOOL_CALL_RESULT" in events.content.decode()
+    # History is read-only: no add, change or delete of events, messages or calls.
+    for model in ("event", "message", "toolcall"):
+        assert admin_client.get(f"/admin/threads/{model}/add/").status_code == 403
+    first = Event.objects.filter(thread=thread).first()
+    assert admin_client.post(f"/admin/threads/event/{first.pk}/delete/",
+                             {"post": "yes"}).status_code == 403
+    assert Event.objects.filter(thread=thread).count() == 12
