@@ -10,6 +10,7 @@ Implements DC-05 (a REST API for integrations).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.http import Http404
@@ -86,6 +87,40 @@ def visible_thread(request: Request, thread_id: str) -> Thread:
         raise Http404(f"thread {thread_id!r} not found")
     return thread
 
+
+
+IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
+    "Idempotency-Key",
+    str,
+    location=OpenApiParameter.HEADER,
+    required=False,
+    description="Retries with the same key and body return the first response and do "
+    "nothing again; the same key with another body is 422.",
+)
+
+
+def respond_idempotently(
+    request: Request, *, operation: str, produce: Callable[[], tuple[int, Any]]
+) -> Response:
+    """Answer with ``produce()``, once per ``Idempotency-Key`` when the header is sent.
+
+    Raises a 400 validation error for a malformed key and
+    :class:`threads.exceptions.IdempotencyKeyReused` (422) for a key reused with
+    another body.
+    """
+    key = request.headers.get("Idempotency-Key")
+    if key is None:
+        code, body = produce()
+        return Response(body, status=code)
+    if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable():
+        raise serializers.ValidationError(
+            {"Idempotency-Key": [f"must be 1-{MAX_KEY_LENGTH} printable characters"]}
+        )
+    stored = idempotent_response(
+        user=request.user, key=key, operation=operation, body=request.data, produce=produce
+    )
+    headers = {"Idempotent-Replayed": "true"} if stored.replayed else {}
+    return Response(stored.body, status=stored.status, headers=headers)
 
 class ThreadCursorPagination(CursorPagination):
     """Newest threads first; ``?limit=`` up to 200; opaque ``cursor`` links."""
@@ -198,14 +233,19 @@ class ThreadListCreateApi(APIView):
     @extend_schema(
         operation_id="threads_create",
         request=InputSerializer,
-        responses={201: ThreadOutputSerializer, **errors(400)},
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        responses={201: ThreadOutputSerializer, **errors(400, 422)},
     )
     def post(self, request: Request) -> Response:
-        """Create a thread talking to ``agent`` (default ``demo``)."""
+        """Create a thread talking to ``agent`` (default ``demo``); honours Idempotency-Key."""
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        thread = thread_create(owner=request.user, **data.validated_data)
-        return Response(self.OutputSerializer(thread).data, status=status.HTTP_201_CREATED)
+
+        def produce() -> tuple[int, Any]:
+            thread = thread_create(owner=request.user, **data.validated_data)
+            return status.HTTP_201_CREATED, self.OutputSerializer(thread).data
+
+        return respond_idempotently(request, operation="thread_create", produce=produce)
 
 
 class ThreadDetailApi(APIView):
@@ -296,16 +336,7 @@ class ThreadMessagesApi(APIView):
     @extend_schema(
         operation_id="threads_messages_create",
         request=InputSerializer,
-        parameters=[
-            OpenApiParameter(
-                "Idempotency-Key",
-                str,
-                location=OpenApiParameter.HEADER,
-                required=False,
-                description="Retries with the same key and body return the first "
-                "response and start nothing; the same key with another body is 422.",
-            )
-        ],
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         responses={201: OutputSerializer, **errors(400, 404, 409, 422, 429)},
     )
     def post(self, request: Request, thread_id: str) -> Response:
@@ -313,29 +344,15 @@ class ThreadMessagesApi(APIView):
         thread = visible_thread(request, thread_id)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        key = request.headers.get("Idempotency-Key")
 
         def produce() -> tuple[int, Any]:
             message, run = message_post(thread=thread, content=data.validated_data["content"])
             body = self.OutputSerializer({"message": message, "run": run}).data
             return status.HTTP_201_CREATED, body
 
-        if key is None:
-            code, body = produce()
-            return Response(body, status=code)
-        if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable():
-            raise serializers.ValidationError(
-                {"Idempotency-Key": [f"must be 1-{MAX_KEY_LENGTH} printable characters"]}
-            )
-        stored = idempotent_response(
-            user=request.user,
-            key=key,
-            operation=f"message_post:{thread.thread_id}",
-            body=request.data,
-            produce=produce,
+        return respond_idempotently(
+            request, operation=f"message_post:{thread.thread_id}", produce=produce
         )
-        headers = {"Idempotent-Replayed": "true"} if stored.replayed else {}
-        return Response(stored.body, status=stored.status, headers=headers)
 
 
 class ThreadEventsApi(APIView):

@@ -60,3 +60,20 @@ def test_owner_cancels_pending_calls_then_posts_again(user, other_user, executor
 
     types = list(Event.objects.filter(run=last).order_by("seq").values_list("type", flat=True))
     assert types[:2] == ["RUN_STARTED", "TOOL_CALL_RESULT"]
+
+
+def test_thread_creation_honours_idempotency_key(user, db):
+    """Retrying a thread creation with the same key creates one thread (DC-05)."""
+    from threads.models import Thread
+
+    client = _client(user)
+    first = client.post("/api/threads/", {"title": "once"}, format="json",
+                        HTTP_IDEMPOTENCY_KEY="create-1")
+    again = client.post("/api/threads/", {"title": "once"}, format="json",
+                        HTTP_IDEMPOTENCY_KEY="create-1")
+    other = client.post("/api/threads/", {"title": "twice"}, format="json",
+                        HTTP_IDEMPOTENCY_KEY="create-1")
+
+    assert (first.status_code, again.status_code, other.status_code) == (201, 201, 422)
+    assert again.json() == first.json() and again["Idempotent-Replayed"] == "true"
+    assert Thread.objects.filter(owner=user).count() == 1

@@ -126,8 +126,9 @@ def test_sec02_posting_while_a_call_awaits_approval_is_409(api, user):
     assert response.status_code == 409
     assert response.json() == {
         "type": "run_conflict",
-        "detail": "tool calls ['t-refund-call'] are waiting for an answer; approve, reject "
-        "or cancel them in the approval queue first",
+        "detail": "tool calls ['t-refund-call'] are waiting for an answer; an operator "
+        "approves or rejects them in the approval queue, or cancel them with "
+        "POST /api/threads/t-refund/cancel-pending/ (a reason is required)",
     }
 
 

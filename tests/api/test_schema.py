@@ -44,6 +44,7 @@ def test_dc05_schema_is_openapi_3_with_every_operation(api):
     }
     assert set(operations) == {
         "threads_list", "threads_create", "threads_retrieve", "threads_archive",
+        "threads_cancel_pending",
         "threads_messages_list", "threads_messages_create", "threads_events_list",
         "runs_retrieve", "runs_cancel", "tool_calls_list", "tool_calls_retrieve",
         "approvals_list", "approvals_retrieve", "approvals_approve", "approvals_reject",
