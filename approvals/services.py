@@ -231,6 +231,10 @@ def pending_calls_dispatch(*, run: Run) -> None:
             if call.state != ToolCall.State.PENDING:
                 continue
             resolved = toolset.resolve(call.name)
+            if resolved is None and call.name in advertised:
+                # An AG-UI client's own frontend tool: the client answers it with a
+                # tool message in its next input (FT-02, FT-06). Left pending.
+                continue
             tool = resolved if resolved is not None and resolved.name in advertised else None
             if tool is None or tool.runs_on != "application":
                 available = sorted(advertised)

@@ -135,12 +135,28 @@ def _start_run(*, user: Any, agent: str, run_input: RunAgentInput) -> tuple[Thre
             known.add(data["id"])
         thread_check_can_start_run(thread=thread)
         latest = thread.runs.order_by("-created_at", "-id").first()
+        continues = None
+        if latest is not None and latest.status == Run.Status.AWAITING_TOOLS:
+            # The client answered the calls its last run left pending (FT-06): this
+            # run is that run's continuation.
+            latest.status = Run.Status.FINISHED
+            latest.save(update_fields=["status"])
+            if not Run.objects.filter(continues=latest).exists():
+                continues = latest
+        # What the client brings to this run besides history: its own frontend tools
+        # (FT-01), context, forwarded props and state; merged by run_input_build.
+        client = run_input.model_dump(
+            mode="json", by_alias=True, exclude_none=True,
+            include={"tools", "context", "forwarded_props", "state"},
+        )
         run = Run.objects.create(
             thread=thread,
             run_id=run_input.run_id,
             agent=agent,
             parent_run=latest,
             status=Run.Status.QUEUED,
+            continues=continues,
+            input={"client": client},
         )
         enqueue("threads.tasks.run_agent", run_pk=run.pk)
         start = thread.next_seq - 1

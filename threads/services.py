@@ -559,6 +559,13 @@ def message_create_from_agui(
         run=run,
         position=position,
     )
+    if role == Message.Role.TOOL:
+        # A client answering a call itself (its own frontend tool): the call is done.
+        ToolCall.objects.filter(
+            thread=thread,
+            tool_call_id=row.tool_call_id,
+            state__in=[ToolCall.State.COMPLETE, ToolCall.State.PENDING],
+        ).update(state=ToolCall.State.FAILED if row.error else ToolCall.State.SUCCEEDED)
     owner_run = run or thread.runs.order_by("-created_at", "-id").first()
     for index, call in enumerate(data.get("toolCalls") or []):
         if owner_run is None:
@@ -819,24 +826,36 @@ def run_input_build(*, run: Run) -> dict[str, Any]:
     """Build the AG-UI ``RunAgentInput`` (camelCase JSON) for ``run`` from its thread.
 
     ``messages`` is the stored history; ``tools`` the agent's application tools
-    (FT-01); ``state`` the thread's state.
+    plus an AG-UI client's own tools (FT-01); ``context``, ``forwardedProps`` and
+    ``state`` come from the client's input when it sent them (``Run.input["client"]``),
+    else the thread's state.
     """
     from threads.agent_config import agent_application_tools
     from threads.selectors import thread_messages_agui
 
     thread = run.thread
+    client = (run.input or {}).get("client", {})
+    tools = [
+        t.agui_tool().model_dump(mode="json", by_alias=True, exclude_none=True)
+        for t in agent_application_tools(run.agent)
+    ]
+    # An AG-UI client's own frontend tools are advertised too (FT-01); a name the
+    # agent already defines keeps the agent's definition.
+    known = {t["name"] for t in tools}
+    tools += [t for t in client.get("tools", []) if t.get("name") not in known]
+    state = client.get("state")
+    if state not in (None, {}) and state != thread.state:
+        Thread.objects.filter(pk=thread.pk).update(state=state)
+        thread.state = state
     data: dict[str, Any] = {
         "threadId": thread.thread_id,
         "runId": run.run_id,
         "protocolVersion": "1.0",
         "state": thread.state,
         "messages": thread_messages_agui(thread=thread),
-        "tools": [
-            t.agui_tool().model_dump(mode="json", by_alias=True, exclude_none=True)
-            for t in agent_application_tools(run.agent)
-        ],
-        "context": [],
-        "forwardedProps": {},
+        "tools": tools,
+        "context": client.get("context", []),
+        "forwardedProps": client.get("forwardedProps", {}),
     }
     if run.parent_run_id:
         data["parentRunId"] = run.parent_run.run_id

@@ -165,3 +165,25 @@ PAY_TOOLS: Final = (
         idempotent=True,
     ),
 )
+
+
+class ConfirmProvider(Provider):
+    """Ask the client's own ``confirm`` tool, then report its answer (FT-01, FT-06)."""
+
+    name = "confirm-test"
+
+    async def stream_turn(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        offered = [t.name for t in request.tools]
+        last = request.messages[-1]
+        if getattr(last, "role", "") == "tool":
+            yield TextDelta(text=f"The user said: {last.content}")
+            yield TurnEnd(stop_reason="end_turn")
+            return
+        assert "confirm" in offered, offered
+        yield ToolCallBegin(call_id="call_confirm", name="confirm")
+        yield ToolCallDelta(call_id="call_confirm", delta='{"question": "Proceed?"}')
+        yield TurnEnd(stop_reason="tool_use")
+
+
+def confirm_provider(*, model: str) -> Provider:
+    return ConfirmProvider()

@@ -27,6 +27,11 @@ CASE_AGENTS = {
         "provider_factory": "tests.cases.agents.pay_provider",
         "toolsets": ["tests.cases.agents.PAY_TOOLS"],
     },
+    "confirm": {
+        "provider": "scripted",
+        "provider_factory": "tests.cases.agents.confirm_provider",
+        "toolsets": [],
+    },
     "slow": {
         "provider": "scripted",
         "provider_factory": "tests.cases.agents.slow_provider",
@@ -171,3 +176,54 @@ def test_lp01_policy_depends_on_validated_arguments(user, case_agents, executor,
     if state == "succeeded":
         final = Message.objects.filter(thread=thread, role="assistant").exclude(content="").last()
         assert final.content == "Payment: paid 5.00"
+
+
+@pytest.mark.parametrize("executor", ["embedded"], indirect=True)
+def test_ft01_agui_client_tools_are_offered_and_left_for_the_client(user, case_agents, executor):
+    """A client's own frontend tool is advertised, left pending, and answered by the client."""
+    from agentcore.events import RunAgentInput
+    from threads.agui import _start_run
+    from threads.models import Thread
+
+    confirm = {"name": "confirm", "description": "Ask the user to confirm",
+               "parameters": {"type": "object", "properties": {"question": {"type": "string"}}}}
+    first = RunAgentInput.model_validate({
+        "threadId": "t-client", "runId": "r-1", "state": {"step": 1}, "tools": [confirm],
+        "context": [{"description": "tz", "value": "UTC"}], "forwardedProps": {"a": 1},
+        "messages": [{"id": "u1", "role": "user", "content": "delete the file"}],
+    })
+    thread, run, _ = _start_run(user=user, agent="confirm", run_input=first)
+    # The call stays pending for the client, so wait for the embedded pool itself.
+    from threads.execution import wait_embedded
+
+    executor.wait_for(lambda: Run.objects.get(pk=run.pk).status == "awaiting_tools")
+    wait_embedded()
+
+    run.refresh_from_db()
+    assert [t["name"] for t in run.input["tools"]] == ["confirm"]
+    assert run.input["context"] == [{"description": "tz", "value": "UTC"}]
+    assert run.input["forwardedProps"] == {"a": 1}
+    assert Thread.objects.get(pk=thread.pk).state == {"step": 1}
+    assert run.pending_tool_call_ids == ["call_confirm"]
+    call = ToolCall.objects.get(thread=thread, tool_call_id="call_confirm")
+    assert call.state == "pending"  # the client's to answer, not the approval queue's
+    assert not ApprovalRequest.objects.exists()
+
+    answer = RunAgentInput.model_validate({
+        "threadId": "t-client", "runId": "r-2", "tools": [confirm],
+        "messages": [
+            {"id": "u1", "role": "user", "content": "delete the file"},
+            {"id": "tm1", "role": "tool", "toolCallId": "call_confirm", "content": "yes"},
+        ],
+    })
+    _, second, _ = _start_run(user=user, agent="confirm", run_input=answer)
+    executor.settle(thread)
+
+    second.refresh_from_db()
+    run.refresh_from_db()
+    assert second.status == "finished" and second.continues_id == run.pk
+    assert run.status == "finished"
+    call.refresh_from_db()
+    assert call.state == "succeeded"
+    final = Message.objects.filter(thread=thread, role="assistant").exclude(content="").last()
+    assert final.content == "The user said: yes"
