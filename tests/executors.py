@@ -188,18 +188,26 @@ class Executor:
 
     def settle(self, thread: Any, *, timeout: float = 30.0) -> None:
         """Wait until ``thread`` has no queued/running run and no call left to dispatch or run."""
-        from threads.models import Run, ToolCall
+        from threads.models import Run, Thread, ToolCall
 
         def idle() -> bool:
-            # Calls first, then runs: a call only becomes busy while a run is active,
-            # and a run only stops being active once its calls are busy or settled,
-            # so no change between the two queries can make a busy thread look idle.
-            busy_calls = ToolCall.objects.filter(
-                thread=thread,
-                state__in=["streaming", "complete", "pending", "approved", "executing"],
-            ).exists()
-            busy_runs = Run.objects.filter(thread=thread, status__in=Run.ACTIVE_STATUSES).exists()
-            return not busy_runs and not busy_calls
+            # One statement, so runs and calls are read from one snapshot: a run's
+            # whole event stream may commit in one transaction that creates a call
+            # and ends the run at once.
+            from django.db.models import Exists, OuterRef
+
+            busy = Thread.objects.filter(pk=thread.pk).annotate(
+                busy_runs=Exists(
+                    Run.objects.filter(thread=OuterRef("pk"), status__in=Run.ACTIVE_STATUSES)
+                ),
+                busy_calls=Exists(
+                    ToolCall.objects.filter(
+                        thread=OuterRef("pk"),
+                        state__in=["streaming", "complete", "pending", "approved", "executing"],
+                    )
+                ),
+            ).values_list("busy_runs", "busy_calls").get()
+            return not any(busy)
 
         idle.__qualname__ = "settle: " + repr(thread)
 

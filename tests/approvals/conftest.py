@@ -42,9 +42,11 @@ def pending_refund(user, executor):
     message_post(thread=thread, content="refund order A-1001 25.00")
     executor.settle(thread)
     call = ToolCall.objects.filter(thread=thread, name="refund_order").first()
-    assert call is not None, [
-        (r.status, r.error_code, r.error_message, r.pending_tool_call_ids)
-        for r in thread.runs.order_by("created_at", "id")
-    ]
-    assert call.state == ToolCall.State.AWAITING_APPROVAL
+    log = executor.worker.log_path.read_text()[-3000:] if executor.worker else ""
+    assert call is not None, (
+        [(r.status, r.error_code, r.pending_tool_call_ids) for r in thread.runs.all()],
+        list(ToolCall.objects.filter(thread=thread).values_list("name", "state")),
+        log,
+    )
+    assert call.state == ToolCall.State.AWAITING_APPROVAL, (call.state, log)
     return call
