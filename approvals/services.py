@@ -431,7 +431,10 @@ def _validate_edit(*, call: ToolCall, run: Run, edited: Any) -> dict[str, Any]:
         raise InvalidEditedArguments(f"tool {call.name!r} is no longer configured")
     parsed = parse_arguments(json.dumps(edited), tool=tool)
     if not parsed.ok or parsed.repair:
-        raise InvalidEditedArguments(f"edited arguments are invalid: {parsed.error}")
+        # The validator's message is written for the model; an operator needs only
+        # what is wrong, not the advice to "call the tool again".
+        detail = (parsed.error or "").split(" Expected parameters:")[0]
+        raise InvalidEditedArguments(f"edited arguments are invalid: {detail}")
     return parsed.params or {}
 
 
