@@ -286,10 +286,15 @@ class ThreadOutputSerializer(serializers.Serializer):
 
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
     def get_pendingToolCallIds(self, thread: Thread) -> list[str]:  # noqa: N802
+        """The last run's pending calls while they still wait (not once answered or cancelled)."""
         if hasattr(thread, "latest_pending_tool_call_ids"):
+            if getattr(thread, "latest_run_status", None) != "awaiting_tools":
+                return []
             return list(thread.latest_pending_tool_call_ids or [])
         run = thread_latest_run(thread=thread)
-        return list(run.pending_tool_call_ids) if run is not None else []
+        if run is None or run.status != "awaiting_tools":
+            return []
+        return list(run.pending_tool_call_ids)
 
 
 # -- tool calls ----------------------------------------------------------------------

@@ -48,6 +48,8 @@ def test_owner_cancels_pending_calls_then_posts_again(user, other_user, executor
     assert json.loads(answer.content) == {
         "status": "cancelled", "reason": "customer changed their mind", "executed": False}
     assert Refund.objects.count() == 0
+    detail = owner.get(f"/api/threads/{thread['threadId']}/").json()
+    assert (detail["status"], detail["pendingToolCallIds"]) == ("idle", [])
 
     again = owner.post(f"/api/threads/{thread['threadId']}/messages/",
                        {"content": "What is the weather in Oslo?"}, format="json")
