@@ -24,6 +24,10 @@ const input = document.getElementById("composer-input");
 const send = document.getElementById("composer-send");
 const reasonEl = document.getElementById("composer-reason");
 const composerError = document.getElementById("composer-error");
+const cancelForm = document.getElementById("cancel-pending");
+const cancelReason = document.getElementById("cancel-pending-reason");
+const cancelSend = document.getElementById("cancel-pending-send");
+const cancelError = document.getElementById("cancel-pending-error");
 
 const STATE_LABELS = {
   streaming: "streaming",
@@ -471,7 +475,7 @@ function composerBlockReason() {
   const waiting = [...model.calls.values()].filter((c) => ["pending", "awaiting_approval", "approved", "executing", "outcome_unknown"].includes(c.state));
   if (model.status === "waiting_for_approval") {
     const n = waiting.filter((c) => c.state === "awaiting_approval").length || 1;
-    return `Waiting for an operator to approve ${n} tool call${n === 1 ? "" : "s"} — see the approval queue.`;
+    return `Waiting for an operator to approve ${n} tool call${n === 1 ? "" : "s"} — or cancel below.`;
   }
   if (model.status === "waiting_for_tools") return "Waiting for tool results before the agent continues.";
   return "";
@@ -484,7 +488,29 @@ function updateComposer() {
   send.disabled = blocked;
   reasonEl.textContent = reason;
   composer.classList.toggle("is-blocked", blocked);
+  // Calls waiting for an operator can be abandoned by the thread's owner.
+  cancelForm.hidden = !(model.caughtUp && model.status === "waiting_for_approval");
 }
+
+cancelForm.addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const reason = cancelReason.value.trim();
+  if (!reason || cancelSend.disabled) return;
+  cancelError.hidden = true;
+  cancelSend.disabled = true;
+  try {
+    const url = root.dataset.messagesUrl.replace(/messages\/$/, "cancel-pending/");
+    await apiFetch(url, { method: "POST", body: { reason } });
+    cancelReason.value = "";
+    cancelForm.hidden = true;
+  } catch (error) {
+    cancelError.textContent = errorText(error);
+    cancelError.hidden = false;
+  } finally {
+    cancelSend.disabled = false;
+    refreshSoon(0);
+  }
+});
 
 composer.addEventListener("submit", async (event) => {
   event.preventDefault();

@@ -217,3 +217,29 @@ def test_dc02_restart_mid_stream_reconnects_and_matches_a_fresh_load(
         screenshot(page, "thread-after-restart")
     finally:
         context.close()
+
+
+def test_ft06_owner_cancels_waiting_calls_from_the_thread_page(browser, ui_server):
+    """An owner without the decide permission can abandon a waiting call and go on (FT-06)."""
+    from approvals.models import ApprovalRequest
+
+    owner = make_user("olivia")
+    thread = thread_create(owner=owner, title="cancel me")
+    context, page = login(browser, ui_server, "olivia")
+    _open_thread(page, ui_server, thread)
+    page.get_by_role("textbox", name="Message").fill("refund order A-1001 25.00")
+    page.get_by_role("button", name="Send").click()
+
+    form = page.locator("#cancel-pending")
+    expect(form).to_be_visible(timeout=30_000)
+    expect(page.get_by_role("textbox", name="Message")).to_be_disabled()
+    page.get_by_label("Reason").fill("changed my mind")
+    page.get_by_role("button", name="Cancel waiting calls").click()
+
+    expect(form).to_be_hidden()
+    expect(page.get_by_role("textbox", name="Message")).to_be_enabled(timeout=15_000)
+    approval = ApprovalRequest.objects.get(thread=thread)
+    assert (approval.status, approval.reason) == ("cancelled", "changed my mind")
+    assert page.js_errors == []
+    screenshot(page, "thread-calls-cancelled")
+    context.close()
