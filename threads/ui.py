@@ -18,7 +18,6 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
@@ -224,7 +223,8 @@ def approval_queue(request: HttpRequest) -> HttpResponse:
     from approvals.services import approval_snapshot
 
     if not _can_see_queue(request.user):
-        raise PermissionDenied("You may not see the approval queue.")
+        # A page that says why and what to do, with the status a client can read.
+        return render(request, "ui/no_queue.html", {"nav": "approvals"}, status=403)
     pending = (
         ApprovalRequest.objects.filter(status=ApprovalRequest.Status.PENDING)
         .select_related("tool_call", "thread", "decided_by")

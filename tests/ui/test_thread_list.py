@@ -45,3 +45,15 @@ def test_dc05_thread_list_requires_login_and_shows_new_threads_live(browser, ui_
         expect(page.get_by_role("heading", name="Log in")).to_be_visible()
     finally:
         context.close()
+
+
+def test_queue_page_explains_itself_to_users_who_may_not_see_it(client, db):
+    """A user without approval permissions gets a 403 page that says why and what to do."""
+    from tests.ui.conftest import PASSWORD, make_user
+
+    make_user("bob")
+    client.login(username="bob", password=PASSWORD)
+    response = client.get("/approvals/")
+    assert response.status_code == 403
+    text = response.content.decode()
+    assert "You may not see the approval queue" in text and "Back to your threads" in text
