@@ -79,6 +79,14 @@ def _input_problem(body: dict[str, Any], run_input: RunAgentInput) -> tuple[str,
                 f"{field} {value[:40]!r} must be 1 to 200 characters of letters, digits "
                 "and . _ ~ : @ + -"
             )
+    names: set[str] = set()
+    for index, tool in enumerate(run_input.tools or []):
+        if tool.name in names:
+            return f"tools.{index}.name", (
+                f"tools.{index}.name {tool.name!r} repeats an earlier tool; "
+                "each tool is advertised once"
+            )
+        names.add(tool.name)
     seen: set[str] = set()
     for index, message in enumerate(run_input.messages):
         if not message.id or len(message.id) > MAX_ID_LENGTH:

@@ -285,7 +285,7 @@ class ThreadCancelPendingApi(APIView):
         reason = serializers.CharField(max_length=2000)
 
     class OutputSerializer(serializers.Serializer):
-        cancelled_tool_call_ids = serializers.ListField(child=serializers.CharField())
+        cancelledToolCallIds = serializers.ListField(child=serializers.CharField())  # noqa: N815
 
     @extend_schema(
         operation_id="threads_cancel_pending",
@@ -301,7 +301,7 @@ class ThreadCancelPendingApi(APIView):
         cancelled = thread_pending_calls_cancel(
             thread=thread, cancelled_by=request.user, reason=data.validated_data["reason"]
         )
-        return Response(self.OutputSerializer({"cancelled_tool_call_ids": cancelled}).data)
+        return Response(self.OutputSerializer({"cancelledToolCallIds": cancelled}).data)
 
 
 class ThreadMessagesApi(APIView):

@@ -41,7 +41,7 @@ def test_owner_cancels_pending_calls_then_posts_again(user, other_user, executor
     assert missing.status_code == 400 and "reason" in missing.json()["fields"]
     assert cancelled.status_code == 200
     refund_call = ApprovalRequest.objects.get().tool_call
-    assert cancelled.json() == {"cancelled_tool_call_ids": [refund_call.tool_call_id]}
+    assert cancelled.json() == {"cancelledToolCallIds": [refund_call.tool_call_id]}
     approval = ApprovalRequest.objects.get()
     assert (approval.status, approval.reason) == ("cancelled", "customer changed their mind")
     answer = Message.objects.get(role="tool", tool_call_id=refund_call.tool_call_id)

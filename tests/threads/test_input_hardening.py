@@ -54,6 +54,8 @@ def test_rest_message_with_nul_is_refused(api, user):
         ({"messages": [{"id": "m" * 201, "role": "user", "content": "hi"}]}, "messages.0.id"),
         ({"messages": [{"id": "m1", "role": "user", "content": "hi"},
                        {"id": "m1", "role": "user", "content": "again"}]}, "messages.1.id"),
+        ({"tools": [{"name": "x", "description": "a"}, {"name": "x", "description": "b"}]},
+         "tools.1.name"),
     ],
 )
 def test_agui_input_we_cannot_store_is_refused_naming_the_field(api, changes, field):
