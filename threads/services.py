@@ -466,7 +466,7 @@ def _project(*, thread: Thread, run: Run, events: list[BaseEvent], seqs: list[in
                     cached.state = ToolCall.State.CANCELLED
                     p.dirty_calls.add(row_call.tool_call_id)
             else:
-                pending = _derived_pending(run=run, p=p, tool_call=tool_call)
+                pending = _derived_pending(run=run)
                 run.status = Run.Status.AWAITING_TOOLS if pending else Run.Status.FINISHED
             run.pending_tool_call_ids = pending
             if event.model_extra and "usage" in (event.model_extra or {}):
@@ -511,7 +511,7 @@ def _project(*, thread: Thread, run: Run, events: list[BaseEvent], seqs: list[in
         run.save(update_fields=sorted(run_fields))
 
 
-def _derived_pending(*, run: Run, p: _Projection, tool_call: Any) -> list[str]:
+def _derived_pending(*, run: Run) -> list[str]:
     """Return the run's calls with no tool message, in creation order (FT-05)."""
     answered = set(
         Message.objects.filter(thread=run.thread, role=Message.Role.TOOL).values_list(
