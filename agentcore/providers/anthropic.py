@@ -44,7 +44,11 @@ from agentcore.providers.base import (
     TurnEnd,
     Usage,
 )
-from agentcore.providers.registry import check_model_request_allowed, error_for_status
+from agentcore.providers.registry import (
+    check_model_request_allowed,
+    error_for_status,
+    error_from_sdk,
+)
 
 __all__ = ["AnthropicProvider"]
 
@@ -332,16 +336,8 @@ class AnthropicProvider(Provider):
                         input_tokens = usage.input_tokens
         except anthropic.APIStatusError as exc:
             raise self._status_error(exc) from None
-        except anthropic.APITimeoutError:
-            raise ProviderError(
-                f"{self.name}: request timed out", code="timeout"
-            ) from None
-        except anthropic.APIConnectionError:
-            raise error_for_status(None, provider=self.name) from None
-        except anthropic.APIError:
-            raise error_for_status(
-                None, provider=self.name, during_stream=True
-            ) from None
+        except anthropic.APIError as exc:
+            raise error_from_sdk(exc, anthropic, provider=self.name) from None
 
         if stop is None:
             if any(not _is_json(b.arguments) for b in blocks.values()):

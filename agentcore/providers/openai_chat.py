@@ -48,7 +48,10 @@ from agentcore.providers.base import (
     TurnEnd,
     Usage,
 )
-from agentcore.providers.registry import check_model_request_allowed, error_for_status
+from agentcore.providers.registry import (
+    check_model_request_allowed,
+    error_from_sdk,
+)
 
 __all__ = ["IdStyle", "OpenAIChatProvider"]
 
@@ -297,18 +300,8 @@ class OpenAIChatProvider(Provider):
                     reason = getattr(choice, "finish_reason", None)
                     if reason:
                         finish = reason
-        except openai.APIStatusError as exc:
-            raise error_for_status(exc.status_code, provider=self.name) from None
-        except openai.APITimeoutError:
-            raise ProviderError(
-                f"{self.name}: request timed out", code="timeout"
-            ) from None
-        except openai.APIConnectionError:
-            raise error_for_status(None, provider=self.name) from None
-        except openai.APIError:
-            raise error_for_status(
-                None, provider=self.name, during_stream=True
-            ) from None
+        except openai.APIError as exc:
+            raise error_from_sdk(exc, openai, provider=self.name) from None
 
         for call in calls:
             if not call.begun:

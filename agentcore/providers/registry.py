@@ -187,6 +187,22 @@ _STATUS_CODES: Final[dict[int, str]] = {
 }
 
 
+def error_from_sdk(exc: BaseException, sdk: Any, *, provider: str) -> ProviderError:
+    """Map an exception of a Stainless-generated SDK (``openai``, ``anthropic``) to a ProviderError.
+
+    ``sdk`` is the SDK module; its ``APIStatusError``, ``APITimeoutError``,
+    ``APIConnectionError`` and ``APIError`` classes are checked in that order (a
+    timeout is a connection error too). Messages stay sanitized (SEC-06).
+    """
+    if isinstance(exc, sdk.APIStatusError):
+        return error_for_status(exc.status_code, provider=provider)
+    if isinstance(exc, sdk.APITimeoutError):
+        return ProviderError(f"{provider}: request timed out", code="timeout")
+    if isinstance(exc, sdk.APIConnectionError):
+        return error_for_status(None, provider=provider)
+    return error_for_status(None, provider=provider, during_stream=True)
+
+
 def error_for_status(
     status: int | None, *, provider: str, during_stream: bool = False
 ) -> ProviderError:
