@@ -415,7 +415,7 @@ def _json_repair(text: str) -> _Value | None:
         return None
     try:
         value = json_repair.repair_json(text[start:], return_objects=True)
-    except Exception:  # noqa: BLE001 - a third-party parser; any failure means "no"
+    except Exception:
         return None
     if not isinstance(value, dict) or not value:
         return None

@@ -310,7 +310,7 @@ async def _run_with_limits(
             context.cancel.set()
             return "timeout", None
         return "error", error
-    except Exception as error:  # noqa: BLE001 - every tool failure becomes a result
+    except Exception as error:
         return "error", error
     finally:
         if watcher is not None and not watcher.done():

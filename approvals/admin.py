@@ -60,13 +60,19 @@ class DecisionForm(forms.Form):
 
 
 def _decide_many(
-    request: HttpRequest, queryset: QuerySet[ApprovalRequest], decision: str, reason: str
+    request: HttpRequest,
+    queryset: QuerySet[ApprovalRequest],
+    decision: str,
+    reason: str,
 ) -> None:
     done = 0
     for approval in queryset:
         try:
             approval_decide(
-                approval=approval, decided_by=request.user, decision=decision, reason=reason
+                approval=approval,
+                decided_by=request.user,
+                decision=decision,
+                reason=reason,
             )
             done += 1
         except ApprovalError as error:
@@ -178,11 +184,17 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         return timesince(obj.requested_at, timezone.now())
 
     @admin.action(permissions=["decide"], description="Approve selected calls")
-    def approve_selected(self, request: HttpRequest, queryset: QuerySet[ApprovalRequest]) -> Any:
+    def approve_selected(
+        self, request: HttpRequest, queryset: QuerySet[ApprovalRequest]
+    ) -> Any:
         return self._confirm(request, queryset, "approve")
 
-    @admin.action(permissions=["decide"], description="Reject selected calls (reason required)")
-    def reject_selected(self, request: HttpRequest, queryset: QuerySet[ApprovalRequest]) -> Any:
+    @admin.action(
+        permissions=["decide"], description="Reject selected calls (reason required)"
+    )
+    def reject_selected(
+        self, request: HttpRequest, queryset: QuerySet[ApprovalRequest]
+    ) -> Any:
         return self._confirm(request, queryset, "reject")
 
     def _confirm(
@@ -233,7 +245,9 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         form = DecisionForm(request.POST)
         decision = request.POST.get("decision")
         if decision not in ("approve", "reject") or not form.is_valid():
-            messages.error(request, f"invalid decision: {form.errors.as_text() or decision!r}")
+            messages.error(
+                request, f"invalid decision: {form.errors.as_text() or decision!r}"
+            )
             return HttpResponseRedirect(change_url)
         try:
             approval_decide(
@@ -249,7 +263,11 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         return HttpResponseRedirect(change_url)
 
     def change_view(
-        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: Any = None,
     ) -> HttpResponse:
         approval = self.get_object(request, object_id)
         extra = {
@@ -264,7 +282,9 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
                     )
                 }
             ),
-            "decide_url": reverse("admin:approvals_approvalrequest_decide", args=[object_id]),
+            "decide_url": reverse(
+                "admin:approvals_approvalrequest_decide", args=[object_id]
+            ),
         }
         return super().change_view(request, object_id, form_url, extra)
 
@@ -284,12 +304,26 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(ToolExecution)
 class ToolExecutionAdmin(ReadOnlyAdmin):
-    list_display = ("tool_call", "state", "authorized_by", "attempts", "error", "started_at")
+    list_display = (
+        "tool_call",
+        "state",
+        "authorized_by",
+        "attempts",
+        "error",
+        "started_at",
+    )
     list_filter = ("state", "authorized_by")
 
 
 @admin.register(AuditEntry)
 class AuditEntryAdmin(ReadOnlyAdmin):
-    list_display = ("created_at", "actor_label", "action", "target_type", "target_id", "hash")
+    list_display = (
+        "created_at",
+        "actor_label",
+        "action",
+        "target_type",
+        "target_id",
+        "hash",
+    )
     list_filter = ("action",)
     search_fields = ("target_id", "actor_label")

@@ -41,7 +41,9 @@ class ApprovalListApi(APIView):
 
     class FilterSerializer(serializers.Serializer):
         tool = serializers.CharField(required=False, max_length=200)
-        thread = serializers.CharField(required=False, max_length=200, help_text="threadId")
+        thread = serializers.CharField(
+            required=False, max_length=200, help_text="threadId"
+        )
         status = serializers.ChoiceField(
             choices=ApprovalRequest.Status.choices, required=False
         )
@@ -62,7 +64,9 @@ class ApprovalListApi(APIView):
             OpenApiParameter("offset", int, description="Items to skip."),
         ],
         responses={
-            200: results_of("PaginatedApprovalList", ApprovalOutputSerializer, paginated="offset"),
+            200: results_of(
+                "PaginatedApprovalList", ApprovalOutputSerializer, paginated="offset"
+            ),
             **errors(400),
         },
     )
@@ -79,7 +83,9 @@ class ApprovalListApi(APIView):
         )
         paginator = BoundedLimitOffsetPagination()
         page = paginator.paginate_queryset(approvals, request, view=self)
-        return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
+        return paginator.get_paginated_response(
+            self.OutputSerializer(page, many=True).data
+        )
 
 
 class ApprovalDetailApi(APIView):
@@ -87,7 +93,10 @@ class ApprovalDetailApi(APIView):
 
     OutputSerializer = ApprovalOutputSerializer
 
-    @extend_schema(operation_id="approvals_retrieve", responses={200: OutputSerializer, **errors(404)})
+    @extend_schema(
+        operation_id="approvals_retrieve",
+        responses={200: OutputSerializer, **errors(404)},
+    )
     def get(self, request: Request, pk: int) -> Response:
         return Response(self.OutputSerializer(visible_approval(request, pk)).data)
 
@@ -165,7 +174,9 @@ class ApprovalResolveApi(APIView):
     """
 
     class InputSerializer(StrictSerializer):
-        succeeded = serializers.BooleanField(help_text="Whether the side effect happened.")
+        succeeded = serializers.BooleanField(
+            help_text="Whether the side effect happened."
+        )
         content = serializers.CharField(
             max_length=10_000, help_text="The tool message the agent receives."
         )
@@ -183,7 +194,8 @@ class ApprovalResolveApi(APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         execution_resolve(
-            tool_call=approval.tool_call, resolved_by=request.user, **data.validated_data
+            tool_call=approval.tool_call,
+            resolved_by=request.user,
+            **data.validated_data,
         )
         return Response(self.OutputSerializer(approval).data)
-

@@ -19,7 +19,9 @@ from threads.models import Run, Thread, ToolCall
 
 def arguments_hash(arguments: Any) -> str:
     """Return the SHA-256 hex digest of ``arguments`` in canonical JSON form."""
-    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    canonical = json.dumps(
+        arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
@@ -33,12 +35,18 @@ class ApprovalRequest(models.Model):
         EXPIRED = "expired", "expired"
         CANCELLED = "cancelled", "cancelled"
 
-    tool_call = models.OneToOneField(ToolCall, on_delete=models.CASCADE, related_name="approval")
-    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="approvals")
+    tool_call = models.OneToOneField(
+        ToolCall, on_delete=models.CASCADE, related_name="approval"
+    )
+    thread = models.ForeignKey(
+        Thread, on_delete=models.CASCADE, related_name="approvals"
+    )
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")
     tool_name = models.CharField(max_length=200)
     is_destructive = models.BooleanField(default=False)
-    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
+    status = models.CharField(
+        max_length=20, choices=Status.choices, default=Status.PENDING
+    )
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         on_delete=models.SET_NULL,
@@ -103,7 +111,9 @@ class ToolExecution(models.Model):
         OUTCOME_UNKNOWN = "outcome_unknown", "outcome unknown"
         RESOLVED = "resolved", "resolved by an operator"
 
-    tool_call = models.OneToOneField(ToolCall, on_delete=models.CASCADE, related_name="execution")
+    tool_call = models.OneToOneField(
+        ToolCall, on_delete=models.CASCADE, related_name="execution"
+    )
     state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
     #: ``approval`` (an operator approved) or ``policy`` (the tool's policy is auto).
     authorized_by = models.CharField(max_length=20)
@@ -138,7 +148,11 @@ class AuditEntry(models.Model):
     """
 
     actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
     )
     actor_label = models.CharField(max_length=200, blank=True, default="")
     action = models.CharField(max_length=100)
@@ -173,7 +187,9 @@ class AuditEntry(models.Model):
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         if self.pk is not None:
-            raise ValueError("audit entries are append-only; create a new entry instead")
+            raise ValueError(
+                "audit entries are append-only; create a new entry instead"
+            )
         super().save(*args, **kwargs)
 
     def delete(self, *args: Any, **kwargs: Any) -> Any:

@@ -48,5 +48,9 @@ class ApprovalOutputSerializer(serializers.Serializer):
 
     @extend_schema_field(ExecutionOutputSerializer(allow_null=True))
     def get_execution(self, approval: ApprovalRequest) -> dict[str, Any] | None:
-        execution = ToolExecution.objects.filter(tool_call_id=approval.tool_call_id).first()
-        return ExecutionOutputSerializer(execution).data if execution is not None else None
+        execution = ToolExecution.objects.filter(
+            tool_call_id=approval.tool_call_id
+        ).first()
+        return (
+            ExecutionOutputSerializer(execution).data if execution is not None else None
+        )

@@ -119,7 +119,9 @@ def approval_snapshot(approval: ApprovalRequest) -> dict[str, Any]:
         "editedArguments": approval.edited_arguments,
         "schemaValid": approval.schema_valid,
         "schemaErrors": approval.schema_errors,
-        "requestedAt": approval.requested_at.isoformat() if approval.requested_at else None,
+        "requestedAt": approval.requested_at.isoformat()
+        if approval.requested_at
+        else None,
         "expiresAt": approval.expires_at.isoformat(),
         "decidedBy": getattr(approval.decided_by, "username", None),
         "decidedAt": approval.decided_at.isoformat() if approval.decided_at else None,
@@ -127,7 +129,9 @@ def approval_snapshot(approval: ApprovalRequest) -> dict[str, Any]:
     }
 
 
-def notify_call_changed(call: ToolCall, *, approval: ApprovalRequest | None = None) -> None:
+def notify_call_changed(
+    call: ToolCall, *, approval: ApprovalRequest | None = None
+) -> None:
     """After commit, tell browsers watching the call's thread and the queue what changed.
 
     These are application notifications (``{"kind": "notification", ...}``), kept
@@ -146,9 +150,14 @@ def notify_call_changed(call: ToolCall, *, approval: ApprovalRequest | None = No
     thread_pk = call.thread_id
 
     def send() -> None:
-        group_send(thread_group_name(thread_pk), {"type": "thread.notification", "payload": payload})
+        group_send(
+            thread_group_name(thread_pk),
+            {"type": "thread.notification", "payload": payload},
+        )
         if approval is not None:
-            group_send(APPROVALS_GROUP, {"type": "approvals.changed", "payload": payload})
+            group_send(
+                APPROVALS_GROUP, {"type": "approvals.changed", "payload": payload}
+            )
 
     transaction.on_commit(send, robust=True)
 
@@ -194,10 +203,20 @@ def tool_message_write(
     return message
 
 
-def _answer_refused(*, call: ToolCall, status: str, reason: str, error: str, state: str) -> None:
+def _answer_refused(
+    *, call: ToolCall, status: str, reason: str, error: str, state: str
+) -> None:
     content = _compact({"status": status, "reason": reason, "executed": False})
-    if tool_message_write(call=call, content=content, error=error, state=state) is not None:
-        audit_append(actor=None, action=f"tool_call.{status}", target=call, after={"reason": reason})
+    if (
+        tool_message_write(call=call, content=content, error=error, state=state)
+        is not None
+    ):
+        audit_append(
+            actor=None,
+            action=f"tool_call.{status}",
+            target=call,
+            after={"reason": reason},
+        )
 
 
 def _run_tools(run: Run) -> tuple[Any, set[str]]:
@@ -205,7 +224,9 @@ def _run_tools(run: Run) -> tuple[Any, set[str]]:
     from threads.agent_config import agent_toolset
 
     toolset = agent_toolset(run.agent)
-    advertised = {t.get("name") for t in (run.input or {}).get("tools", []) if isinstance(t, dict)}
+    advertised = {
+        t.get("name") for t in (run.input or {}).get("tools", []) if isinstance(t, dict)
+    }
     return toolset, advertised
 
 
@@ -235,7 +256,11 @@ def pending_calls_dispatch(*, run: Run) -> None:
                 # An AG-UI client's own frontend tool: the client answers it with a
                 # tool message in its next input (FT-02, FT-06). Left pending.
                 continue
-            tool = resolved if resolved is not None and resolved.name in advertised else None
+            tool = (
+                resolved
+                if resolved is not None and resolved.name in advertised
+                else None
+            )
             if tool is None or tool.runs_on != "application":
                 available = sorted(advertised)
                 _answer_refused(
@@ -249,14 +274,23 @@ def pending_calls_dispatch(*, run: Run) -> None:
                 notify_call_changed(call)
                 continue
             truncated = bool((call.metadata or {}).get("truncated"))
-            parsed = parse_arguments(call.arguments_text, tool=tool, truncated=truncated)
+            parsed = parse_arguments(
+                call.arguments_text, tool=tool, truncated=truncated
+            )
             if not parsed.ok:
                 content = _compact({"error": parsed.error_type, "detail": parsed.error})
                 tool_message_write(
-                    call=call, content=content, error=parsed.error_type, state=ToolCall.State.FAILED
+                    call=call,
+                    content=content,
+                    error=parsed.error_type,
+                    state=ToolCall.State.FAILED,
                 )
-                audit_append(actor=None, action="tool_call.invalid_arguments", target=call,
-                             after={"detail": parsed.error})
+                audit_append(
+                    actor=None,
+                    action="tool_call.invalid_arguments",
+                    target=call,
+                    after={"detail": parsed.error},
+                )
                 notify_call_changed(call)
                 continue
             policy = tool.policy_for(parsed.params or {})
@@ -270,11 +304,17 @@ def pending_calls_dispatch(*, run: Run) -> None:
                 )
                 notify_call_changed(call)
             elif policy == "auto":
-                _execution_create(call=call, arguments=parsed.params or {}, authorized_by="policy")
+                _execution_create(
+                    call=call, arguments=parsed.params or {}, authorized_by="policy"
+                )
                 call.state = ToolCall.State.APPROVED
                 call.save(update_fields=["state", "updated_at"])
-                audit_append(actor=None, action="tool_call.auto_approved", target=call,
-                             after={"arguments": parsed.params})
+                audit_append(
+                    actor=None,
+                    action="tool_call.auto_approved",
+                    target=call,
+                    after={"arguments": parsed.params},
+                )
                 notify_call_changed(call)
             else:
                 timeout = getattr(tool, "approval_timeout", None) or float(
@@ -293,13 +333,19 @@ def pending_calls_dispatch(*, run: Run) -> None:
                 )
                 call.state = ToolCall.State.AWAITING_APPROVAL
                 call.save(update_fields=["state", "updated_at"])
-                audit_append(actor=None, action="approval.requested", target=approval,
-                             after={"arguments": parsed.params, "tool": tool.name})
+                audit_append(
+                    actor=None,
+                    action="approval.requested",
+                    target=approval,
+                    after={"arguments": parsed.params, "tool": tool.name},
+                )
                 notify_call_changed(call, approval=approval)
         continuation_maybe_start(run=run)
 
 
-def _execution_create(*, call: ToolCall, arguments: dict[str, Any], authorized_by: str) -> None:
+def _execution_create(
+    *, call: ToolCall, arguments: dict[str, Any], authorized_by: str
+) -> None:
     from threads.execution import enqueue
 
     execution, created = ToolExecution.objects.get_or_create(
@@ -339,20 +385,26 @@ def approval_decide(
     rejection without a reason, :class:`InvalidEditedArguments` for edits that fail
     the schema. Implements SEC-02, DC-03, DC-04, FT-06.
     """
-    if not getattr(decided_by, "is_active", False) or not decided_by.has_perm(DECIDE_PERMISSION):
+    if not getattr(decided_by, "is_active", False) or not decided_by.has_perm(
+        DECIDE_PERMISSION
+    ):
         raise ApprovalPermissionDenied(
             f"user {getattr(decided_by, 'username', None)!r} may not decide tool calls; "
             f"ask an administrator for the {DECIDE_PERMISSION!r} permission"
         )
     if decision == "reject" and not reason.strip():
-        raise ReasonRequired("give a reason when rejecting a call; it is sent to the agent")
+        raise ReasonRequired(
+            "give a reason when rejecting a call; it is sent to the agent"
+        )
     expired = False
     with transaction.atomic():
         Thread.objects.select_for_update().get(pk=approval.thread_id)
         call = ToolCall.objects.select_for_update().get(pk=approval.tool_call_id)
         locked = ApprovalRequest.objects.select_for_update().get(pk=approval.pk)
         target_status = (
-            ApprovalRequest.Status.APPROVED if decision == "approve" else ApprovalRequest.Status.REJECTED
+            ApprovalRequest.Status.APPROVED
+            if decision == "approve"
+            else ApprovalRequest.Status.REJECTED
         )
         if locked.status != ApprovalRequest.Status.PENDING:
             if locked.status == target_status and (
@@ -372,7 +424,9 @@ def approval_decide(
             if decision == "approve":
                 arguments = locked.proposed_arguments
                 if edited_arguments is not None:
-                    arguments = _validate_edit(call=call, run=locked.run, edited=edited_arguments)
+                    arguments = _validate_edit(
+                        call=call, run=locked.run, edited=edited_arguments
+                    )
                     if arguments != locked.proposed_arguments:
                         locked.edited_arguments = arguments
                 locked.approved_arguments_hash = arguments_hash(arguments)
@@ -380,7 +434,9 @@ def approval_decide(
                 locked.reason = reason
                 call.state = ToolCall.State.APPROVED
                 call.save(update_fields=["state", "updated_at"])
-                _execution_create(call=call, arguments=arguments, authorized_by="approval")
+                _execution_create(
+                    call=call, arguments=arguments, authorized_by="approval"
+                )
             else:
                 locked.status = ApprovalRequest.Status.REJECTED
                 locked.reason = reason
@@ -449,8 +505,13 @@ def _expire_locked(approval: ApprovalRequest, call: ToolCall) -> None:
         error="approval_expired",
         state=ToolCall.State.EXPIRED,
     )
-    audit_append(actor=None, action="approval.expired", target=approval,
-                 before={"status": "pending"}, after={"status": "expired"})
+    audit_append(
+        actor=None,
+        action="approval.expired",
+        target=approval,
+        before={"status": "pending"},
+        after={"status": "expired"},
+    )
     notify_call_changed(call, approval=approval)
 
 
@@ -510,18 +571,28 @@ def _tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
     from agentcore.dispatch import ToolCallRequest, execute_call
     from agentcore.tools import ToolContext
 
-    thread_pk = ToolCall.objects.values_list("thread_id", flat=True).get(pk=tool_call_pk)
+    thread_pk = ToolCall.objects.values_list("thread_id", flat=True).get(
+        pk=tool_call_pk
+    )
     with transaction.atomic():
         Thread.objects.select_for_update().get(pk=thread_pk)
-        call = ToolCall.objects.select_for_update().select_related("thread", "run").get(
-            pk=tool_call_pk
+        call = (
+            ToolCall.objects.select_for_update()
+            .select_related("thread", "run")
+            .get(pk=tool_call_pk)
         )
-        execution = ToolExecution.objects.select_for_update().filter(tool_call=call).first()
+        execution = (
+            ToolExecution.objects.select_for_update().filter(tool_call=call).first()
+        )
         if execution is None:
-            logger.warning("call %s has no execution record; refusing", call.tool_call_id)
+            logger.warning(
+                "call %s has no execution record; refusing", call.tool_call_id
+            )
             return None
         answered = Message.objects.filter(
-            thread_id=call.thread_id, role=Message.Role.TOOL, tool_call_id=call.tool_call_id
+            thread_id=call.thread_id,
+            role=Message.Role.TOOL,
+            tool_call_id=call.tool_call_id,
         ).exists()
         if answered or execution.state in (
             ToolExecution.State.SUCCEEDED,
@@ -534,18 +605,30 @@ def _tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
         tool = toolset.resolve(call.name)
         if execution.state == ToolExecution.State.RESERVED:
             now = timezone.now()
-            if execution.lease_expires_at is not None and now < execution.lease_expires_at:
+            if (
+                execution.lease_expires_at is not None
+                and now < execution.lease_expires_at
+            ):
                 raise ExecutionInProgress(
                     f"call {call.tool_call_id!r} is being executed by another delivery",
-                    retry_after=min((execution.lease_expires_at - now).total_seconds(), 5.0) + 0.1,
+                    retry_after=min(
+                        (execution.lease_expires_at - now).total_seconds(), 5.0
+                    )
+                    + 0.1,
                 )
-        if execution.state == ToolExecution.State.RESERVED and not (tool and tool.idempotent):
+        if execution.state == ToolExecution.State.RESERVED and not (
+            tool and tool.idempotent
+        ):
             execution.state = ToolExecution.State.OUTCOME_UNKNOWN
             execution.save(update_fields=["state"])
             call.state = ToolCall.State.OUTCOME_UNKNOWN
             call.save(update_fields=["state", "updated_at"])
-            audit_append(actor=None, action="execution.outcome_unknown", target=execution,
-                         after={"attempts": execution.attempts})
+            audit_append(
+                actor=None,
+                action="execution.outcome_unknown",
+                target=execution,
+                after={"attempts": execution.attempts},
+            )
             notify_call_changed(call, approval=getattr(call, "approval", None))
             return execution
         refusal = _execution_refusal(call=call, execution=execution, tool=tool)
@@ -559,25 +642,34 @@ def _tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
                 error="refused",
                 state=ToolCall.State.FAILED,
             )
-            audit_append(actor=None, action="execution.refused", target=execution,
-                         after={"detail": refusal})
+            audit_append(
+                actor=None,
+                action="execution.refused",
+                target=execution,
+                after={"detail": refusal},
+            )
             notify_call_changed(call)
             continuation_maybe_start(run=call.run)
             return execution
-        else:
-            execution.state = ToolExecution.State.RESERVED
-            execution.attempts += 1
-            execution.started_at = timezone.now()
-            execution.lease_expires_at = execution.started_at + timedelta(
-                seconds=float(tool.timeout or 60)
-                + float(countersign_settings.EXECUTION_LEASE_GRACE_SECONDS)
-            )
-            execution.save(update_fields=["state", "attempts", "started_at", "lease_expires_at"])
-            call.state = ToolCall.State.EXECUTING
-            call.save(update_fields=["state", "updated_at"])
-            audit_append(actor=None, action="execution.reserved", target=execution,
-                         after={"attempt": execution.attempts})
-            notify_call_changed(call)
+        execution.state = ToolExecution.State.RESERVED
+        execution.attempts += 1
+        execution.started_at = timezone.now()
+        execution.lease_expires_at = execution.started_at + timedelta(
+            seconds=float(tool.timeout or 60)
+            + float(countersign_settings.EXECUTION_LEASE_GRACE_SECONDS)
+        )
+        execution.save(
+            update_fields=["state", "attempts", "started_at", "lease_expires_at"]
+        )
+        call.state = ToolCall.State.EXECUTING
+        call.save(update_fields=["state", "updated_at"])
+        audit_append(
+            actor=None,
+            action="execution.reserved",
+            target=execution,
+            after={"attempt": execution.attempts},
+        )
+        notify_call_changed(call)
     crash_hook = os.environ.get("COUNTERSIGN_TEST_CRASH_AFTER_RESERVATION")
     if crash_hook == "1":
         os._exit(17)  # test hook: a worker killed between reservation and the tool
@@ -591,14 +683,21 @@ def _tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
         tool_call_id=call.tool_call_id,
         idempotency_key=execution.idempotency_key,
         user=None,
-        extras={"owner": getattr(owner, "username", None), "authorized_by": execution.authorized_by},
+        extras={
+            "owner": getattr(owner, "username", None),
+            "authorized_by": execution.authorized_by,
+        },
     )
     request = ToolCallRequest(
         tool_call_id=call.tool_call_id, name=call.name, arguments=execution.arguments
     )
-    result = asyncio.run(execute_call(request, tool=tool, toolset=toolset, context=context))
+    result = asyncio.run(
+        execute_call(request, tool=tool, toolset=toolset, context=context)
+    )
     if crash_hook == "after_tool":
-        os._exit(17)  # test hook: a worker killed between the side effect and the outcome
+        os._exit(
+            17
+        )  # test hook: a worker killed between the side effect and the outcome
 
     with transaction.atomic():
         Thread.objects.select_for_update().get(pk=thread_pk)
@@ -612,7 +711,9 @@ def _tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
         # OUTCOME_UNKNOWN here means a redelivery gave up on this (slow, not dead)
         # execution meanwhile: the outcome is known now, so it is recorded.
         execution.state = (
-            ToolExecution.State.SUCCEEDED if result.error is None else ToolExecution.State.FAILED
+            ToolExecution.State.SUCCEEDED
+            if result.error is None
+            else ToolExecution.State.FAILED
         )
         execution.error = result.error or ""
         execution.details = result.details
@@ -622,16 +723,24 @@ def _tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
             call=call,
             content=result.content,
             error=result.error,
-            state=ToolCall.State.SUCCEEDED if result.error is None else ToolCall.State.FAILED,
+            state=ToolCall.State.SUCCEEDED
+            if result.error is None
+            else ToolCall.State.FAILED,
         )
-        audit_append(actor=None, action=f"execution.{execution.state}", target=execution,
-                     after={"error": result.error, "details": result.details})
+        audit_append(
+            actor=None,
+            action=f"execution.{execution.state}",
+            target=execution,
+            after={"error": result.error, "details": result.details},
+        )
         notify_call_changed(call, approval=getattr(call, "approval", None))
         continuation_maybe_start(run=call.run)
     return execution
 
 
-def _execution_refusal(*, call: ToolCall, execution: ToolExecution, tool: Any) -> str | None:
+def _execution_refusal(
+    *, call: ToolCall, execution: ToolExecution, tool: Any
+) -> str | None:
     """Return why ``execution`` must not run, or ``None`` when it may (SEC-02, LP-01)."""
     if tool is None:
         return f"tool {call.name!r} is no longer configured"
@@ -639,9 +748,10 @@ def _execution_refusal(*, call: ToolCall, execution: ToolExecution, tool: Any) -
         approval = ApprovalRequest.objects.filter(tool_call=call).first()
         if approval is None or approval.status != ApprovalRequest.Status.APPROVED:
             return "the call was not approved"
-        if approval.approved_arguments_hash != execution.arguments_hash or arguments_hash(
-            execution.arguments
-        ) != execution.arguments_hash:
+        if (
+            approval.approved_arguments_hash != execution.arguments_hash
+            or arguments_hash(execution.arguments) != execution.arguments_hash
+        ):
             return "the arguments differ from the ones an operator approved"
     elif execution.authorized_by == "policy":
         if tool.policy_for(execution.arguments) != "auto":
@@ -677,11 +787,15 @@ def execution_resolve(
     :class:`ApprovalAlreadyDecided` when the call is not ``outcome_unknown``.
     """
     if not resolved_by.has_perm(DECIDE_PERMISSION):
-        raise ApprovalPermissionDenied("resolving an execution needs the decide permission")
+        raise ApprovalPermissionDenied(
+            "resolving an execution needs the decide permission"
+        )
     with transaction.atomic():
         Thread.objects.select_for_update().get(pk=tool_call.thread_id)
         call = ToolCall.objects.select_for_update().get(pk=tool_call.pk)
-        execution = ToolExecution.objects.select_for_update().filter(tool_call=call).first()
+        execution = (
+            ToolExecution.objects.select_for_update().filter(tool_call=call).first()
+        )
         if execution is None or execution.state != ToolExecution.State.OUTCOME_UNKNOWN:
             found = execution.state if execution is not None else "not executed"
             raise ApprovalAlreadyDecided(
@@ -696,14 +810,20 @@ def execution_resolve(
             error=None if succeeded else "outcome_unknown",
             state=ToolCall.State.SUCCEEDED if succeeded else ToolCall.State.FAILED,
         )
-        audit_append(actor=resolved_by, action="execution.resolved", target=execution,
-                     after={"succeeded": succeeded, "content": content, "reason": reason})
+        audit_append(
+            actor=resolved_by,
+            action="execution.resolved",
+            target=execution,
+            after={"succeeded": succeeded, "content": content, "reason": reason},
+        )
         notify_call_changed(call)
         continuation_maybe_start(run=call.run)
     return execution
 
 
-def thread_pending_calls_cancel(*, thread: Thread, cancelled_by: Any, reason: str) -> list[str]:
+def thread_pending_calls_cancel(
+    *, thread: Thread, cancelled_by: Any, reason: str
+) -> list[str]:
     """Abandon every unanswered call of ``thread``'s last run; return their ``toolCallId`` values.
 
     Each call is answered with a tool message saying it was cancelled and why
@@ -719,36 +839,66 @@ def thread_pending_calls_cancel(*, thread: Thread, cancelled_by: Any, reason: st
         or thread.owner_id == getattr(cancelled_by, "pk", None)
     )
     if not allowed:
-        raise ApprovalPermissionDenied("only the thread's owner or an operator may cancel its calls")
+        raise ApprovalPermissionDenied(
+            "only the thread's owner or an operator may cancel its calls"
+        )
     cancelled: list[str] = []
     with transaction.atomic():
         locked_thread = Thread.objects.select_for_update().get(pk=thread.pk)
         run = locked_thread.runs.order_by("-created_at", "-id").first()
         if run is None or run.status != Run.Status.AWAITING_TOOLS:
             return []
-        for call in ToolCall.objects.select_for_update().filter(
-            thread=locked_thread, tool_call_id__in=run.pending_tool_call_ids
-        ).order_by("position"):
-            if call.state in (ToolCall.State.APPROVED, ToolCall.State.EXECUTING,
-                              ToolCall.State.OUTCOME_UNKNOWN):
+        for call in (
+            ToolCall.objects.select_for_update()
+            .filter(thread=locked_thread, tool_call_id__in=run.pending_tool_call_ids)
+            .order_by("position")
+        ):
+            if call.state in (
+                ToolCall.State.APPROVED,
+                ToolCall.State.EXECUTING,
+                ToolCall.State.OUTCOME_UNKNOWN,
+            ):
                 continue
-            approval = ApprovalRequest.objects.select_for_update().filter(tool_call=call).first()
-            if approval is not None and approval.status == ApprovalRequest.Status.PENDING:
+            approval = (
+                ApprovalRequest.objects.select_for_update()
+                .filter(tool_call=call)
+                .first()
+            )
+            if (
+                approval is not None
+                and approval.status == ApprovalRequest.Status.PENDING
+            ):
                 approval.status = ApprovalRequest.Status.CANCELLED
                 approval.decided_by = cancelled_by
                 approval.decided_at = timezone.now()
                 approval.reason = reason
-                approval.save(update_fields=["status", "decided_by", "decided_at", "reason"])
-            content = _compact({"status": "cancelled", "reason": reason, "executed": False})
-            if tool_message_write(call=call, content=content, error="cancelled",
-                                  state=ToolCall.State.CANCELLED) is not None:
+                approval.save(
+                    update_fields=["status", "decided_by", "decided_at", "reason"]
+                )
+            content = _compact(
+                {"status": "cancelled", "reason": reason, "executed": False}
+            )
+            if (
+                tool_message_write(
+                    call=call,
+                    content=content,
+                    error="cancelled",
+                    state=ToolCall.State.CANCELLED,
+                )
+                is not None
+            ):
                 cancelled.append(call.tool_call_id)
-                audit_append(actor=cancelled_by, action="tool_call.cancelled", target=call,
-                             after={"reason": reason})
+                audit_append(
+                    actor=cancelled_by,
+                    action="tool_call.cancelled",
+                    target=call,
+                    after={"reason": reason},
+                )
                 notify_call_changed(call, approval=approval)
         answered = set(
             Message.objects.filter(
-                thread=locked_thread, role=Message.Role.TOOL,
+                thread=locked_thread,
+                role=Message.Role.TOOL,
                 tool_call_id__in=run.pending_tool_call_ids,
             ).values_list("tool_call_id", flat=True)
         )
@@ -779,7 +929,9 @@ def continuation_maybe_start(*, run: Run) -> Run | None:
             return None
         answered = set(
             Message.objects.filter(
-                thread=thread, role=Message.Role.TOOL, tool_call_id__in=locked.pending_tool_call_ids
+                thread=thread,
+                role=Message.Role.TOOL,
+                tool_call_id__in=locked.pending_tool_call_ids,
             ).values_list("tool_call_id", flat=True)
         )
         if answered != set(locked.pending_tool_call_ids):

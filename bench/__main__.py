@@ -41,7 +41,7 @@ def main() -> int:
         print(f"== {key.upper()} ({module})", flush=True)
         try:
             result = importlib.import_module(module).main()
-        except Exception:  # noqa: BLE001 - report and go on with the others
+        except Exception:
             traceback.print_exc()
             failed.append(key)
             continue

@@ -158,7 +158,7 @@ class Clients(threading.Thread):
     def run(self) -> None:
         try:
             asyncio.run(self._main())
-        except BaseException as error:  # noqa: BLE001 - reported by the bench
+        except BaseException as error:
             self.error = error
             self.ready.set()
 

@@ -29,7 +29,9 @@ register_converter(PkConverter, "pk")
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path(
+        "docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"
+    ),
     path("threads/", threads_api.ThreadListCreateApi.as_view(), name="api-threads"),
     path(
         "threads/<str:thread_id>/",
@@ -57,7 +59,11 @@ urlpatterns = [
         name="api-thread-events",
     ),
     path("runs/<str:run_id>/", threads_api.RunDetailApi.as_view(), name="api-run"),
-    path("runs/<str:run_id>/cancel/", threads_api.RunCancelApi.as_view(), name="api-run-cancel"),
+    path(
+        "runs/<str:run_id>/cancel/",
+        threads_api.RunCancelApi.as_view(),
+        name="api-run-cancel",
+    ),
     path("tool-calls/", threads_api.ToolCallListApi.as_view(), name="api-tool-calls"),
     path(
         "tool-calls/<str:tool_call_id>/",
@@ -65,7 +71,11 @@ urlpatterns = [
         name="api-tool-call",
     ),
     path("approvals/", approvals_api.ApprovalListApi.as_view(), name="api-approvals"),
-    path("approvals/<pk:pk>/", approvals_api.ApprovalDetailApi.as_view(), name="api-approval"),
+    path(
+        "approvals/<pk:pk>/",
+        approvals_api.ApprovalDetailApi.as_view(),
+        name="api-approval",
+    ),
     path(
         "approvals/<pk:pk>/approve/",
         approvals_api.ApprovalApproveApi.as_view(),

@@ -138,4 +138,6 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
                 "Retry-After header's seconds."
             )
     set_rollback()
-    return Response(body, status=exc.status_code or status.HTTP_400_BAD_REQUEST, headers=headers)
+    return Response(
+        body, status=exc.status_code or status.HTTP_400_BAD_REQUEST, headers=headers
+    )

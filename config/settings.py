@@ -35,7 +35,11 @@ def _env_bool(name: str, default: bool) -> bool:
 
 
 def _env_list(name: str, default: str) -> list[str]:
-    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+    return [
+        item.strip()
+        for item in os.environ.get(name, default).split(",")
+        if item.strip()
+    ]
 
 
 DEBUG = _env_bool("DEBUG", True)
@@ -107,7 +111,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     )
     # A file (not :memory:) so worker and server subprocesses see the test data; one
     # per process so concurrent test sessions never share it.
-    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / f"test-db-{os.getpid()}.sqlite3")}
+    DATABASES["default"]["TEST"] = {
+        "NAME": str(BASE_DIR / f"test-db-{os.getpid()}.sqlite3")
+    }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -137,7 +143,9 @@ if not DEBUG:
     }
 
 # Largest request body read (bytes): AG-UI inputs carry a thread's whole history.
-DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("MAX_REQUEST_BYTES", str(10 * 1024 * 1024)))
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(
+    os.environ.get("MAX_REQUEST_BYTES", str(10 * 1024 * 1024))
+)
 
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
@@ -181,7 +189,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
 if os.environ.get("CELERY_BROKER_PREFIX"):
     # Lets several deployments (or test sessions) share one Redis without
     # consuming each other's tasks.
-    CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] = os.environ["CELERY_BROKER_PREFIX"]
+    CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] = os.environ[
+        "CELERY_BROKER_PREFIX"
+    ]
 CELERY_TASK_DEFAULT_QUEUE = "countersign"
 CELERY_TASK_ROUTES = {
     "threads.tasks.run_agent": {"queue": "runs"},
@@ -209,7 +219,9 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "config.exception_handler.api_exception_handler",
     # Message posting per token (threads.api.MessageRateThrottle); the default
     # cache (LocMemCache, per process) holds the counters.
-    "DEFAULT_THROTTLE_RATES": {"messages": os.environ.get("API_MESSAGE_RATE", "30/min")},
+    "DEFAULT_THROTTLE_RATES": {
+        "messages": os.environ.get("API_MESSAGE_RATE", "30/min")
+    },
 }
 
 SPECTACULAR_SETTINGS = {
@@ -284,7 +296,9 @@ SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", not DEBUG)
 SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # probes speak plain HTTP inside the network
 SESSION_COOKIE_SECURE = _env_bool("SESSION_COOKIE_SECURE", not DEBUG)
 CSRF_COOKIE_SECURE = _env_bool("CSRF_COOKIE_SECURE", not DEBUG)
-SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS") or (0 if DEBUG else 31536000))
+SECURE_HSTS_SECONDS = int(
+    os.environ.get("SECURE_HSTS_SECONDS") or (0 if DEBUG else 31536000)
+)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
 SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", not DEBUG)
 SECURE_CONTENT_TYPE_NOSNIFF = True

@@ -13,8 +13,16 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("config.api_urls")),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
-    path("accounts/logout/", auth_views.LogoutView.as_view(next_page="login"), name="logout"),
-    path("agui/threads/<str:thread_id>/events", agui.agui_thread_events, name="agui-thread-events"),
+    path(
+        "accounts/logout/",
+        auth_views.LogoutView.as_view(next_page="login"),
+        name="logout",
+    ),
+    path(
+        "agui/threads/<str:thread_id>/events",
+        agui.agui_thread_events,
+        name="agui-thread-events",
+    ),
     path("agui/<str:agent>/", agui.agui_run, name="agui-run"),
     path("", include("threads.ui_urls")),
 ]

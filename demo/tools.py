@@ -166,7 +166,12 @@ ORDERS: Final = MappingProxyType(
                     "quantity": 1,
                     "price": "17.50",
                 },
-                {"sku": "DL-300", "name": "Desk lamp", "quantity": 1, "price": "457.50"},
+                {
+                    "sku": "DL-300",
+                    "name": "Desk lamp",
+                    "quantity": 1,
+                    "price": "457.50",
+                },
             ],
         },
         "A-1002": {

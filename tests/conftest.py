@@ -30,7 +30,9 @@ def service_missing(reason: str) -> None:
 def _reachable(url: str) -> bool:
     parsed = urlparse(url)
     try:
-        with socket.create_connection((parsed.hostname or "127.0.0.1", parsed.port or 6379), 1):
+        with socket.create_connection(
+            (parsed.hostname or "127.0.0.1", parsed.port or 6379), 1
+        ):
             return True
     except OSError:
         return False
@@ -39,7 +41,11 @@ def _reachable(url: str) -> bool:
 @pytest.fixture(scope="session")
 def redis_url() -> str:
     """Return a reachable Redis URL (``TEST_REDIS_URL`` or db 15 on localhost)."""
-    url = os.environ.get("TEST_REDIS_URL") or os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL
+    url = (
+        os.environ.get("TEST_REDIS_URL")
+        or os.environ.get("REDIS_URL")
+        or DEFAULT_REDIS_URL
+    )
     if not _reachable(url):
         service_missing(f"Redis is not reachable at {url}")
     return url
@@ -48,13 +54,17 @@ def redis_url() -> str:
 @pytest.fixture
 def user(django_user_model):
     """Return an ordinary user (no staff, no decide permission)."""
-    return django_user_model.objects.create_user(username="olivia", password="pw-olivia-1")
+    return django_user_model.objects.create_user(
+        username="olivia", password="pw-olivia-1"
+    )
 
 
 @pytest.fixture
 def other_user(django_user_model):
     """Return a second ordinary user."""
-    return django_user_model.objects.create_user(username="mallory", password="pw-mallory-1")
+    return django_user_model.objects.create_user(
+        username="mallory", password="pw-mallory-1"
+    )
 
 
 @pytest.fixture
@@ -63,6 +73,3 @@ def staff_user(django_user_model):
     return django_user_model.objects.create_user(
         username="sam", password="pw-sam-1", is_staff=True
     )
-
-
-

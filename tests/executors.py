@@ -58,10 +58,23 @@ class WorkerProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
         self.process = subprocess.Popen(
             [
-                sys.executable, "-m", "celery", "-A", "config", "worker",
-                "--pool=threads", "--concurrency=4", "-Q", "runs,tools,countersign",
-                "--without-gossip", "--without-mingle", "--without-heartbeat",
-                "-l", "info", "-n", f"test-{os.getpid()}-{time.monotonic_ns()}@%h",
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "--pool=threads",
+                "--concurrency=4",
+                "-Q",
+                "runs,tools,countersign",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-l",
+                "info",
+                "-n",
+                f"test-{os.getpid()}-{time.monotonic_ns()}@%h",
             ],
             cwd=ROOT,
             env={**self.env, **extra_env},
@@ -73,9 +86,13 @@ class WorkerProcess:
             if b"ready." in self.log_path.read_bytes():
                 return
             if self.process.poll() is not None:
-                raise RuntimeError(f"celery worker exited: {self.log_path.read_text()[-3000:]}")
+                raise RuntimeError(
+                    f"celery worker exited: {self.log_path.read_text()[-3000:]}"
+                )
             time.sleep(0.1)
-        raise RuntimeError(f"celery worker not ready: {self.log_path.read_text()[-3000:]}")
+        raise RuntimeError(
+            f"celery worker not ready: {self.log_path.read_text()[-3000:]}"
+        )
 
     def kill(self) -> None:
         """SIGKILL the worker process (no cleanup, as a crash would)."""
@@ -164,7 +181,9 @@ def use_embedded(settings: Any) -> None:
     from channels.layers import channel_layers
 
     settings.REDIS_URL = ""
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}
+    }
     channel_layers.backends = {}
 
 
@@ -196,24 +215,41 @@ class Executor:
             # and ends the run at once.
             from django.db.models import Exists, OuterRef
 
-            busy = Thread.objects.filter(pk=thread.pk).annotate(
-                busy_runs=Exists(
-                    Run.objects.filter(thread=OuterRef("pk"), status__in=Run.ACTIVE_STATUSES)
-                ),
-                busy_calls=Exists(
-                    ToolCall.objects.filter(
-                        thread=OuterRef("pk"),
-                        state__in=["streaming", "complete", "pending", "approved", "executing"],
-                    )
-                ),
-            ).values_list("busy_runs", "busy_calls").get()
+            busy = (
+                Thread.objects.filter(pk=thread.pk)
+                .annotate(
+                    busy_runs=Exists(
+                        Run.objects.filter(
+                            thread=OuterRef("pk"), status__in=Run.ACTIVE_STATUSES
+                        )
+                    ),
+                    busy_calls=Exists(
+                        ToolCall.objects.filter(
+                            thread=OuterRef("pk"),
+                            state__in=[
+                                "streaming",
+                                "complete",
+                                "pending",
+                                "approved",
+                                "executing",
+                            ],
+                        )
+                    ),
+                )
+                .values_list("busy_runs", "busy_calls")
+                .get()
+            )
             return not any(busy)
 
         idle.__qualname__ = "settle: " + repr(thread)
 
         def describe() -> str:
-            runs = list(Run.objects.filter(thread=thread).values_list("status", "error_code"))
-            calls = list(ToolCall.objects.filter(thread=thread).values_list("name", "state"))
+            runs = list(
+                Run.objects.filter(thread=thread).values_list("status", "error_code")
+            )
+            calls = list(
+                ToolCall.objects.filter(thread=thread).values_list("name", "state")
+            )
             return f"runs={runs} calls={calls}"
 
         try:
@@ -224,9 +260,7 @@ class Executor:
 
 
 @pytest.fixture(params=["embedded", "celery"])
-def executor(
-    request: Any, settings: Any, transactional_db: Any
-) -> Iterator[Executor]:
+def executor(request: Any, settings: Any, transactional_db: Any) -> Iterator[Executor]:
     """Run background work on the embedded pool or on a real Celery worker process."""
     if request.param == "embedded":
         use_embedded(settings)

@@ -31,7 +31,15 @@ def _pretty(value: Any) -> str:
 
 class MessageInline(ReadOnlyMixin, admin.TabularInline):
     model = Message
-    fields = ("position", "message_id", "role", "content", "tool_call_id", "error", "run")
+    fields = (
+        "position",
+        "message_id",
+        "role",
+        "content",
+        "tool_call_id",
+        "error",
+        "run",
+    )
     readonly_fields = fields
     extra = 0
     show_change_link = True
@@ -48,7 +56,14 @@ class ToolCallInline(ReadOnlyMixin, admin.TabularInline):
 class RunInline(ReadOnlyMixin, admin.TabularInline):
     model = Run
     fk_name = "thread"
-    fields = ("run_id", "status", "outcome", "pending_tool_call_ids", "error_message", "created_at")
+    fields = (
+        "run_id",
+        "status",
+        "outcome",
+        "pending_tool_call_ids",
+        "error_message",
+        "created_at",
+    )
     readonly_fields = fields
     extra = 0
     show_change_link = True
@@ -59,7 +74,13 @@ class ThreadAdmin(admin.ModelAdmin):
     list_display = ("thread_id", "title", "agent", "owner", "updated_at")
     search_fields = ("thread_id", "title")
     list_filter = ("agent",)
-    readonly_fields = ("thread_id", "next_seq", "events_link", "created_at", "updated_at")
+    readonly_fields = (
+        "thread_id",
+        "next_seq",
+        "events_link",
+        "created_at",
+        "updated_at",
+    )
     inlines = [RunInline, MessageInline, ToolCallInline]
 
     @admin.display(description="event log")
@@ -93,7 +114,9 @@ class ToolCallAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
     @admin.display(description="arguments")
     def arguments_pretty(self, obj: ToolCall) -> str:
-        return _pretty(obj.arguments) if obj.arguments is not None else obj.arguments_text
+        return (
+            _pretty(obj.arguments) if obj.arguments is not None else obj.arguments_text
+        )
 
 
 @admin.register(Event)

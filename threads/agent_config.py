@@ -33,7 +33,14 @@ from django.utils.module_loading import import_string
 from threads.conf import countersign_settings
 from threads.exceptions import UnknownAgent
 
-PROVIDERS = ("scripted", "openai_chat", "openai_responses", "anthropic", "gemini", "agui_http")
+PROVIDERS = (
+    "scripted",
+    "openai_chat",
+    "openai_responses",
+    "anthropic",
+    "gemini",
+    "agui_http",
+)
 KEY_ENV = {
     "openai_chat": "OPENAI_API_KEY",
     "openai_responses": "OPENAI_API_KEY",
@@ -89,7 +96,9 @@ def agent_build(name: str) -> Any:
     if config.get("base_url_env"):
         options["base_url"] = os.environ.get(config["base_url_env"]) or None
     if config.get("provider_factory"):
-        provider = import_string(config["provider_factory"])(model=config.get("model", ""))
+        provider = import_string(config["provider_factory"])(
+            model=config.get("model", "")
+        )
     else:
         provider = get_provider(provider_name, model=config.get("model", ""), **options)
     return LoopAgent(
@@ -97,7 +106,9 @@ def agent_build(name: str) -> Any:
         toolset=agent_toolset(name),
         model=config.get("model", ""),
         system_prompt=config.get("system_prompt", ""),
-        max_iterations=int(config.get("max_iterations", countersign_settings.MAX_ITERATIONS)),
+        max_iterations=int(
+            config.get("max_iterations", countersign_settings.MAX_ITERATIONS)
+        ),
         deadline_seconds=float(
             config.get("deadline_seconds", countersign_settings.RUN_DEADLINE_SECONDS)
         ),

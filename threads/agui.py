@@ -52,17 +52,25 @@ def _authenticate(request: HttpRequest) -> tuple[Any, str | None]:
         return token.user, None
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
-        return None, "authentication required: send 'Authorization: Token <key>' or log in"
+        return (
+            None,
+            "authentication required: send 'Authorization: Token <key>' or log in",
+        )
     if request.method == "POST":
         rejected = CsrfViewMiddleware(lambda r: HttpResponse()).process_view(
             request, lambda r: None, (), {}
         )
         if rejected is not None:
-            return None, "CSRF check failed: send the X-CSRFToken header, or use token auth"
+            return (
+                None,
+                "CSRF check failed: send the X-CSRFToken header, or use token auth",
+            )
     return user, None
 
 
-def _input_problem(body: dict[str, Any], run_input: RunAgentInput) -> tuple[str, str] | None:
+def _input_problem(
+    body: dict[str, Any], run_input: RunAgentInput
+) -> tuple[str, str] | None:
     """Return ``(field, sentence)`` for input the official models accept but we cannot store.
 
     Thread and run ids must be URL-safe (they appear in URLs), ids at most 200
@@ -72,8 +80,14 @@ def _input_problem(body: dict[str, Any], run_input: RunAgentInput) -> tuple[str,
 
     where = find_nul(body)
     if where is not None:
-        return where, f"{where} contains the NUL character, which cannot be stored; remove it"
-    for field, value in (("threadId", run_input.thread_id), ("runId", run_input.run_id)):
+        return (
+            where,
+            f"{where} contains the NUL character, which cannot be stored; remove it",
+        )
+    for field, value in (
+        ("threadId", run_input.thread_id),
+        ("runId", run_input.run_id),
+    ):
         if not PUBLIC_ID.match(value):
             return field, (
                 f"{field} {value[:40]!r} must be 1 to 200 characters of letters, digits "
@@ -90,7 +104,10 @@ def _input_problem(body: dict[str, Any], run_input: RunAgentInput) -> tuple[str,
     seen: set[str] = set()
     for index, message in enumerate(run_input.messages):
         if not message.id or len(message.id) > MAX_ID_LENGTH:
-            return f"messages.{index}.id", f"messages.{index}.id must be 1 to 200 characters"
+            return (
+                f"messages.{index}.id",
+                f"messages.{index}.id must be 1 to 200 characters",
+            )
         if message.id in seen:
             return f"messages.{index}.id", (
                 f"messages.{index}.id {message.id!r} repeats an earlier message id; "
@@ -106,11 +123,14 @@ def _input_problem(body: dict[str, Any], run_input: RunAgentInput) -> tuple[str,
 
 def _validation_fields(error: ValidationError) -> dict[str, str]:
     return {
-        ".".join(str(p) for p in item["loc"]) or "body": item["msg"] for item in error.errors()
+        ".".join(str(p) for p in item["loc"]) or "body": item["msg"]
+        for item in error.errors()
     }
 
 
-def _start_run(*, user: Any, agent: str, run_input: RunAgentInput) -> tuple[Thread, Run, int]:
+def _start_run(
+    *, user: Any, agent: str, run_input: RunAgentInput
+) -> tuple[Thread, Run, int]:
     """Merge ``run_input`` into its thread and create the run; return thread, run, start seq."""
     from threads.agent_config import agent_settings
     from threads.execution import enqueue
@@ -119,7 +139,11 @@ def _start_run(*, user: Any, agent: str, run_input: RunAgentInput) -> tuple[Thre
 
     agent_settings(agent)
     with transaction.atomic():
-        thread = Thread.objects.select_for_update().filter(thread_id=run_input.thread_id).first()
+        thread = (
+            Thread.objects.select_for_update()
+            .filter(thread_id=run_input.thread_id)
+            .first()
+        )
         if thread is None:
             thread = Thread.objects.create(
                 thread_id=run_input.thread_id, owner=user, agent=agent
@@ -139,7 +163,9 @@ def _start_run(*, user: Any, agent: str, run_input: RunAgentInput) -> tuple[Thre
                 continue
             if data["role"] == Message.Role.TOOL:
                 _check_client_tool_answer(thread=thread, data=data)
-            message_create_from_agui(thread=thread, data=data, run=None, position=thread.next_seq)
+            message_create_from_agui(
+                thread=thread, data=data, run=None, position=thread.next_seq
+            )
             known.add(data["id"])
         thread_check_can_start_run(thread=thread)
         latest = thread.runs.order_by("-created_at", "-id").first()
@@ -154,7 +180,9 @@ def _start_run(*, user: Any, agent: str, run_input: RunAgentInput) -> tuple[Thre
         # What the client brings to this run besides history: its own frontend tools
         # (FT-01), context, forwarded props and state; merged by run_input_build.
         client = run_input.model_dump(
-            mode="json", by_alias=True, exclude_none=True,
+            mode="json",
+            by_alias=True,
+            exclude_none=True,
             include={"tools", "context", "forwarded_props", "state"},
         )
         run = Run.objects.create(
@@ -175,14 +203,19 @@ def _check_client_tool_answer(*, thread: Thread, data: dict[str, Any]) -> None:
     """Refuse a client's tool message for a call that an operator must decide (SEC-02)."""
     from threads.models import ToolCall
 
-    call = ToolCall.objects.filter(thread=thread, tool_call_id=data.get("toolCallId")).first()
+    call = ToolCall.objects.filter(
+        thread=thread, tool_call_id=data.get("toolCallId")
+    ).first()
     if call is None:
         raise ThreadsError(
             f"tool message {data.get('id')!r} answers toolCallId {data.get('toolCallId')!r}, "
             "which this thread never made"
         )
-    if call.state in (ToolCall.State.AWAITING_APPROVAL, ToolCall.State.APPROVED,
-                      ToolCall.State.EXECUTING):
+    if call.state in (
+        ToolCall.State.AWAITING_APPROVAL,
+        ToolCall.State.APPROVED,
+        ToolCall.State.EXECUTING,
+    ):
         raise RunConflict(
             f"tool call {call.tool_call_id!r} is {call.get_state_display()} in the approval "
             "queue; Countersign answers it once an operator decides"
@@ -200,10 +233,14 @@ class ThreadNotFound(ThreadsError):
 async def agui_run(request: HttpRequest, agent: str) -> HttpResponse:
     """Start a run of ``agent`` from a ``RunAgentInput`` and stream its events as SSE."""
     if request.method != "POST":
-        return error_response(405, "method_not_allowed", "POST a RunAgentInput JSON object")
+        return error_response(
+            405, "method_not_allowed", "POST a RunAgentInput JSON object"
+        )
     user, failure = await sync_to_async(_authenticate)(request)
     if failure:
-        return error_response(401 if "CSRF" not in failure else 403, "not_authenticated", failure)
+        return error_response(
+            401 if "CSRF" not in failure else 403, "not_authenticated", failure
+        )
     try:
         raw = request.body
     except RequestDataTooBig:
@@ -218,7 +255,9 @@ async def agui_run(request: HttpRequest, agent: str) -> HttpResponse:
     except (UnicodeDecodeError, ValueError) as error:
         return error_response(400, "invalid_json", f"the body is not JSON: {error}")
     if not isinstance(body, dict):
-        return error_response(400, "invalid_input", "the body must be one RunAgentInput object")
+        return error_response(
+            400, "invalid_input", "the body must be one RunAgentInput object"
+        )
     try:
         run_input = RunAgentInput.model_validate(body)
     except ValidationError as error:
@@ -226,7 +265,8 @@ async def agui_run(request: HttpRequest, agent: str) -> HttpResponse:
         return error_response(
             400,
             "invalid_input",
-            "RunAgentInput is malformed: " + "; ".join(f"{k}: {v}" for k, v in fields.items()),
+            "RunAgentInput is malformed: "
+            + "; ".join(f"{k}: {v}" for k, v in fields.items()),
             fields=fields,
         )
     problem = _input_problem(body, run_input)
@@ -240,9 +280,12 @@ async def agui_run(request: HttpRequest, agent: str) -> HttpResponse:
     except ThreadsError as error:
         return error_response(error.status, error.code, str(error))
     except IntegrityError as error:
-        return error_response(409, "conflict", f"the input conflicts with stored history: {error}")
+        return error_response(
+            409, "conflict", f"the input conflicts with stored history: {error}"
+        )
     response = StreamingHttpResponse(
-        follow_log(thread=thread, after=start, run=run), content_type="text/event-stream"
+        follow_log(thread=thread, after=start, run=run),
+        content_type="text/event-stream",
     )
     for key, value in SSE_HEADERS.items():
         response[key] = value
@@ -260,7 +303,9 @@ async def agui_thread_events(request: HttpRequest, thread_id: str) -> HttpRespon
         if after < 0:
             raise ValueError
     except ValueError:
-        return error_response(400, "invalid_after", f"after must be a sequence number >= 0, not {raw!r}")
+        return error_response(
+            400, "invalid_after", f"after must be a sequence number >= 0, not {raw!r}"
+        )
 
     def visible() -> Thread | None:
         from threads.selectors import thread_visible_to

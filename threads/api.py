@@ -88,7 +88,6 @@ def visible_thread(request: Request, thread_id: str) -> Thread:
     return thread
 
 
-
 IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
     "Idempotency-Key",
     str,
@@ -117,10 +116,15 @@ def respond_idempotently(
             {"Idempotency-Key": [f"must be 1-{MAX_KEY_LENGTH} printable characters"]}
         )
     stored = idempotent_response(
-        user=request.user, key=key, operation=operation, body=request.data, produce=produce
+        user=request.user,
+        key=key,
+        operation=operation,
+        body=request.data,
+        produce=produce,
     )
     headers = {"Idempotent-Replayed": "true"} if stored.replayed else {}
     return Response(stored.body, status=stored.status, headers=headers)
+
 
 class ThreadCursorPagination(CursorPagination):
     """Newest threads first; ``?limit=`` up to 200; opaque ``cursor`` links."""
@@ -188,7 +192,9 @@ class ThreadListCreateApi(APIView):
     class FilterSerializer(serializers.Serializer):
         status = serializers.ChoiceField(choices=THREAD_STATUSES, required=False)
         owner = serializers.CharField(
-            required=False, max_length=150, help_text="Username (staff see every owner)."
+            required=False,
+            max_length=150,
+            help_text="Username (staff see every owner).",
         )
         archived = serializers.BooleanField(
             required=False, default=False, help_text="Include archived threads."
@@ -217,7 +223,9 @@ class ThreadListCreateApi(APIView):
             OpenApiParameter("limit", int, description="Page size, at most 200."),
         ],
         responses={
-            200: results_of("PaginatedThreadList", ThreadOutputSerializer, paginated="cursor"),
+            200: results_of(
+                "PaginatedThreadList", ThreadOutputSerializer, paginated="cursor"
+            ),
             **errors(400, 404),
         },
     )
@@ -228,7 +236,9 @@ class ThreadListCreateApi(APIView):
         threads = thread_list(user=request.user, **filters.validated_data)
         paginator = ThreadCursorPagination()
         page = paginator.paginate_queryset(threads, request, view=self)
-        return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
+        return paginator.get_paginated_response(
+            self.OutputSerializer(page, many=True).data
+        )
 
     @extend_schema(
         operation_id="threads_create",
@@ -253,7 +263,10 @@ class ThreadDetailApi(APIView):
 
     OutputSerializer = ThreadOutputSerializer
 
-    @extend_schema(operation_id="threads_retrieve", responses={200: OutputSerializer, **errors(404)})
+    @extend_schema(
+        operation_id="threads_retrieve",
+        responses={200: OutputSerializer, **errors(404)},
+    )
     def get(self, request: Request, thread_id: str) -> Response:
         return Response(self.OutputSerializer(visible_thread(request, thread_id)).data)
 
@@ -285,7 +298,7 @@ class ThreadCancelPendingApi(APIView):
         reason = serializers.CharField(max_length=2000)
 
     class OutputSerializer(serializers.Serializer):
-        cancelledToolCallIds = serializers.ListField(child=serializers.CharField())  # noqa: N815
+        cancelledToolCallIds = serializers.ListField(child=serializers.CharField())
 
     @extend_schema(
         operation_id="threads_cancel_pending",
@@ -299,7 +312,9 @@ class ThreadCancelPendingApi(APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         cancelled = thread_pending_calls_cancel(
-            thread=thread, cancelled_by=request.user, reason=data.validated_data["reason"]
+            thread=thread,
+            cancelled_by=request.user,
+            reason=data.validated_data["reason"],
         )
         return Response(self.OutputSerializer({"cancelledToolCallIds": cancelled}).data)
 
@@ -346,7 +361,9 @@ class ThreadMessagesApi(APIView):
         data.is_valid(raise_exception=True)
 
         def produce() -> tuple[int, Any]:
-            message, run = message_post(thread=thread, content=data.validated_data["content"])
+            message, run = message_post(
+                thread=thread, content=data.validated_data["content"]
+            )
             body = self.OutputSerializer({"message": message, "run": run}).data
             return status.HTTP_201_CREATED, body
 
@@ -360,7 +377,10 @@ class ThreadEventsApi(APIView):
 
     class FilterSerializer(serializers.Serializer):
         after = serializers.IntegerField(
-            required=False, default=0, min_value=0, max_value=MAX_INT,
+            required=False,
+            default=0,
+            min_value=0,
+            max_value=MAX_INT,
             help_text="Return events with a larger `seq`.",
         )
         limit = serializers.IntegerField(
@@ -371,7 +391,11 @@ class ThreadEventsApi(APIView):
         operation_id="threads_events_list",
         parameters=[FilterSerializer],
         responses={
-            200: results_of("EventPage", serializers.ListField(child=EventField()), paginated="after"),
+            200: results_of(
+                "EventPage",
+                serializers.ListField(child=EventField()),
+                paginated="after",
+            ),
             **errors(400, 404),
         },
     )
@@ -385,7 +409,9 @@ class ThreadEventsApi(APIView):
         events = events[:limit]
         last = events[-1].seq if events else after
         next_url = (
-            replace_query_param(request.build_absolute_uri(), "after", last) if more else None
+            replace_query_param(request.build_absolute_uri(), "after", last)
+            if more
+            else None
         )
         return Response(
             {
@@ -412,7 +438,9 @@ class RunDetailApi(APIView):
 
     OutputSerializer = RunOutputSerializer
 
-    @extend_schema(operation_id="runs_retrieve", responses={200: OutputSerializer, **errors(404)})
+    @extend_schema(
+        operation_id="runs_retrieve", responses={200: OutputSerializer, **errors(404)}
+    )
     def get(self, request: Request, run_id: str) -> Response:
         return Response(self.OutputSerializer(visible_run(request, run_id)).data)
 
@@ -439,7 +467,9 @@ class ToolCallListApi(APIView):
     """``GET /api/tool-calls/?thread=&state=&name=``: newest first."""
 
     class FilterSerializer(serializers.Serializer):
-        thread = serializers.CharField(required=False, max_length=200, help_text="threadId")
+        thread = serializers.CharField(
+            required=False, max_length=200, help_text="threadId"
+        )
         state = serializers.ChoiceField(choices=ToolCall.State.choices, required=False)
         name = serializers.CharField(required=False, max_length=200)
 
@@ -453,7 +483,9 @@ class ToolCallListApi(APIView):
             OpenApiParameter("offset", int, description="Items to skip."),
         ],
         responses={
-            200: results_of("PaginatedToolCallList", ToolCallOutputSerializer, paginated="offset"),
+            200: results_of(
+                "PaginatedToolCallList", ToolCallOutputSerializer, paginated="offset"
+            ),
             **errors(400),
         },
     )
@@ -469,14 +501,18 @@ class ToolCallListApi(APIView):
         )
         paginator = BoundedLimitOffsetPagination()
         page = paginator.paginate_queryset(calls, request, view=self)
-        return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
+        return paginator.get_paginated_response(
+            self.OutputSerializer(page, many=True).data
+        )
 
 
 class ToolCallDetailApi(APIView):
     """``GET /api/tool-calls/<toolCallId>/`` (``?thread=`` picks the thread if ids collide)."""
 
     class FilterSerializer(serializers.Serializer):
-        thread = serializers.CharField(required=False, max_length=200, help_text="threadId")
+        thread = serializers.CharField(
+            required=False, max_length=200, help_text="threadId"
+        )
 
     OutputSerializer = ToolCallOutputSerializer
 
@@ -512,7 +548,10 @@ class ToolListApi(APIView):
     @extend_schema(
         operation_id="tools_list",
         parameters=[FilterSerializer],
-        responses={200: results_of("ToolList", ToolOutputSerializer), **errors(400, 404)},
+        responses={
+            200: results_of("ToolList", ToolOutputSerializer),
+            **errors(400, 404),
+        },
     )
     def get(self, request: Request) -> Response:
         filters = self.FilterSerializer(data=request.query_params)
@@ -531,7 +570,9 @@ class AgentListApi(APIView):
         responses={200: results_of("AgentList", AgentOutputSerializer), **errors()},
     )
     def get(self, request: Request) -> Response:
-        return Response({"results": self.OutputSerializer(agent_list(), many=True).data})
+        return Response(
+            {"results": self.OutputSerializer(agent_list(), many=True).data}
+        )
 
 
 @csrf_exempt  # answers 404 whatever the method; nothing to protect
@@ -549,4 +590,3 @@ def api_not_found(request: Any, path: str = "") -> Any:
         ),
         status=404,
     )
-

@@ -69,7 +69,9 @@ def check_agents(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
 
 
 @checks.register()
-def check_channel_layer(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+def check_channel_layer(
+    app_configs: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
     """Check that a channel layer is configured."""
     if "default" not in getattr(settings, "CHANNEL_LAYERS", {}):
         return [

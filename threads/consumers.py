@@ -53,7 +53,10 @@ def _visible_thread(user: Any, thread_id: str) -> Any:
 def _events_after(thread: Any, after: int) -> list[dict[str, Any]]:
     from threads.selectors import thread_events_after
 
-    return [e.as_wire() for e in thread_events_after(thread=thread, after=after, limit=BATCH)]
+    return [
+        e.as_wire()
+        for e in thread_events_after(thread=thread, after=after, limit=BATCH)
+    ]
 
 
 async def _refuse(consumer: AsyncJsonWebsocketConsumer, code: int) -> None:
@@ -216,7 +219,9 @@ class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
         self.group = APPROVALS_GROUP
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
-        await self.send_json({"kind": "snapshot", "approvals": await _pending_approvals()})
+        await self.send_json(
+            {"kind": "snapshot", "approvals": await _pending_approvals()}
+        )
 
     async def disconnect(self, code: int) -> None:
         group = getattr(self, "group", None)

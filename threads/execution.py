@@ -103,10 +103,12 @@ def wait_embedded(timeout: float = 30.0) -> None:
         for future in list(_inflight):
             try:
                 future.result(timeout=max(0.0, deadline - time.monotonic()))
-            except Exception:  # noqa: BLE001 - logged by _run_embedded
+            except Exception:
                 pass
     if _inflight:
-        raise TimeoutError(f"{len(_inflight)} embedded task(s) still running after {timeout}s")
+        raise TimeoutError(
+            f"{len(_inflight)} embedded task(s) still running after {timeout}s"
+        )
 
 
 _beat: threading.Thread | None = None
@@ -144,7 +146,9 @@ def start_embedded_beat(*, interval_scale: float = 1.0) -> bool:
                         due[task] = now + every
                         _embedded_pool().submit(_run_embedded, task, {})
 
-        _beat = threading.Thread(target=loop, name="countersign-embedded-beat", daemon=True)
+        _beat = threading.Thread(
+            target=loop, name="countersign-embedded-beat", daemon=True
+        )
         _beat.start()
         return True
 

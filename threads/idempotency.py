@@ -54,7 +54,9 @@ def _replay(row: IdempotencyKey, fingerprint: str) -> StoredResponse:
             "send a new key for a new request, or resend the original body to get "
             "its response"
         )
-    return StoredResponse(status=row.response_status, body=row.response_body, replayed=True)
+    return StoredResponse(
+        status=row.response_status, body=row.response_body, replayed=True
+    )
 
 
 def idempotent_response(

@@ -77,7 +77,7 @@ class _Heartbeat(threading.Thread):
     def beat(self) -> None:
         try:
             self.client.set(self.key, "1", px=int(self.interval * 3000))
-        except Exception:  # noqa: BLE001 - the next beat retries
+        except Exception:
             logger.warning("heartbeat %s could not be written", self.key, exc_info=True)
 
     def run(self) -> None:
@@ -89,7 +89,7 @@ class _Heartbeat(threading.Thread):
         self.join(timeout=5)
         try:
             self.client.delete(self.key)
-        except Exception:  # noqa: BLE001 - it expires on its own
+        except Exception:
             logger.warning("heartbeat %s could not be deleted", self.key, exc_info=True)
 
 
@@ -257,7 +257,9 @@ def lost_messages_requeue(
 
     now = now or timezone.now()
     stale = float(
-        stale_seconds if stale_seconds is not None else countersign_settings.RUN_STALE_SECONDS
+        stale_seconds
+        if stale_seconds is not None
+        else countersign_settings.RUN_STALE_SECONDS
     )
     cutoff = now - timedelta(seconds=stale)
     runs = list(
@@ -272,10 +274,14 @@ def lost_messages_requeue(
     )
     with transaction.atomic():
         for pk in runs:
-            logger.warning("run pk=%s still queued after %ss; enqueueing it again", pk, stale)
+            logger.warning(
+                "run pk=%s still queued after %ss; enqueueing it again", pk, stale
+            )
             enqueue("threads.tasks.run_agent", run_pk=pk)
         for pk in executions:
-            logger.warning("call pk=%s still queued after %ss; enqueueing it again", pk, stale)
+            logger.warning(
+                "call pk=%s still queued after %ss; enqueueing it again", pk, stale
+            )
             enqueue("approvals.tasks.execute_tool_call", tool_call_pk=pk)
     return {"runs_requeued": len(runs), "executions_requeued": len(executions)}
 

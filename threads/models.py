@@ -81,8 +81,12 @@ class Run(models.Model):
         related_name="continuation",
     )
     agent = models.CharField(max_length=100, default="demo")
-    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
-    outcome = models.CharField(max_length=20, choices=Outcome.choices, blank=True, default="")
+    status = models.CharField(
+        max_length=20, choices=Status.choices, default=Status.QUEUED
+    )
+    outcome = models.CharField(
+        max_length=20, choices=Outcome.choices, blank=True, default=""
+    )
     pending_tool_call_ids = models.JSONField(default=list, blank=True)
     input = models.JSONField(default=dict, blank=True)
     usage = models.JSONField(null=True, blank=True)
@@ -96,7 +100,9 @@ class Run(models.Model):
     class Meta:
         ordering = ["created_at", "id"]
         constraints = [
-            models.UniqueConstraint(fields=["thread", "run_id"], name="uniq_run_id_per_thread"),
+            models.UniqueConstraint(
+                fields=["thread", "run_id"], name="uniq_run_id_per_thread"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -113,7 +119,9 @@ class Message(models.Model):
         DEVELOPER = "developer", "developer"
         TOOL = "tool", "tool"
 
-    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="messages")
+    thread = models.ForeignKey(
+        Thread, on_delete=models.CASCADE, related_name="messages"
+    )
     message_id = models.CharField(max_length=200, default=new_public_id)
     role = models.CharField(max_length=20, choices=Role.choices)
     #: A string, or an ordered list of AG-UI content parts (TC-10).
@@ -170,14 +178,18 @@ class ToolCall(models.Model):
         CANCELLED = "cancelled", "cancelled"
         OUTCOME_UNKNOWN = "outcome_unknown", "outcome unknown"
 
-    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="tool_calls")
+    thread = models.ForeignKey(
+        Thread, on_delete=models.CASCADE, related_name="tool_calls"
+    )
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls")
     tool_call_id = models.CharField(max_length=200)
     parent_message_id = models.CharField(max_length=200, blank=True, default="")
     name = models.CharField(max_length=200)
     arguments_text = models.TextField(blank=True, default="")
     arguments = models.JSONField(null=True, blank=True)
-    state = models.CharField(max_length=30, choices=State.choices, default=State.STREAMING)
+    state = models.CharField(
+        max_length=30, choices=State.choices, default=State.STREAMING
+    )
     position = models.PositiveIntegerField(default=0)
     metadata = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -210,7 +222,9 @@ class Event(models.Model):
     class Meta:
         ordering = ["thread_id", "seq"]
         constraints = [
-            models.UniqueConstraint(fields=["thread", "seq"], name="uniq_event_seq_per_thread"),
+            models.UniqueConstraint(
+                fields=["thread", "seq"], name="uniq_event_seq_per_thread"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -241,7 +255,9 @@ class IdempotencyKey(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["user", "key"], name="uniq_idempotency_key_per_user"),
+            models.UniqueConstraint(
+                fields=["user", "key"], name="uniq_idempotency_key_per_user"
+            ),
         ]
 
     def __str__(self) -> str:

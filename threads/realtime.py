@@ -111,7 +111,7 @@ async def _send(group: str, message: dict[str, Any]) -> None:
         return
     try:
         await layer.group_send(group, message)
-    except Exception:  # noqa: BLE001 - a lost doorbell is recovered from the log
+    except Exception:
         logger.warning(
             "group_send to %s failed; clients will catch up from the log",
             group,
@@ -122,7 +122,9 @@ async def _send(group: str, message: dict[str, Any]) -> None:
 _tasks: set[asyncio.Task[None]] = set()
 
 
-def _spawn(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, None]) -> None:
+def _spawn(
+    loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, None]
+) -> None:
     """Start ``coroutine`` on ``loop`` (called on that loop), keeping it referenced."""
     task = loop.create_task(coroutine)
     _tasks.add(task)
@@ -146,7 +148,7 @@ def group_send(group: str, message: dict[str, Any]) -> None:
                 loop.call_soon_threadsafe(_spawn, loop, _send(group, message))
             return
         _get_publisher().submit(group, message)
-    except Exception:  # noqa: BLE001 - a lost doorbell is recovered from the log
+    except Exception:
         logger.warning(
             "group_send to %s failed; clients will catch up from the log",
             group,

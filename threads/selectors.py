@@ -22,7 +22,9 @@ from django.db.models import (
 
 from threads.models import Event, Message, Run, Thread, ToolCall
 
-ThreadStatus = Literal["running", "waiting_for_approval", "waiting_for_tools", "idle", "failed"]
+ThreadStatus = Literal[
+    "running", "waiting_for_approval", "waiting_for_tools", "idle", "failed"
+]
 
 
 def thread_visible_to(*, user: Any) -> QuerySet[Thread]:
@@ -137,13 +139,17 @@ def _agui_tool_call(call: ToolCall) -> dict[str, Any]:
         "type": "function",
         "function": {"name": call.name, "arguments": call.arguments_text},
     }
-    metadata = {k: v for k, v in (call.metadata or {}).items() if k not in ("truncated",)}
+    metadata = {
+        k: v for k, v in (call.metadata or {}).items() if k not in ("truncated",)
+    }
     if metadata:
         data["metadata"] = metadata
     return data
 
 
-def thread_events_after(*, thread: Thread, after: int, limit: int | None = None) -> list[Event]:
+def thread_events_after(
+    *, thread: Thread, after: int, limit: int | None = None
+) -> list[Event]:
     """Return the thread's log rows with ``seq > after``, in order (at most ``limit``)."""
     events = Event.objects.filter(thread=thread, seq__gt=after).order_by("seq")
     if limit is not None:
@@ -200,7 +206,10 @@ def thread_list(
                 When(latest_run_status__isnull=True, then=Value("idle")),
                 When(latest_run_status__in=Run.ACTIVE_STATUSES, then=Value("running")),
                 When(
-                    Q(latest_run_status=Run.Status.AWAITING_TOOLS, awaits_approval=True),
+                    Q(
+                        latest_run_status=Run.Status.AWAITING_TOOLS,
+                        awaits_approval=True,
+                    ),
                     then=Value("waiting_for_approval"),
                 ),
                 When(
@@ -250,9 +259,9 @@ def tool_call_list(
     name: str | None = None,
 ) -> QuerySet[ToolCall]:
     """Return the tool calls on threads ``user`` may see, newest first, filtered."""
-    calls = ToolCall.objects.filter(thread__in=thread_visible_to(user=user)).select_related(
-        "thread", "run", "approval", "approval__decided_by"
-    )
+    calls = ToolCall.objects.filter(
+        thread__in=thread_visible_to(user=user)
+    ).select_related("thread", "run", "approval", "approval__decided_by")
     if thread_id is not None:
         calls = calls.filter(thread__thread_id=thread_id)
     if state is not None:
@@ -262,7 +271,9 @@ def tool_call_list(
     return calls.order_by("-created_at", "-id")
 
 
-def tool_call_get(*, user: Any, tool_call_id: str, thread_id: str | None = None) -> ToolCall | None:
+def tool_call_get(
+    *, user: Any, tool_call_id: str, thread_id: str | None = None
+) -> ToolCall | None:
     """Return the call ``tool_call_id`` on a thread ``user`` may see, or ``None``.
 
     Tool call ids are unique per thread; ``thread_id`` picks the thread when two
@@ -293,7 +304,12 @@ def tool_call_validation(*, call: ToolCall) -> dict[str, Any]:
     from threads.agent_config import agent_toolset
     from threads.exceptions import UnknownAgent
 
-    verdict: dict[str, Any] = {"verdict": "error", "repair": None, "error": None, "params": None}
+    verdict: dict[str, Any] = {
+        "verdict": "error",
+        "repair": None,
+        "error": None,
+        "params": None,
+    }
     if call.state == ToolCall.State.STREAMING:
         return {**verdict, "verdict": "streaming"}
     try:

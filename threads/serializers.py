@@ -54,7 +54,9 @@ class ErrorSerializer(serializers.Serializer):
     """The body of every 4xx response."""
 
     type = serializers.CharField(help_text="Stable, machine-readable error code.")
-    detail = serializers.CharField(help_text="What went wrong and what to do, as a sentence.")
+    detail = serializers.CharField(
+        help_text="What went wrong and what to do, as a sentence."
+    )
     fields = serializers.DictField(
         child=serializers.ListField(child=serializers.CharField()),
         required=False,
@@ -122,7 +124,11 @@ class ContentField(serializers.Field):
         parts: list[dict[str, Any]] = []
         for index, item in enumerate(data):
             if not isinstance(item, dict):
-                self.fail("part", index=index, error=f"expected an object, got {type(item).__name__}")
+                self.fail(
+                    "part",
+                    index=index,
+                    error=f"expected an object, got {type(item).__name__}",
+                )
             try:
                 parts.append(part_dict(item))
             except ContentError as error:
@@ -263,7 +269,13 @@ class RunOutputSerializer(serializers.Serializer):
 # -- threads -------------------------------------------------------------------------
 
 
-THREAD_STATUSES = ("running", "waiting_for_approval", "waiting_for_tools", "idle", "failed")
+THREAD_STATUSES = (
+    "running",
+    "waiting_for_approval",
+    "waiting_for_tools",
+    "idle",
+    "failed",
+)
 
 
 class ThreadOutputSerializer(serializers.Serializer):
@@ -272,7 +284,9 @@ class ThreadOutputSerializer(serializers.Serializer):
     threadId = serializers.CharField(source="thread_id")
     title = serializers.CharField()
     agent = serializers.CharField()
-    owner = serializers.CharField(source="owner.username", allow_null=True, default=None)
+    owner = serializers.CharField(
+        source="owner.username", allow_null=True, default=None
+    )
     status = serializers.SerializerMethodField()
     pendingToolCallIds = serializers.SerializerMethodField()
     createdAt = serializers.DateTimeField(source="created_at")
@@ -285,7 +299,7 @@ class ThreadOutputSerializer(serializers.Serializer):
         return annotated or thread_status(thread=thread)
 
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
-    def get_pendingToolCallIds(self, thread: Thread) -> list[str]:  # noqa: N802
+    def get_pendingToolCallIds(self, thread: Thread) -> list[str]:
         """The last run's pending calls while they still wait (not once answered or cancelled)."""
         if hasattr(thread, "latest_pending_tool_call_ids"):
             if getattr(thread, "latest_run_status", None) != "awaiting_tools":
@@ -359,7 +373,9 @@ class ToolCallOutputSerializer(serializers.Serializer):
     @extend_schema_field(ToolCallApprovalSerializer(allow_null=True))
     def get_approval(self, call: ToolCall) -> dict[str, Any] | None:
         approval = getattr(call, "approval", None)
-        return ToolCallApprovalSerializer(approval).data if approval is not None else None
+        return (
+            ToolCallApprovalSerializer(approval).data if approval is not None else None
+        )
 
 
 # -- catalogue -----------------------------------------------------------------------
@@ -395,7 +411,9 @@ class AgentOutputSerializer(serializers.Serializer):
 
 def results_of(name: str, item: Any, *, paginated: str | None = None) -> Any:
     """Return an inline serializer documenting ``{"results": [item...]}`` (+ links)."""
-    fields: dict[str, Any] = {"results": item(many=True) if isinstance(item, type) else item}
+    fields: dict[str, Any] = {
+        "results": item(many=True) if isinstance(item, type) else item
+    }
     if paginated == "cursor":
         fields["next"] = serializers.URLField(allow_null=True)
         fields["previous"] = serializers.URLField(allow_null=True)

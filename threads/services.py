@@ -103,7 +103,9 @@ class RunRecorder:
             countersign_settings.COALESCE_MS if coalesce_ms is None else coalesce_ms
         )
         self.coalesce_bytes = (
-            countersign_settings.COALESCE_BYTES if coalesce_bytes is None else coalesce_bytes
+            countersign_settings.COALESCE_BYTES
+            if coalesce_bytes is None
+            else coalesce_bytes
         )
         self.publish = publish
         self.violation: StreamViolation | None = None
@@ -126,16 +128,21 @@ class RunRecorder:
                 metadata={"error": m.error} if m.error else None,
             )
             for m in prior_messages.filter(
-                role=Message.Role.TOOL, run__isnull=True, metadata__source=APPLICATION_SOURCE
+                role=Message.Role.TOOL,
+                run__isnull=True,
+                metadata__source=APPLICATION_SOURCE,
             ).order_by("position", "id")
         ]
         reported = {e.message_id for e in self._application_results}
         self.stream = RunStream(
             thread_id=self.thread.thread_id,
             run_id=run.run_id,
-            prior_tool_call_ids=list(prior_calls.values_list("tool_call_id", flat=True)),
+            prior_tool_call_ids=list(
+                prior_calls.values_list("tool_call_id", flat=True)
+            ),
             prior_message_ids=[
-                m for m in prior_messages.values_list("message_id", flat=True)
+                m
+                for m in prior_messages.values_list("message_id", flat=True)
                 if m not in reported
             ],
         )
@@ -145,7 +152,10 @@ class RunRecorder:
     @property
     def finished(self) -> bool:
         """Whether the run reached its terminal event (or a violation ended it)."""
-        return self.violation is not None or self.stream.status in {"finished", "errored"}
+        return self.violation is not None or self.stream.status in {
+            "finished",
+            "errored",
+        }
 
     def record(self, events: Iterable[BaseEvent | dict[str, Any]]) -> list[Event]:
         """Feed ``events``; return the log rows written by any flush this call caused."""
@@ -207,7 +217,7 @@ class RunRecorder:
         """
         try:
             closing = self.stream.close_open_items()
-        except Exception:  # noqa: BLE001 - nothing to close is better than no RUN_ERROR
+        except Exception:
             logger.exception("run %s: could not close open items", self.run.run_id)
             closing = []
         for item in closing:
@@ -260,13 +270,17 @@ class RunRecorder:
                     type=str(event.type.value),
                     payload=payload,
                 )
-                for offset, (event, payload) in enumerate(zip(batch, payloads, strict=True))
+                for offset, (event, payload) in enumerate(
+                    zip(batch, payloads, strict=True)
+                )
             ]
             Thread.objects.filter(pk=thread.pk).update(
                 next_seq=first + len(rows), updated_at=timezone.now()
             )
             Event.objects.bulk_create(rows)
-            _project(thread=thread, run=self.run, events=batch, seqs=[r.seq for r in rows])
+            _project(
+                thread=thread, run=self.run, events=batch, seqs=[r.seq for r in rows]
+            )
             if self.publish:
                 transaction.on_commit(
                     lambda: publish_events(thread=thread, events=rows), robust=True
@@ -275,7 +289,9 @@ class RunRecorder:
         return rows
 
 
-def record_events(*, run: Run, events: Sequence[BaseEvent | dict[str, Any]]) -> list[Event]:
+def record_events(
+    *, run: Run, events: Sequence[BaseEvent | dict[str, Any]]
+) -> list[Event]:
     """Record ``events`` of ``run`` and flush; return the log rows written.
 
     A convenience for callers that hold all of a run's events at once (tests,
@@ -288,7 +304,9 @@ def record_events(*, run: Run, events: Sequence[BaseEvent | dict[str, Any]]) -> 
     return recorder.written
 
 
-def thread_replay(*, payloads: Sequence[dict[str, Any]], thread_id: str, owner: Any) -> Thread:
+def thread_replay(
+    *, payloads: Sequence[dict[str, Any]], thread_id: str, owner: Any
+) -> Thread:
     """Rebuild a thread from its event log ``payloads`` (in ``seq`` order); return it.
 
     Each ``RUN_STARTED`` opens a run; every event goes through the same recorder
@@ -316,7 +334,9 @@ def thread_replay(*, payloads: Sequence[dict[str, Any]], thread_id: str, owner: 
 # -- projection ---------------------------------------------------------------
 
 
-def _project(*, thread: Thread, run: Run, events: list[BaseEvent], seqs: list[int]) -> None:
+def _project(
+    *, thread: Thread, run: Run, events: list[BaseEvent], seqs: list[int]
+) -> None:
     """Apply ``events`` to Message/ToolCall/Run rows (one write per touched row)."""
     p = _Projection()
 
@@ -330,7 +350,9 @@ def _project(*, thread: Thread, run: Run, events: list[BaseEvent], seqs: list[in
 
     def tool_call(tool_call_id: str) -> ToolCall | None:
         if tool_call_id not in p.tool_calls:
-            found = ToolCall.objects.filter(thread=thread, tool_call_id=tool_call_id).first()
+            found = ToolCall.objects.filter(
+                thread=thread, tool_call_id=tool_call_id
+            ).first()
             if found is None:
                 return None
             p.tool_calls[tool_call_id] = found
@@ -359,7 +381,9 @@ def _project(*, thread: Thread, run: Run, events: list[BaseEvent], seqs: list[in
             run.started_at = run.started_at or timezone.now()
             run_fields |= {"status", "started_at"}
             if event.input is not None:
-                _project_input_messages(thread=thread, run=run, run_input=event.input, seq=seq)
+                _project_input_messages(
+                    thread=thread, run=run, run_input=event.input, seq=seq
+                )
         elif kind == EventType.TEXT_MESSAGE_START:
             role = event.role or "assistant"
             existing = message(event.message_id)
@@ -376,7 +400,9 @@ def _project(*, thread: Thread, run: Run, events: list[BaseEvent], seqs: list[in
         elif kind == EventType.TEXT_MESSAGE_CONTENT:
             row = message(event.message_id)
             if row is not None:
-                row.content = (row.content if isinstance(row.content, str) else "") + event.delta
+                row.content = (
+                    row.content if isinstance(row.content, str) else ""
+                ) + event.delta
                 p.dirty_messages.add(event.message_id)
         elif kind == EventType.TOOL_CALL_START:
             parent_id = event.parent_message_id or event.tool_call_id
@@ -441,7 +467,9 @@ def _project(*, thread: Thread, run: Run, events: list[BaseEvent], seqs: list[in
             )
             row_call = tool_call(event.tool_call_id)
             if row_call is not None:
-                row_call.state = ToolCall.State.FAILED if error else ToolCall.State.SUCCEEDED
+                row_call.state = (
+                    ToolCall.State.FAILED if error else ToolCall.State.SUCCEEDED
+                )
                 p.dirty_calls.add(event.tool_call_id)
         elif kind == EventType.STATE_SNAPSHOT:
             thread.state = event.snapshot
@@ -460,28 +488,38 @@ def _project(*, thread: Thread, run: Run, events: list[BaseEvent], seqs: list[in
                 # A cancelled run leaves nothing to answer: its calls are cancelled,
                 # or they would hold the thread (thread_check_can_start_run) forever.
                 for row_call in ToolCall.objects.filter(
-                    run=run, state__in=[ToolCall.State.STREAMING, ToolCall.State.COMPLETE]
+                    run=run,
+                    state__in=[ToolCall.State.STREAMING, ToolCall.State.COMPLETE],
                 ):
                     cached = p.tool_calls.setdefault(row_call.tool_call_id, row_call)
                     cached.state = ToolCall.State.CANCELLED
                     p.dirty_calls.add(row_call.tool_call_id)
             else:
                 pending = _derived_pending(run=run)
-                run.status = Run.Status.AWAITING_TOOLS if pending else Run.Status.FINISHED
+                run.status = (
+                    Run.Status.AWAITING_TOOLS if pending else Run.Status.FINISHED
+                )
             run.pending_tool_call_ids = pending
             if event.model_extra and "usage" in (event.model_extra or {}):
                 run.usage = event.model_extra["usage"]
             usage = getattr(event, "usage", None)
             if usage:
                 run.usage = [
-                    u.model_dump(mode="json", by_alias=True, exclude_none=True) for u in usage
+                    u.model_dump(mode="json", by_alias=True, exclude_none=True)
+                    for u in usage
                 ]
             for call_id in pending:
                 row_call = tool_call(call_id)
                 if row_call is not None:
                     row_call.state = ToolCall.State.PENDING
                     p.dirty_calls.add(call_id)
-            run_fields |= {"status", "outcome", "finished_at", "pending_tool_call_ids", "usage"}
+            run_fields |= {
+                "status",
+                "outcome",
+                "finished_at",
+                "pending_tool_call_ids",
+                "usage",
+            }
         elif kind == EventType.RUN_ERROR:
             run.status = Run.Status.ERROR
             run.error_message = event.message
@@ -522,15 +560,21 @@ def _derived_pending(*, run: Run) -> list[str]:
     return [c.tool_call_id for c in calls if c.tool_call_id not in answered]
 
 
-def _project_input_messages(*, thread: Thread, run: Run, run_input: Any, seq: int) -> None:
+def _project_input_messages(
+    *, thread: Thread, run: Run, run_input: Any, seq: int
+) -> None:
     """Store messages of a ``RUN_STARTED.input`` echo that the thread does not hold yet."""
     messages = getattr(run_input, "messages", None)
     if messages is None and isinstance(run_input, dict):
         messages = run_input.get("messages", [])
-    known = set(Message.objects.filter(thread=thread).values_list("message_id", flat=True))
+    known = set(
+        Message.objects.filter(thread=thread).values_list("message_id", flat=True)
+    )
     for raw in messages or []:
-        data = raw if isinstance(raw, dict) else raw.model_dump(
-            mode="json", by_alias=True, exclude_none=True
+        data = (
+            raw
+            if isinstance(raw, dict)
+            else raw.model_dump(mode="json", by_alias=True, exclude_none=True)
         )
         if data.get("id") in known:
             continue
@@ -666,7 +710,9 @@ def apply_json_patch(document: Any, operations: list[Any]) -> Any:
             else:
                 raise ValueError(f"unknown JSON Patch operation {name!r}")
         except (KeyError, IndexError, TypeError) as error:
-            raise ValueError(f"JSON Patch operation {op!r} does not apply: {error}") from error
+            raise ValueError(
+                f"JSON Patch operation {op!r} does not apply: {error}"
+            ) from error
     return doc
 
 
@@ -916,7 +962,7 @@ def _run_execute(*, run_pk: int) -> Run:
             run_input=RunAgentInput.model_validate(run_input_data),
             recorder=recorder,
         )
-    except Exception as error:  # noqa: BLE001 - the run must end, whatever broke
+    except Exception as error:
         logger.exception("run %s failed", run.run_id)
         recorder.flush()
         if not recorder.finished:
@@ -952,9 +998,15 @@ def run_answer_dangling_calls(*, run: Run) -> list[str]:
     answered: list[str] = []
     with transaction.atomic():
         _lock_thread(run.thread)
-        for call in ToolCall.objects.select_for_update().filter(run=run).order_by("position"):
-            if call.state in (ToolCall.State.AWAITING_APPROVAL, ToolCall.State.APPROVED,
-                              ToolCall.State.EXECUTING, ToolCall.State.OUTCOME_UNKNOWN):
+        for call in (
+            ToolCall.objects.select_for_update().filter(run=run).order_by("position")
+        ):
+            if call.state in (
+                ToolCall.State.AWAITING_APPROVAL,
+                ToolCall.State.APPROVED,
+                ToolCall.State.EXECUTING,
+                ToolCall.State.OUTCOME_UNKNOWN,
+            ):
                 continue  # the approval workflow owns these
             message = tool_message_write(
                 call=call,
@@ -973,7 +1025,9 @@ def _record_terminal_error(recorder: RunRecorder, *, code: str, message: str) ->
     events: list[BaseEvent] = []
     if recorder.stream.status == "idle":
         events.append(
-            RunStartedEvent(thread_id=recorder.thread.thread_id, run_id=recorder.run.run_id)
+            RunStartedEvent(
+                thread_id=recorder.thread.thread_id, run_id=recorder.run.run_id
+            )
         )
     if recorder.stream.status in {"idle", "running"}:
         recorder.record(events)
@@ -1020,7 +1074,7 @@ def drive_agent(*, agent: Any, run_input: Any, recorder: RunRecorder) -> None:
         try:
             async for event in agent.run(run_input, cancel=cancel):
                 inbox.put(("event", event))
-        except Exception as error:  # noqa: BLE001 - reported as RUN_ERROR below
+        except Exception as error:
             inbox.put(("error", error))
         finally:
             inbox.put(("done", None))
@@ -1044,7 +1098,9 @@ def drive_agent(*, agent: Any, run_input: Any, recorder: RunRecorder) -> None:
         while True:
             wait = recorder.seconds_until_flush()
             try:
-                kind, item = inbox.get(timeout=0.25 if wait is None else min(wait, 0.25))
+                kind, item = inbox.get(
+                    timeout=0.25 if wait is None else min(wait, 0.25)
+                )
             except queue.Empty:
                 kind, item = "idle", None
             if kind == "event":
@@ -1066,7 +1122,9 @@ def drive_agent(*, agent: Any, run_input: Any, recorder: RunRecorder) -> None:
             now = time.monotonic()
             if now - last_cancel_check >= 0.2 and not cancel.is_set():
                 last_cancel_check = now
-                if Run.objects.filter(pk=recorder.run.pk, cancel_requested=True).exists():
+                if Run.objects.filter(
+                    pk=recorder.run.pk, cancel_requested=True
+                ).exists():
                     loop.call_soon_threadsafe(cancel.set)
     finally:
         producer.join(timeout=30)
@@ -1111,7 +1169,9 @@ def run_cancel(*, run: Run) -> Run:
                 recorder = RunRecorder(again)
                 recorder.record(
                     [
-                        RunStartedEvent(thread_id=again.thread.thread_id, run_id=again.run_id),
+                        RunStartedEvent(
+                            thread_id=again.thread.thread_id, run_id=again.run_id
+                        ),
                         RunFinishedEvent(
                             thread_id=again.thread.thread_id,
                             run_id=again.run_id,

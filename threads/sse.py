@@ -55,7 +55,11 @@ async def follow_log(
     from threads.services import thread_group_name
 
     register_server_loop(asyncio.get_running_loop())
-    interval = keepalive if keepalive is not None else countersign_settings.SSE_KEEPALIVE_SECONDS
+    interval = (
+        keepalive
+        if keepalive is not None
+        else countersign_settings.SSE_KEEPALIVE_SECONDS
+    )
     poll = float(countersign_settings.SOCKET_POLL_SECONDS)
     layer = get_channel_layer()
     channel = await layer.new_channel() if layer is not None else None
@@ -96,5 +100,5 @@ async def follow_log(
         if channel is not None:
             try:
                 await layer.group_discard(group, channel)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 logger.debug("group_discard failed", exc_info=True)

@@ -70,7 +70,7 @@ def _activity_label(toolset: Any, call: ToolCall, arguments: Any) -> str:
         return ""
     try:
         return str(tool.describe_activity(arguments))
-    except Exception:  # noqa: BLE001 - a label never breaks the page
+    except Exception:
         logger.warning("describe_activity of %r failed", call.name, exc_info=True)
         return ""
 

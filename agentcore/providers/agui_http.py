@@ -208,18 +208,20 @@ class RemoteAgent(Agent):
         timeout = httpx.Timeout(self.timeout, connect=min(self.timeout, 30.0))
         responded = False
         try:
-            async with httpx.AsyncClient(
-                timeout=timeout, transport=self.transport, follow_redirects=False
-            ) as client:
-                async with client.stream(
+            async with (
+                httpx.AsyncClient(
+                    timeout=timeout, transport=self.transport, follow_redirects=False
+                ) as client,
+                client.stream(
                     "POST", self.url, content=body.encode("utf-8"), headers=headers
-                ) as response:
-                    responded = True
-                    _check_response(response)
-                    async for payload, complete in sse_payloads(response.aiter_lines()):
-                        frame = _parse_frame(payload, complete=complete)
-                        if frame is not None:
-                            yield frame
+                ) as response,
+            ):
+                responded = True
+                _check_response(response)
+                async for payload, complete in sse_payloads(response.aiter_lines()):
+                    frame = _parse_frame(payload, complete=complete)
+                    if frame is not None:
+                        yield frame
         except httpx.TimeoutException as error:
             raise _RemoteFailure(
                 f"The remote agent did not answer within {self.timeout:g} seconds.",

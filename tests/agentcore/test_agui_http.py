@@ -22,22 +22,22 @@ pytest.importorskip(
     "pydantic_ai.ui.ag_ui", reason="pydantic-ai-slim[ag-ui] (dev extra)"
 )
 
-import uvicorn  # noqa: E402
-from ag_ui.encoder import EventEncoder  # noqa: E402
-from pydantic_ai import Agent as PydanticAgent  # noqa: E402
-from pydantic_ai.messages import ModelMessage, ToolReturnPart  # noqa: E402
-from pydantic_ai.models.function import (  # noqa: E402
+import uvicorn
+from ag_ui.encoder import EventEncoder
+from pydantic_ai import Agent as PydanticAgent
+from pydantic_ai.messages import ModelMessage, ToolReturnPart
+from pydantic_ai.models.function import (
     AgentInfo,
     DeltaToolCall,
-    FunctionModel,  # noqa: E402
+    FunctionModel,
 )
-from pydantic_ai.ui.ag_ui import AGUIAdapter  # noqa: E402
-from starlette.applications import Starlette  # noqa: E402
-from starlette.requests import Request  # noqa: E402
-from starlette.responses import Response, StreamingResponse  # noqa: E402
-from starlette.routing import Route  # noqa: E402
+from pydantic_ai.ui.ag_ui import AGUIAdapter
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
 
-from agentcore.events import (  # noqa: E402
+from agentcore.events import (
     BaseEvent,
     RunErrorEvent,
     RunFinishedEvent,
@@ -48,8 +48,8 @@ from agentcore.events import (  # noqa: E402
     ToolCallChunkEvent,
     ToolMessage,
 )
-from agentcore.providers.agui_http import RemoteAgent  # noqa: E402
-from tests.agentcore.helpers import (  # noqa: E402
+from agentcore.providers.agui_http import RemoteAgent
+from tests.agentcore.helpers import (
     assert_valid_stream,
     collect,
     make_input,
@@ -296,7 +296,8 @@ async def test_pydantic_ai_text_run_passes_through(base_url: str) -> None:
     """A third-party AG-UI agent's text run is relayed event by event, valid (ER-01)."""
     events, run_input = await run_remote(f"{base_url}/pydantic-ai", text="hi")
     assert_valid_stream(events, run_input=run_input)
-    assert types(events)[0] == "RUN_STARTED" and types(events)[-1] == "RUN_FINISHED"
+    assert types(events)[0] == "RUN_STARTED"
+    assert types(events)[-1] == "RUN_FINISHED"
     text = "".join(e.delta for e in of_type(events, "TEXT_MESSAGE_CONTENT"))
     assert text == "Hello from Pydantic AI."
     assert events[0].protocol_version == "1.0"
@@ -448,7 +449,8 @@ async def test_connection_failure_is_upstream_unavailable() -> None:
     assert_valid_stream(events, run_input=run_input)
     assert types(events) == ["RUN_STARTED", "RUN_ERROR"]
     assert events[-1].code == "upstream_unavailable"
-    assert "127.0.0.1" not in events[-1].message and "pw" not in events[-1].message
+    assert "127.0.0.1" not in events[-1].message
+    assert "pw" not in events[-1].message
 
 
 async def test_cancel_closes_the_connection_and_finishes_cancelled(

@@ -44,7 +44,8 @@ NONE = make({"type": "object", "properties": {}}, name="get_time")
 def ok(raw: str | dict[str, Any] | None, tool: Tool = CITY) -> ParsedArguments:
     parsed = parse_arguments(raw, tool=tool)
     assert parsed.ok, parsed.error
-    assert parsed.error is None and parsed.error_type is None
+    assert parsed.error is None
+    assert parsed.error_type is None
     return parsed
 
 
@@ -52,8 +53,10 @@ def refused(
     raw: str | dict[str, Any] | None, tool: Tool = CITY, **kw: Any
 ) -> ParsedArguments:
     parsed = parse_arguments(raw, tool=tool, **kw)
-    assert not parsed.ok and parsed.params is None
-    assert parsed.error and parsed.error_type
+    assert not parsed.ok
+    assert parsed.params is None
+    assert parsed.error
+    assert parsed.error_type
     return parsed
 
 
@@ -239,15 +242,15 @@ def test_rt09_missing_field_message_is_actionable() -> None:
 def test_rt09_unexpected_field_lists_allowed_ones() -> None:
     """RT-09: an unexpected field names the allowed fields."""
     message = refused('{"city": "Oslo", "town": "x"}').error
-    assert (
-        "unexpected field 'town'" in message and "allowed fields: city, unit" in message
-    )
+    assert "unexpected field 'town'" in message
+    assert "allowed fields: city, unit" in message
 
 
 def test_rt09_not_json_message_says_where() -> None:
     """RT-09: unparseable text reports where parsing failed and what to send."""
     message = refused("city=Oslo").error
-    assert "not valid JSON" in message and "line 1 column 1" in message
+    assert "not valid JSON" in message
+    assert "line 1 column 1" in message
 
 
 def test_rt06_failure_is_data_not_an_exception() -> None:
@@ -275,7 +278,8 @@ def test_nested_errors_name_the_path() -> None:
         }
     )
     message = refused('{"items": [{"qty": 1}, {"qty": 0}]}', tool).error
-    assert "field 'items/1/qty'" in message and "minimum of 1" in message
+    assert "field 'items/1/qty'" in message
+    assert "minimum of 1" in message
 
 
 # --- replay helpers -------------------------------------------------------------------

@@ -52,7 +52,8 @@ async def test_bc06_empty_string_parameterless_tool(raw: str | None) -> None:
     """BC06, RT-05: '' (and whitespace, null) for a parameterless tool is {} and the tool runs."""
     tool, seen = recording_tool("get_time", {"type": "object", "properties": {}})
     parsed = parse_arguments(raw, tool=tool)
-    assert parsed.ok and parsed.params == {}
+    assert parsed.ok
+    assert parsed.params == {}
     assert parsed.repair == "empty_arguments"
     assert parsed.replay_text == "{}"
     assert canonical_arguments(raw if raw is None or not raw.strip() else "{}") == "{}"
@@ -61,7 +62,8 @@ async def test_bc06_empty_string_parameterless_tool(raw: str | None) -> None:
         toolset=Toolset([tool]),
         context_factory=_context,
     )
-    assert result.error is None and result.content == "done"
+    assert result.error is None
+    assert result.content == "done"
     assert seen == [{}]
 
 
@@ -77,7 +79,8 @@ def test_bc06_empty_string_for_tool_with_required_field_is_an_error() -> None:
     )
     parsed = parse_arguments("", tool=tool)
     assert not parsed.ok
-    assert "empty" in parsed.error and "missing required field 'city'" in parsed.error
+    assert "empty" in parsed.error
+    assert "missing required field 'city'" in parsed.error
 
 
 # --- BC08 args.object_not_string ----------------------------------------------------------
@@ -89,7 +92,8 @@ def test_bc08_object_arguments_are_accepted_and_canonicalised() -> None:
         "get_weather", {"type": "object", "properties": {"city": {"type": "string"}}}
     )
     parsed = parse_arguments({"city": "Paris"}, tool=tool)
-    assert parsed.ok and parsed.params == {"city": "Paris"}
+    assert parsed.ok
+    assert parsed.params == {"city": "Paris"}
     assert parsed.repair == "already_decoded"
     assert canonical_arguments({"city": "Paris"}) == '{"city":"Paris"}'
     assert parsed.replay_text == '{"city":"Paris"}'
@@ -105,7 +109,8 @@ async def test_bc08_object_arguments_execute() -> None:
         toolset=Toolset([tool]),
         context_factory=_context,
     )
-    assert result.error is None and seen == [{"city": "Paris"}]
+    assert result.error is None
+    assert seen == [{"city": "Paris"}]
 
 
 # --- BC09 args.double_encoded -----------------------------------------------------------
@@ -148,7 +153,9 @@ def test_bc09_genuine_json_looking_string_field_is_left_alone() -> None:
     """BC09: a string field whose value happens to be JSON stays a string."""
     tool, _ = recording_tool("set_todos", TODOS)
     parsed = parse_arguments('{"note": "[1, 2]"}', tool=tool)
-    assert parsed.ok and parsed.params == {"note": "[1, 2]"} and parsed.repair is None
+    assert parsed.ok
+    assert parsed.params == {"note": "[1, 2]"}
+    assert parsed.repair is None
 
 
 def test_bc09_at_most_one_extra_decode() -> None:
@@ -157,7 +164,8 @@ def test_bc09_at_most_one_extra_decode() -> None:
     inner = json.dumps({"shop": "S1", "start_date": "d"})
     triple = json.dumps(json.dumps(inner))
     parsed = parse_arguments(triple, tool=tool)
-    assert not parsed.ok and "must be a JSON object, got a JSON string" in parsed.error
+    assert not parsed.ok
+    assert "must be a JSON object, got a JSON string" in parsed.error
 
 
 def test_bc09_double_encoded_decoded_object_variant() -> None:
@@ -165,7 +173,8 @@ def test_bc09_double_encoded_decoded_object_variant() -> None:
     tool, _ = recording_tool("sales_data", SALES)
     raw = '```json\n"{\\"shop\\": \\"S1\\", \\"start_date\\": \\"d\\"}"\n```'
     parsed = parse_arguments(raw, tool=tool)
-    assert parsed.ok and parsed.repair == "strip_code_fence+double_encoded"
+    assert parsed.ok
+    assert parsed.repair == "strip_code_fence+double_encoded"
 
 
 # --- BC10 args.code_fence -------------------------------------------------------------
@@ -223,7 +232,8 @@ async def test_bc10_unparseable_is_an_error_never_empty_object(raw: str) -> None
         toolset=Toolset([tool]),
         context_factory=_context,
     )
-    assert result.error == "invalid_arguments" and seen == []
+    assert result.error == "invalid_arguments"
+    assert seen == []
     assert json.loads(result.content)["error"] == "invalid_arguments"
 
 
@@ -255,10 +265,8 @@ async def test_bc11_truncated_finish_reason_mislabeled_is_not_executed() -> None
     assert result.error == "arguments_truncated"
     body = json.loads(result.content)
     assert body["error"] == "arguments_truncated"
-    assert (
-        "output token limit" in body["detail"]
-        and "retry with a smaller payload" in body["detail"]
-    )
+    assert "output token limit" in body["detail"]
+    assert "retry with a smaller payload" in body["detail"]
     assert parse_arguments(raw, tool=tool, truncated=True).replay_text == "{}"
 
 
@@ -309,18 +317,21 @@ def test_bc14_no_type_coercion(raw: str, expected: dict[str, Any]) -> None:
     """BC14: no value is rewritten after a successful parse."""
     tool, _ = recording_tool("run", RUN)
     parsed = parse_arguments(raw, tool=tool)
-    assert parsed.ok and parsed.params == expected
+    assert parsed.ok
+    assert parsed.params == expected
 
 
 def test_bc14_type_mismatch_is_an_error_not_a_coercion() -> None:
     """BC14: a boolean for a string field is an error result, not a silent coercion."""
     tool, _ = recording_tool("run", RUN)
     parsed = parse_arguments('{"command": true}', tool=tool)
-    assert not parsed.ok and "expected string, got boolean true" in parsed.error
+    assert not parsed.ok
+    assert "expected string, got boolean true" in parsed.error
 
 
 def test_bc14_groq_null_for_parameterless_tool() -> None:
     """BC14: the literal top-level 'null' for a parameterless tool is {}."""
     tool, _ = recording_tool("get_time", {"type": "object", "properties": {}})
     parsed = parse_arguments("null", tool=tool)
-    assert parsed.ok and parsed.params == {}
+    assert parsed.ok
+    assert parsed.params == {}

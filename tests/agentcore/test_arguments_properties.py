@@ -80,7 +80,8 @@ def test_rt05_ladder_never_accepts_schema_invalid_values(
     if parsed.ok:
         assert TOOL.validator.is_valid(parsed.params)
     else:
-        assert parsed.params is None and parsed.error
+        assert parsed.params is None
+        assert parsed.error
 
 
 @settings(max_examples=400, deadline=None)
@@ -112,4 +113,5 @@ def test_sec01_decoded_objects_are_validated_too(value: Any) -> None:
 def test_sec01_truncated_turn_never_accepted(value: dict[str, Any], hurt: Any) -> None:
     """SEC-01: nothing from a truncated turn is ever accepted."""
     parsed = parse_arguments(hurt(json.dumps(value)), tool=TOOL, truncated=True)
-    assert not parsed.ok and parsed.error_type == "arguments_truncated"
+    assert not parsed.ok
+    assert parsed.error_type == "arguments_truncated"

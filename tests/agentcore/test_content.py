@@ -149,7 +149,8 @@ def test_bc27_result_too_large_is_cut_with_visible_notice() -> None:
     out = bounded.content
     assert isinstance(out, str)
     assert len(out.encode("utf-8")) <= cap
-    assert out.startswith("HHHH") and out.endswith("TTTT")
+    assert out.startswith("HHHH")
+    assert out.endswith("TTTT")
     kept = len(text) - bounded.truncated_bytes
     notice = f"\n[... {bounded.truncated_bytes:,} bytes truncated; narrow the query or request a range ...]\n"
     assert notice in out
@@ -165,7 +166,8 @@ def test_bc27_cut_on_utf8_boundaries() -> None:
     assert isinstance(out, str)
     assert len(out.encode("utf-8")) <= 1001
     out.encode("utf-8")  # no surrogates or broken characters
-    assert out.startswith("é") and out.endswith("🙂")
+    assert out.startswith("é")
+    assert out.endswith("🙂")
     assert "\ufffd" not in out
 
 
@@ -203,16 +205,20 @@ def test_tc15_flatten_concatenates_text_parts_in_order(
         flat = flatten_content(parts)
     assert flat.text == "Hello, world"
     assert flat.dropped == ("image", "audio")
-    assert flat.warning and "dropped 2 non-text part(s): image, audio" in flat.warning
+    assert flat.warning
+    assert "dropped 2 non-text part(s): image, audio" in flat.warning
     assert "dropped 2" in caplog.text
-    assert "[" not in flat.text and "image" not in flat.text
+    assert "[" not in flat.text
+    assert "image" not in flat.text
 
 
 def test_tc16_flatten_without_drops_is_silent(caplog: pytest.LogCaptureFixture) -> None:
     """TC-16: nothing dropped, no warning."""
     with caplog.at_level(logging.WARNING, logger="agentcore.content"):
         flat = flatten_content([text_part("a"), text_part("b")])
-    assert flat.text == "ab" and flat.dropped == () and flat.warning is None
+    assert flat.text == "ab"
+    assert flat.dropped == ()
+    assert flat.warning is None
     assert caplog.text == ""
     assert flatten_content("plain").text == "plain"
 

@@ -130,7 +130,9 @@ async def test_lp03_parallel_read_only_tools_overlap() -> None:
     results = await run(calls, a, b)
     assert all(r.error is None for r in results)
     s1, s2, s3 = rec.spans["c1"], rec.spans["c2"], rec.spans["c3"]
-    assert overlap(s1, s2) and overlap(s1, s3) and overlap(s2, s3)
+    assert overlap(s1, s2)
+    assert overlap(s1, s3)
+    assert overlap(s2, s3)
     assert max(s[0] for s in (s1, s2, s3)) < min(s[1] for s in (s1, s2, s3))
 
 
@@ -168,7 +170,9 @@ async def test_sync_tool_runs_in_a_worker_thread() -> None:
     seen: list[int] = []
     t = make("t", lambda p, c: seen.append(threading.get_ident()) or "ok")
     [result] = await run([ToolCallRequest("c", "t", "{}")], t)
-    assert result.error is None and seen and seen[0] != threading.get_ident()
+    assert result.error is None
+    assert seen
+    assert seen[0] != threading.get_ident()
 
 
 # --- LP-05: timeout, cancellation, result size ---------------------------------------------
@@ -299,7 +303,8 @@ async def test_sec06_secrets_in_exceptions_never_reach_the_result(
     visible = json.dumps([result.content, result.message, result.details])
     for secret in SECRETS:
         assert secret not in visible
-    assert "Traceback" not in visible and "File " not in visible
+    assert "Traceback" not in visible
+    assert "File " not in visible
     assert json.loads(result.content) == {"error": kind, "detail": result.message}
     assert "hunter2" in caplog.text  # the full detail is logged for operators
     assert "Traceback" in caplog.text
@@ -315,9 +320,8 @@ async def test_sec06_async_tool_error_is_sanitized_too() -> None:
 
     [result] = await run([ToolCallRequest("c", "boom", "{}")], make("boom", boom))
     assert result.error == "upstream_unavailable"
-    assert (
-        "192.168.1.20" not in result.message and "retry in a minute" in result.message
-    )
+    assert "192.168.1.20" not in result.message
+    assert "retry in a minute" in result.message
 
 
 def test_sec06_sanitize_message() -> None:
@@ -354,7 +358,8 @@ async def test_lp08_failed_tool_never_produces_success() -> None:
         *tools,
     )
     for result in results:
-        assert result.error == "tool_error" and not result.ok
+        assert result.error == "tool_error"
+        assert not result.ok
         assert json.loads(result.content)["error"] == "tool_error"
         assert "ZeroDivision" not in result.content
 
@@ -372,7 +377,8 @@ async def test_rt06_invalid_arguments_are_a_result_and_the_tool_does_not_run() -
         },
     )
     [result] = await run([ToolCallRequest("c", "pick", '{"n": "three"}')], t)
-    assert ran == [] and result.error == "invalid_arguments"
+    assert ran == []
+    assert result.error == "invalid_arguments"
     assert "field 'n' expected integer, got string \"three\"" in result.message
     assert result.resolved_name == "pick"
 
@@ -470,7 +476,8 @@ async def test_bc16_prefixed_name_gets_the_resolved_tools_policy() -> None:
         "refund", lambda p, c: ran.append("x") or "refunded", is_destructive=True
     )
     [result] = await run([ToolCallRequest("c", "default_api:refund", "{}")], refund)
-    assert ran == [] and result.error == "permission_denied"
+    assert ran == []
+    assert result.error == "permission_denied"
     assert "needs approval" in result.message
 
 
@@ -481,7 +488,8 @@ async def test_sec04_tool_not_in_this_turn_is_unknown() -> None:
     [result] = await run(
         [ToolCallRequest("c", "secret_admin", "{}")], make("a", lambda p, c: "a")
     )
-    assert result.error == "unknown_tool" and ran == []
+    assert result.error == "unknown_tool"
+    assert ran == []
 
 
 # --- approval and permission gates -----------------------------------------------------
@@ -497,12 +505,15 @@ async def test_lp01_application_tool_is_not_executed_by_dispatch() -> None:
         is_read_only=True,
     )
     [result] = await run([ToolCallRequest("c", "lookup", "{}")], app)
-    assert result.error == "permission_denied" and ran == []
+    assert result.error == "permission_denied"
+    assert ran == []
     call = ToolCallRequest("c", "lookup", "{}")
     approved = await execute_call(
         call, tool=None, toolset=Toolset([app]), context=ctx_for(call)
     )
-    assert approved.error is None and approved.content == "found" and ran == ["x"]
+    assert approved.error is None
+    assert approved.content == "found"
+    assert ran == ["x"]
 
 
 async def test_lp01_deny_policy_never_executes() -> None:
@@ -513,7 +524,8 @@ async def test_lp01_deny_policy_never_executes() -> None:
     result = await execute_call(
         call, tool=t, toolset=Toolset([t]), context=ctx_for(call)
     )
-    assert result.error == "permission_denied" and ran == []
+    assert result.error == "permission_denied"
+    assert ran == []
 
 
 async def test_execute_call_unknown_name() -> None:
@@ -539,11 +551,13 @@ async def test_lp04_arguments_are_parsed_only_once_joined() -> None:
     )
     deltas = ['{"te', 'xt": "hel', 'lo"}']
     [joined] = await run([ToolCallRequest("c1", "echo", "".join(deltas))], t)
-    assert joined.error is None and ran == [{"text": "hello"}]
+    assert joined.error is None
+    assert ran == [{"text": "hello"}]
     [prefix] = await run(
         [ToolCallRequest("c2", "echo", "".join(deltas[:2]), truncated=True)], t
     )
-    assert prefix.error == "arguments_truncated" and len(ran) == 1
+    assert prefix.error == "arguments_truncated"
+    assert len(ran) == 1
 
 
 async def test_lp06_a_batch_is_bounded_by_the_tools_timeouts() -> None:

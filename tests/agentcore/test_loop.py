@@ -230,7 +230,8 @@ async def test_rt07_agent_call_answered_in_stream_then_final_text(
     assert error_of(result) is None
     assert result.role == "tool"
     text_id = of_type(events, "TEXT_MESSAGE_START")[0].message_id
-    assert start.parent_message_id and start.parent_message_id != text_id
+    assert start.parent_message_id
+    assert start.parent_message_id != text_id
     assert result.message_id not in {start.parent_message_id, text_id}
     assert events[-1].outcome.pending_tool_call_ids is None
     # the second turn saw the call and its answer, as AG-UI messages
@@ -402,7 +403,8 @@ async def test_rt06_invalid_arguments_answered_and_loop_continues(
     first, second = of_type(events, "TOOL_CALL_RESULT")
     assert error_of(first) == "invalid_arguments"
     assert "text" in json.loads(first.content)["detail"]
-    assert error_of(second) is None and second.content == "echo: 5"
+    assert error_of(second) is None
+    assert second.content == "echo: 5"
     assert recorder.params == [{"text": "5"}]  # the invalid call never executed
     assert len(provider.requests) == 3
 
@@ -500,7 +502,9 @@ async def test_tool_call_ids_are_thread_unique(tools: dict[str, Tool]) -> None:
     events = await collect(agent, run_input)
     assert_valid_stream(events, run_input=run_input)
     ids = [s.tool_call_id for s in of_type(events, "TOOL_CALL_START")]
-    assert len(ids) == 2 and len(set(ids)) == 2 and "dup" not in ids
+    assert len(ids) == 2
+    assert len(set(ids)) == 2
+    assert "dup" not in ids
 
 
 # --- truncation and stop reasons ------------------------------------------------------------

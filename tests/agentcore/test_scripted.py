@@ -97,7 +97,8 @@ async def test_weather_rule_calls_get_weather(message: str, city: str) -> None:
     events = await play(ScriptedProvider(), request(message))
     assert calls_of(events) == [("get_weather", {"city": city})]
     assert sum(isinstance(e, ToolCallDelta) for e in events) > 1
-    assert isinstance(events[-1], TurnEnd) and events[-1].stop_reason == "tool_use"
+    assert isinstance(events[-1], TurnEnd)
+    assert events[-1].stop_reason == "tool_use"
 
 
 async def test_weather_rule_through_the_loop_quotes_the_result() -> None:
@@ -333,4 +334,5 @@ def test_registry_builds_the_scripted_provider() -> None:
 
     provider = get_provider("scripted", model="scripted-demo")
     assert isinstance(provider, ScriptedProvider)
-    assert provider.name == "scripted" and provider.model == "scripted-demo"
+    assert provider.name == "scripted"
+    assert provider.model == "scripted-demo"

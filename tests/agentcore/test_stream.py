@@ -27,7 +27,7 @@ from agentcore.events import (
     message_to_dict,
 )
 from agentcore.stream import RunStream, StreamViolation, StreamWarning, ToolCallState
-from tests.cases import CASES_FILE as CASES  # noqa: E402
+from tests.cases import CASES_FILE as CASES
 
 RS: dict[str, Any] = {"type": "RUN_STARTED", "threadId": "t1", "runId": "r1"}
 RF: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": "t1", "runId": "r1"}
@@ -134,7 +134,8 @@ def test_tc01_triad_passes_through_unchanged_and_assembles_call() -> None:
     ]
     for event in events:
         out = stream.feed(event)
-        assert len(out) == 1 and out[0] is event
+        assert len(out) == 1
+        assert out[0] is event
     assert stream.status == "finished"
     assert stream.tool_calls == {
         "tc1": ToolCallState(
@@ -324,7 +325,9 @@ def test_tc03_unparseable_argument_text_is_kept_verbatim() -> None:
 def test_tc05_end_marks_complete_not_valid() -> None:
     stream, _ = run([RS, start("c"), args("c", "not json at all"), end("c"), RF])
     call = stream.tool_calls["c"]
-    assert call.complete and call.ended and not call.open
+    assert call.complete
+    assert call.ended
+    assert not call.open
     assert call.arguments == "not json at all"
 
 
@@ -620,7 +623,8 @@ def test_tc07_chunk_conflicting_name_is_fatal() -> None:
         ]
     )
     assert_violation(exc, "TC-07", 2, "a")
-    assert "'g'" in exc.message and "'f'" in exc.message
+    assert "'g'" in exc.message
+    assert "'f'" in exc.message
 
 
 def test_tc07_chunk_conflicting_parent_is_fatal() -> None:
@@ -1057,7 +1061,8 @@ def test_ft04_pending_list_with_answered_call_is_fatal() -> None:
         ]
     )
     assert_violation(exc, "FT-04", 6, None)
-    assert "['a', 'b']" in exc.message and "['a']" in exc.message
+    assert "['a', 'b']" in exc.message
+    assert "['a']" in exc.message
 
 
 def test_ft04_pending_list_in_wrong_order_is_fatal() -> None:
@@ -1065,7 +1070,8 @@ def test_ft04_pending_list_in_wrong_order_is_fatal() -> None:
         [RS, start("a"), end("a"), start("b"), end("b"), finished(["b", "a"])]
     )
     assert_violation(exc, "FT-04", 5, None)
-    assert "['b', 'a']" in exc.message and "['a', 'b']" in exc.message
+    assert "['b', 'a']" in exc.message
+    assert "['a', 'b']" in exc.message
 
 
 def test_ft04_pending_list_missing_a_call_is_fatal() -> None:

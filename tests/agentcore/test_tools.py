@@ -112,7 +112,9 @@ def test_rt01_defaults() -> None:
         False,
         None,
     )
-    assert t.strict is False and t.defer_loading is False and t.namespace is None
+    assert t.strict is False
+    assert t.defer_loading is False
+    assert t.namespace is None
 
 
 def test_rt01_pydantic_model_becomes_json_schema() -> None:
@@ -150,7 +152,8 @@ def test_rt01_spec_and_agui_tool() -> None:
     )
     advertised = t.agui_tool()
     assert isinstance(advertised, ag_ui.core.Tool)
-    assert advertised.name == "lookup" and advertised.description == "Look up."
+    assert advertised.name == "lookup"
+    assert advertised.description == "Look up."
 
 
 def test_rt01_validator_is_compiled_once_at_definition() -> None:
@@ -191,15 +194,17 @@ def test_rt02_tool_output_fields() -> None:
         True,
     )
     default = ToolOutput(content=[{"type": "text", "text": "a"}])
-    assert (
-        default.details is None and tuple(default.events) == () and not default.end_turn
-    )
+    assert default.details is None
+    assert tuple(default.events) == ()
+    assert not default.end_turn
 
 
 def test_tool_context_fields() -> None:
     """RT-01: execute gets the ids, idempotency key, user, abort signal and extras."""
     ctx = ToolContext(thread_id="th", run_id="r", tool_call_id="c", idempotency_key="k")
-    assert ctx.user is None and ctx.cancel is None and ctx.extras == {}
+    assert ctx.user is None
+    assert ctx.cancel is None
+    assert ctx.extras == {}
 
 
 # --- policy -------------------------------------------------------------------------
@@ -336,8 +341,11 @@ def test_rt03_toolset_is_exactly_the_assembled_list_in_order() -> None:
     ts = Toolset.assemble([b, a], (c,))
     assert ts.names == ["b", "a", "c"]
     assert list(ts) == [b, a, c]
-    assert len(ts) == 3 and "a" in ts and "z" not in ts
-    assert ts.get("a") is a and ts.get("z") is None
+    assert len(ts) == 3
+    assert "a" in ts
+    assert "z" not in ts
+    assert ts.get("a") is a
+    assert ts.get("z") is None
     assert ts.offered() == [b, a, c]
 
 
@@ -365,7 +373,8 @@ def test_rt01_deferred_tools_stay_behind_search_tools() -> None:
     offered = ts.offered()
     assert [t.name for t in offered] == ["visible", SEARCH_TOOLS_NAME]
     search = ts.get(SEARCH_TOOLS_NAME)
-    assert search is not None and search.is_read_only
+    assert search is not None
+    assert search.is_read_only
     ctx = ToolContext(thread_id="t", run_id="r", tool_call_id="c", idempotency_key="k")
     result = search.execute({"query": "csv report"}, ctx)
     assert isinstance(result, ToolOutput)
@@ -377,7 +386,8 @@ def test_rt01_deferred_tools_stay_behind_search_tools() -> None:
         SEARCH_TOOLS_NAME,
     ]
     none = search.execute({"query": "teleport"}, ctx)
-    assert selected_tools(none.details) == [] and "export_csv" in none.content
+    assert selected_tools(none.details) == []
+    assert "export_csv" in none.content
 
 
 def test_rt01_search_tools_name_is_reserved_with_deferred_tools() -> None:

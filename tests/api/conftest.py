@@ -42,7 +42,9 @@ def other_api(other_user) -> APIClient:
 @pytest.fixture
 def approver(django_user_model):
     """Return a non-staff user who may decide calls and authorize refunds."""
-    approver = django_user_model.objects.create_user(username="ada", password="pw-ada-1")
+    approver = django_user_model.objects.create_user(
+        username="ada", password="pw-ada-1"
+    )
     approver.user_permissions.add(
         Permission.objects.get(codename="decide_approvalrequest"),
         # refund_order requires it of whoever authorizes the refund
@@ -73,7 +75,10 @@ def pending_refund(
 
     thread = thread_create(owner=owner, title="refund", thread_id=thread_id)
     run = Run.objects.create(
-        thread=thread, run_id=f"{thread_id}-run", status=Run.Status.RUNNING, agent="demo"
+        thread=thread,
+        run_id=f"{thread_id}-run",
+        status=Run.Status.RUNNING,
+        agent="demo",
     )
     run.input = run_input_build(run=run)
     run.save(update_fields=["input"])
@@ -81,12 +86,26 @@ def pending_refund(
         run=run,
         events=[
             {"type": "RUN_STARTED", "threadId": thread_id, "runId": run.run_id},
-            {"type": "TOOL_CALL_START", "toolCallId": f"{thread_id}-call",
-             "toolCallName": "refund_order"},
-            {"type": "TOOL_CALL_ARGS", "toolCallId": f"{thread_id}-call", "delta": arguments},
+            {
+                "type": "TOOL_CALL_START",
+                "toolCallId": f"{thread_id}-call",
+                "toolCallName": "refund_order",
+            },
+            {
+                "type": "TOOL_CALL_ARGS",
+                "toolCallId": f"{thread_id}-call",
+                "delta": arguments,
+            },
             {"type": "TOOL_CALL_END", "toolCallId": f"{thread_id}-call"},
-            {"type": "RUN_FINISHED", "threadId": thread_id, "runId": run.run_id,
-             "outcome": {"type": "success", "pendingToolCallIds": [f"{thread_id}-call"]}},
+            {
+                "type": "RUN_FINISHED",
+                "threadId": thread_id,
+                "runId": run.run_id,
+                "outcome": {
+                    "type": "success",
+                    "pendingToolCallIds": [f"{thread_id}-call"],
+                },
+            },
         ],
     )
     run.refresh_from_db()

@@ -84,23 +84,39 @@ def test_sec02_deciding_without_the_permission_is_403(api, approval):
     assert not ToolExecution.objects.exists()
 
 
-def test_sec02_approve_records_who_and_queues_the_exact_arguments(approver_api, approval):
+def test_sec02_approve_records_who_and_queues_the_exact_arguments(
+    approver_api, approval
+):
     """Approve → approved by the approver, the proposed arguments queued for execution."""
     response = approver_api.post(
-        f"/api/approvals/{approval.pk}/approve/", {"reason": "looks right"}, format="json"
+        f"/api/approvals/{approval.pk}/approve/",
+        {"reason": "looks right"},
+        format="json",
     )
 
     assert response.status_code == 200
     approval.refresh_from_db()
     body = response.json()
-    assert (body["status"], body["decidedBy"], body["reason"]) == ("approved", "ada", "looks right")
+    assert (body["status"], body["decidedBy"], body["reason"]) == (
+        "approved",
+        "ada",
+        "looks right",
+    )
     assert body["decidedAt"] == _stamp(approval.decided_at)
     assert body["editedArguments"] is None
     assert body["execution"] == {
-        "state": "queued", "authorizedBy": "approval", "attempts": 0, "error": ""
+        "state": "queued",
+        "authorizedBy": "approval",
+        "attempts": 0,
+        "error": "",
     }
     assert ToolExecution.objects.get().arguments == PROPOSED
-    assert AuditEntry.objects.filter(action="approval.approved", actor__username="ada").count() == 1
+    assert (
+        AuditEntry.objects.filter(
+            action="approval.approved", actor__username="ada"
+        ).count()
+        == 1
+    )
 
 
 def test_sec02_edited_arguments_are_revalidated(approver_api, approval):
@@ -141,7 +157,9 @@ def test_sec02_edited_arguments_are_revalidated(approver_api, approval):
 )
 def test_approve_body_is_validated(approver_api, approval, body, field):
     """A malformed approve body is a 400 naming the field; the request stays pending."""
-    response = approver_api.post(f"/api/approvals/{approval.pk}/approve/", body, format="json")
+    response = approver_api.post(
+        f"/api/approvals/{approval.pk}/approve/", body, format="json"
+    )
 
     assert response.status_code == 400
     assert list(response.json()["fields"]) == [field]
@@ -151,12 +169,15 @@ def test_approve_body_is_validated(approver_api, approval, body, field):
 
 def test_sec02_reject_needs_a_reason_and_answers_the_call(approver_api, approval):
     """Reject without a reason → 400 on ``reason``; with one → the tool message says why."""
-    missing = approver_api.post(f"/api/approvals/{approval.pk}/reject/", {}, format="json")
+    missing = approver_api.post(
+        f"/api/approvals/{approval.pk}/reject/", {}, format="json"
+    )
     blank = approver_api.post(
         f"/api/approvals/{approval.pk}/reject/", {"reason": "  "}, format="json"
     )
     rejected = approver_api.post(
-        f"/api/approvals/{approval.pk}/reject/", {"reason": "order already refunded"},
+        f"/api/approvals/{approval.pk}/reject/",
+        {"reason": "order already refunded"},
         format="json",
     )
     call = approver_api.get("/api/tool-calls/t-refund-call/?thread=t-refund")
@@ -165,7 +186,8 @@ def test_sec02_reject_needs_a_reason_and_answers_the_call(approver_api, approval
     assert blank.json()["fields"] == {"reason": ["This field may not be blank."]}
     assert rejected.status_code == 200
     assert (rejected.json()["status"], rejected.json()["reason"]) == (
-        "rejected", "order already refunded"
+        "rejected",
+        "order already refunded",
     )
     tool_message = Message.objects.get(role="tool", tool_call_id="t-refund-call")
     assert tool_message.error == "declined_by_operator"
@@ -175,9 +197,13 @@ def test_sec02_reject_needs_a_reason_and_answers_the_call(approver_api, approval
 
 def test_sec02_a_rejected_call_cannot_then_be_approved(approver_api, api, approval):
     """A second, different decision is a 409; the result shows the rejection (SEC-02)."""
-    approver_api.post(f"/api/approvals/{approval.pk}/reject/", {"reason": "no"}, format="json")
+    approver_api.post(
+        f"/api/approvals/{approval.pk}/reject/", {"reason": "no"}, format="json"
+    )
 
-    response = approver_api.post(f"/api/approvals/{approval.pk}/approve/", {}, format="json")
+    response = approver_api.post(
+        f"/api/approvals/{approval.pk}/approve/", {}, format="json"
+    )
     call = api.get("/api/tool-calls/t-refund-call/").json()
 
     assert response.status_code == 409
@@ -199,11 +225,17 @@ def test_resolve_answers_an_outcome_unknown_execution(approver_api, approval):
     )
     approver_api.post(f"/api/approvals/{approval.pk}/approve/", {}, format="json")
     ToolExecution.objects.update(state=ToolExecution.State.OUTCOME_UNKNOWN)
-    ToolCall.objects.filter(pk=approval.tool_call_id).update(state=ToolCall.State.OUTCOME_UNKNOWN)
+    ToolCall.objects.filter(pk=approval.tool_call_id).update(
+        state=ToolCall.State.OUTCOME_UNKNOWN
+    )
 
     resolved = approver_api.post(
         f"/api/approvals/{approval.pk}/resolve/",
-        {"succeeded": True, "content": "refund R-1 went through", "reason": "ledger shows it"},
+        {
+            "succeeded": True,
+            "content": "refund R-1 went through",
+            "reason": "ledger shows it",
+        },
         format="json",
     )
 
@@ -226,13 +258,17 @@ def test_resolve_without_the_permission_is_403(api, approval):
     assert response.status_code == 403
 
 
-def test_queue_lists_pending_first_then_newest_and_filters(approver_api, user, other_user):
+def test_queue_lists_pending_first_then_newest_and_filters(
+    approver_api, user, other_user
+):
     """approvals/ puts pending first, then newest; filters by tool, thread, status, age."""
     pending_refund(user, thread_id="t-a")
     pending_refund(other_user, thread_id="t-b")
     pending_refund(user, thread_id="t-c")
     decided = ApprovalRequest.objects.get(thread__thread_id="t-c")
-    approver_api.post(f"/api/approvals/{decided.pk}/reject/", {"reason": "dup"}, format="json")
+    approver_api.post(
+        f"/api/approvals/{decided.pk}/reject/", {"reason": "dup"}, format="json"
+    )
     ApprovalRequest.objects.filter(thread__thread_id="t-a").update(
         requested_at=timezone.now() - timedelta(hours=2)
     )
@@ -249,12 +285,15 @@ def test_queue_lists_pending_first_then_newest_and_filters(approver_api, user, o
     assert listed("?tool=get_weather") == []
     assert listed("?older_than=3600") == ["t-a"]
     bad = approver_api.get("/api/approvals/?older_than=-1")
-    assert bad.status_code == 400 and list(bad.json()["fields"]) == ["older_than"]
+    assert bad.status_code == 400
+    assert list(bad.json()["fields"]) == ["older_than"]
 
 
 def test_unknown_or_huge_approval_ids_answer_404(approver_api):
     """An id that does not exist, or does not fit a database integer, is a 404."""
     assert approver_api.get("/api/approvals/12345/").status_code == 404
-    huge = approver_api.post("/api/approvals/" + "9" * 30 + "/approve/", {}, format="json")
+    huge = approver_api.post(
+        "/api/approvals/" + "9" * 30 + "/approve/", {}, format="json"
+    )
     assert huge.status_code == 404
     assert huge.json()["type"] == "not_found"

@@ -14,53 +14,85 @@ from threads.models import Message, Run
 
 def _client(user) -> APIClient:
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.credentials(
+        HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}"
+    )
     return client
 
 
 def test_owner_cancels_pending_calls_then_posts_again(user, other_user, executor):
     owner = _client(user)
     thread = owner.post("/api/threads/", {"title": "refund"}, format="json").json()
-    owner.post(f"/api/threads/{thread['threadId']}/messages/",
-               {"content": "refund order A-1001 25.00"}, format="json")
+    owner.post(
+        f"/api/threads/{thread['threadId']}/messages/",
+        {"content": "refund order A-1001 25.00"},
+        format="json",
+    )
     from threads.models import Thread
 
     executor.settle(Thread.objects.get(thread_id=thread["threadId"]))
-    blocked = owner.post(f"/api/threads/{thread['threadId']}/messages/", {"content": "hi"},
-                         format="json")
+    blocked = owner.post(
+        f"/api/threads/{thread['threadId']}/messages/", {"content": "hi"}, format="json"
+    )
     assert blocked.status_code == 409
-    assert f"/api/threads/{thread['threadId']}/cancel-pending/" in blocked.json()["detail"]
+    assert (
+        f"/api/threads/{thread['threadId']}/cancel-pending/" in blocked.json()["detail"]
+    )
 
-    stranger = _client(other_user).post(f"/api/threads/{thread['threadId']}/cancel-pending/",
-                                        {"reason": "x"}, format="json")
-    missing = owner.post(f"/api/threads/{thread['threadId']}/cancel-pending/", {}, format="json")
-    cancelled = owner.post(f"/api/threads/{thread['threadId']}/cancel-pending/",
-                           {"reason": "customer changed their mind"}, format="json")
+    stranger = _client(other_user).post(
+        f"/api/threads/{thread['threadId']}/cancel-pending/",
+        {"reason": "x"},
+        format="json",
+    )
+    missing = owner.post(
+        f"/api/threads/{thread['threadId']}/cancel-pending/", {}, format="json"
+    )
+    cancelled = owner.post(
+        f"/api/threads/{thread['threadId']}/cancel-pending/",
+        {"reason": "customer changed their mind"},
+        format="json",
+    )
 
     assert stranger.status_code == 404
-    assert missing.status_code == 400 and "reason" in missing.json()["fields"]
+    assert missing.status_code == 400
+    assert "reason" in missing.json()["fields"]
     assert cancelled.status_code == 200
     refund_call = ApprovalRequest.objects.get().tool_call
     assert cancelled.json() == {"cancelledToolCallIds": [refund_call.tool_call_id]}
     approval = ApprovalRequest.objects.get()
-    assert (approval.status, approval.reason) == ("cancelled", "customer changed their mind")
+    assert (approval.status, approval.reason) == (
+        "cancelled",
+        "customer changed their mind",
+    )
     answer = Message.objects.get(role="tool", tool_call_id=refund_call.tool_call_id)
     assert json.loads(answer.content) == {
-        "status": "cancelled", "reason": "customer changed their mind", "executed": False}
+        "status": "cancelled",
+        "reason": "customer changed their mind",
+        "executed": False,
+    }
     assert Refund.objects.count() == 0
     detail = owner.get(f"/api/threads/{thread['threadId']}/").json()
     assert (detail["status"], detail["pendingToolCallIds"]) == ("idle", [])
 
-    again = owner.post(f"/api/threads/{thread['threadId']}/messages/",
-                       {"content": "What is the weather in Oslo?"}, format="json")
+    again = owner.post(
+        f"/api/threads/{thread['threadId']}/messages/",
+        {"content": "What is the weather in Oslo?"},
+        format="json",
+    )
     assert again.status_code == 201
     executor.settle(Thread.objects.get(thread_id=thread["threadId"]))
-    last = Run.objects.filter(thread__thread_id=thread["threadId"]).order_by("-created_at").first()
+    last = (
+        Run.objects.filter(thread__thread_id=thread["threadId"])
+        .order_by("-created_at")
+        .first()
+    )
     assert last.status == "finished"
     # The new run reports the cancelled answer, then streams its own work.
     from threads.models import Event
 
-    types = list(Event.objects.filter(run=last).order_by("seq").values_list("type", flat=True))
+    types = list(
+        Event.objects.filter(run=last).order_by("seq").values_list("type", flat=True)
+    )
     assert types[:2] == ["RUN_STARTED", "TOOL_CALL_RESULT"]
 
 
@@ -69,13 +101,26 @@ def test_thread_creation_honours_idempotency_key(user, db):
     from threads.models import Thread
 
     client = _client(user)
-    first = client.post("/api/threads/", {"title": "once"}, format="json",
-                        HTTP_IDEMPOTENCY_KEY="create-1")
-    again = client.post("/api/threads/", {"title": "once"}, format="json",
-                        HTTP_IDEMPOTENCY_KEY="create-1")
-    other = client.post("/api/threads/", {"title": "twice"}, format="json",
-                        HTTP_IDEMPOTENCY_KEY="create-1")
+    first = client.post(
+        "/api/threads/",
+        {"title": "once"},
+        format="json",
+        HTTP_IDEMPOTENCY_KEY="create-1",
+    )
+    again = client.post(
+        "/api/threads/",
+        {"title": "once"},
+        format="json",
+        HTTP_IDEMPOTENCY_KEY="create-1",
+    )
+    other = client.post(
+        "/api/threads/",
+        {"title": "twice"},
+        format="json",
+        HTTP_IDEMPOTENCY_KEY="create-1",
+    )
 
     assert (first.status_code, again.status_code, other.status_code) == (201, 201, 422)
-    assert again.json() == first.json() and again["Idempotent-Replayed"] == "true"
+    assert again.json() == first.json()
+    assert again["Idempotent-Replayed"] == "true"
     assert Thread.objects.filter(owner=user).count() == 1

@@ -55,14 +55,21 @@ def test_dc05_tools_list_every_demo_tool_with_schema_and_policy(api):
         "permission": "demo.add_refund",
     }
     weather = next(t for t in tools if t["name"] == "get_weather")
-    assert (weather["runsOn"], weather["isReadOnly"], weather["policy"]) == ("agent", True, "auto")
+    assert (weather["runsOn"], weather["isReadOnly"], weather["policy"]) == (
+        "agent",
+        True,
+        "auto",
+    )
 
 
 def test_a_callable_policy_is_shown_as_conditional(api, settings):
     """A policy decided per call by a function is listed as "conditional"."""
     settings.COUNTERSIGN_AGENTS = {
         **settings.COUNTERSIGN_AGENTS,
-        "bank": {"provider": "scripted", "toolsets": ["tests.api.test_catalogue.CONDITIONAL_TOOLS"]},
+        "bank": {
+            "provider": "scripted",
+            "toolsets": ["tests.api.test_catalogue.CONDITIONAL_TOOLS"],
+        },
     }
 
     every = api.get("/api/tools/").json()["results"]

@@ -18,7 +18,9 @@ from threads.models import Thread
 
 
 def _post_refund_request(api) -> Thread:
-    thread_id = api.post("/api/threads/", {"title": "refund"}, format="json").json()["threadId"]
+    thread_id = api.post("/api/threads/", {"title": "refund"}, format="json").json()[
+        "threadId"
+    ]
     posted = api.post(
         f"/api/threads/{thread_id}/messages/",
         {"content": "refund order A-1001 25.00"},
@@ -41,7 +43,9 @@ def _wait_for_approval(executor, thread: Thread) -> None:
 
 
 def _listed_approval(api, thread: Thread) -> dict:
-    approvals = api.get(f"/api/approvals/?thread={thread.thread_id}&status=pending").json()
+    approvals = api.get(
+        f"/api/approvals/?thread={thread.thread_id}&status=pending"
+    ).json()
     assert [a["tool"] for a in approvals["results"]] == ["refund_order"], approvals
     return approvals["results"][0]
 
@@ -61,12 +65,19 @@ def test_dc05_sec02_refund_approved_through_the_api(api, approver_api, executor)
     _wait_for_approval(executor, thread)
     approval = _listed_approval(api, thread)
     assert approval["proposedArguments"] == {
-        "order_id": "A-1001", "amount": 25.0, "reason": "customer request"
+        "order_id": "A-1001",
+        "amount": 25.0,
+        "reason": "customer request",
     }
-    assert api.get(f"/api/threads/{thread.thread_id}/").json()["status"] == "waiting_for_approval"
+    assert (
+        api.get(f"/api/threads/{thread.thread_id}/").json()["status"]
+        == "waiting_for_approval"
+    )
     assert not Refund.objects.exists()  # nothing ran before the approval (SEC-02)
 
-    approved = approver_api.post(f"/api/approvals/{approval['id']}/approve/", {}, format="json")
+    approved = approver_api.post(
+        f"/api/approvals/{approval['id']}/approve/", {}, format="json"
+    )
     executor.settle(thread)
 
     assert approved.status_code == 200
@@ -74,7 +85,9 @@ def test_dc05_sec02_refund_approved_through_the_api(api, approver_api, executor)
     assert Refund.objects.count() == 1
     messages = _one_tool_message_per_call(api, thread)
     refund_result = next(
-        m for m in messages if m["role"] == "tool" and m["toolCallId"] == approval["toolCallId"]
+        m
+        for m in messages
+        if m["role"] == "tool" and m["toolCallId"] == approval["toolCallId"]
     )
     assert "error" not in refund_result
     final = messages[-1]
@@ -105,7 +118,9 @@ def test_dc05_sec02_refund_rejected_through_the_api(api, approver_api, executor)
     assert not Refund.objects.exists()
     messages = _one_tool_message_per_call(api, thread)
     answer = next(
-        m for m in messages if m["role"] == "tool" and m["toolCallId"] == approval["toolCallId"]
+        m
+        for m in messages
+        if m["role"] == "tool" and m["toolCallId"] == approval["toolCallId"]
     )
     assert answer["error"] == "declined_by_operator"
     assert json.loads(answer["content"]) == {
@@ -115,5 +130,7 @@ def test_dc05_sec02_refund_rejected_through_the_api(api, approver_api, executor)
     }
     final = messages[-1]
     assert final["role"] == "assistant"
-    assert final["content"].startswith("The refund of 25.0 on order A-1001 failed or was declined")
+    assert final["content"].startswith(
+        "The refund of 25.0 on order A-1001 failed or was declined"
+    )
     assert "customer already got a voucher" in final["content"]

@@ -36,14 +36,24 @@ def thread(user) -> Thread:
 
 def test_dc05_post_message_starts_a_run(api, thread):
     """POST messages/ records the user message, starts a queued run, answers 201 with both."""
-    response = api.post("/api/threads/t-1/messages/", {"content": "Weather in Oslo?"}, format="json")
+    response = api.post(
+        "/api/threads/t-1/messages/", {"content": "Weather in Oslo?"}, format="json"
+    )
 
     assert response.status_code == 201
     message = Message.objects.get(thread=thread)
     run = Run.objects.get(thread=thread)
-    assert (message.role, message.content, message.run) == ("user", "Weather in Oslo?", None)
+    assert (message.role, message.content, message.run) == (
+        "user",
+        "Weather in Oslo?",
+        None,
+    )
     assert response.json() == {
-        "message": {"id": message.message_id, "role": "user", "content": "Weather in Oslo?"},
+        "message": {
+            "id": message.message_id,
+            "role": "user",
+            "content": "Weather in Oslo?",
+        },
         "run": _run_view(run),
     }
 
@@ -52,7 +62,10 @@ def test_post_message_accepts_agui_content_parts(api, thread):
     """Content may be a list of AG-UI content parts; they are stored validated."""
     parts = [
         {"type": "text", "text": "What is in this picture?"},
-        {"type": "image", "source": {"type": "url", "value": "https://example.com/a.png"}},
+        {
+            "type": "image",
+            "source": {"type": "url", "value": "https://example.com/a.png"},
+        },
     ]
 
     response = api.post("/api/threads/t-1/messages/", {"content": parts}, format="json")
@@ -75,7 +88,9 @@ def test_post_message_accepts_agui_content_parts(api, thread):
 )
 def test_invalid_content_names_the_field(api, thread, content, message):
     """Bad content is a 400 whose ``fields`` name ``content``; nothing is started."""
-    response = api.post("/api/threads/t-1/messages/", {"content": content}, format="json")
+    response = api.post(
+        "/api/threads/t-1/messages/", {"content": content}, format="json"
+    )
 
     assert response.status_code == 400
     assert response.json()["fields"] == {"content": [message]}
@@ -89,7 +104,9 @@ def test_an_unknown_part_type_names_the_part(api, thread):
     )
 
     assert response.status_code == 400
-    assert response.json()["fields"]["content"][0].startswith("part 0: not a content part")
+    assert response.json()["fields"]["content"][0].startswith(
+        "part 0: not a content part"
+    )
 
 
 def test_missing_content_is_required(api, thread):
@@ -121,7 +138,9 @@ def test_sec02_posting_while_a_call_awaits_approval_is_409(api, user):
     """While a call awaits approval, posting is 409 and points at the approval queue (SEC-02)."""
     pending_refund(user, thread_id="t-refund")
 
-    response = api.post("/api/threads/t-refund/messages/", {"content": "hurry"}, format="json")
+    response = api.post(
+        "/api/threads/t-refund/messages/", {"content": "hurry"}, format="json"
+    )
 
     assert response.status_code == 409
     assert response.json() == {
@@ -136,8 +155,12 @@ def test_idempotent_retry_returns_the_same_response_and_starts_nothing(api, thre
     """Same Idempotency-Key and body → the first response again, one message, one run."""
     body = {"content": "refund order A-1001 25.00"}
 
-    first = api.post("/api/threads/t-1/messages/", body, format="json", HTTP_IDEMPOTENCY_KEY="k-1")
-    retry = api.post("/api/threads/t-1/messages/", body, format="json", HTTP_IDEMPOTENCY_KEY="k-1")
+    first = api.post(
+        "/api/threads/t-1/messages/", body, format="json", HTTP_IDEMPOTENCY_KEY="k-1"
+    )
+    retry = api.post(
+        "/api/threads/t-1/messages/", body, format="json", HTTP_IDEMPOTENCY_KEY="k-1"
+    )
 
     assert first.status_code == retry.status_code == 201
     assert retry.json() == first.json()
@@ -150,10 +173,18 @@ def test_idempotent_retry_returns_the_same_response_and_starts_nothing(api, thre
 
 def test_idempotency_key_with_a_different_body_is_422(api, thread):
     """The same key with another body → 422 idempotency_key_reused; nothing new starts."""
-    api.post("/api/threads/t-1/messages/", {"content": "one"}, format="json", HTTP_IDEMPOTENCY_KEY="k-1")
+    api.post(
+        "/api/threads/t-1/messages/",
+        {"content": "one"},
+        format="json",
+        HTTP_IDEMPOTENCY_KEY="k-1",
+    )
 
     response = api.post(
-        "/api/threads/t-1/messages/", {"content": "two"}, format="json", HTTP_IDEMPOTENCY_KEY="k-1"
+        "/api/threads/t-1/messages/",
+        {"content": "two"},
+        format="json",
+        HTTP_IDEMPOTENCY_KEY="k-1",
     )
 
     assert response.status_code == 422
@@ -169,9 +200,17 @@ def test_idempotency_keys_are_per_user(api, other_api, thread, other_user):
     """Another user's identical key is independent of this user's."""
     Thread.objects.create(owner=other_user, thread_id="t-2")
 
-    mine = api.post("/api/threads/t-1/messages/", {"content": "a"}, format="json", HTTP_IDEMPOTENCY_KEY="k")
+    mine = api.post(
+        "/api/threads/t-1/messages/",
+        {"content": "a"},
+        format="json",
+        HTTP_IDEMPOTENCY_KEY="k",
+    )
     theirs = other_api.post(
-        "/api/threads/t-2/messages/", {"content": "a"}, format="json", HTTP_IDEMPOTENCY_KEY="k"
+        "/api/threads/t-2/messages/",
+        {"content": "a"},
+        format="json",
+        HTTP_IDEMPOTENCY_KEY="k",
     )
 
     assert (mine.status_code, theirs.status_code) == (201, 201)
@@ -183,7 +222,10 @@ def test_a_failed_request_stores_no_idempotency_key(api, thread):
     api.post("/api/threads/t-1/messages/", {"content": "first"}, format="json")
 
     conflict = api.post(
-        "/api/threads/t-1/messages/", {"content": "second"}, format="json", HTTP_IDEMPOTENCY_KEY="k-9"
+        "/api/threads/t-1/messages/",
+        {"content": "second"},
+        format="json",
+        HTTP_IDEMPOTENCY_KEY="k-9",
     )
 
     assert conflict.status_code == 409
@@ -193,7 +235,10 @@ def test_a_failed_request_stores_no_idempotency_key(api, thread):
 def test_an_overlong_idempotency_key_names_the_header(api, thread):
     """A key longer than 255 characters is a 400 naming the header."""
     response = api.post(
-        "/api/threads/t-1/messages/", {"content": "x"}, format="json", HTTP_IDEMPOTENCY_KEY="k" * 256
+        "/api/threads/t-1/messages/",
+        {"content": "x"},
+        format="json",
+        HTTP_IDEMPOTENCY_KEY="k" * 256,
     )
 
     assert response.status_code == 400
@@ -212,7 +257,9 @@ def test_message_posting_is_rate_limited_per_token(api, user, settings):
         Thread.objects.create(owner=user, thread_id=f"t-{index}")
 
     statuses = [
-        api.post(f"/api/threads/t-{i}/messages/", {"content": "hi"}, format="json").status_code
+        api.post(
+            f"/api/threads/t-{i}/messages/", {"content": "hi"}, format="json"
+        ).status_code
         for i in range(3)
     ]
     limited = api.post("/api/threads/t-0/messages/", {"content": "hi"}, format="json")
@@ -221,7 +268,9 @@ def test_message_posting_is_rate_limited_per_token(api, user, settings):
     assert statuses == [201, 201, 429]
     assert limited.status_code == 429
     assert limited.json()["type"] == "throttled"
-    assert limited.json()["detail"].startswith("Too many requests: Request was throttled.")
+    assert limited.json()["detail"].startswith(
+        "Too many requests: Request was throttled."
+    )
     assert 0 < int(limited["Retry-After"]) <= 60
     assert listing.status_code == 200  # reads are not limited
     assert Run.objects.count() == 2
@@ -262,22 +311,37 @@ def test_dc05_events_replay_in_pages_after_a_seq(api, user):
 
     assert page1 == {
         "results": [
-            {"seq": 1, "type": "RUN_STARTED", "threadId": "t-refund", "runId": "t-refund-run"},
-            {"seq": 2, "type": "TOOL_CALL_START", "toolCallId": "t-refund-call",
-             "toolCallName": "refund_order"},
+            {
+                "seq": 1,
+                "type": "RUN_STARTED",
+                "threadId": "t-refund",
+                "runId": "t-refund-run",
+            },
+            {
+                "seq": 2,
+                "type": "TOOL_CALL_START",
+                "toolCallId": "t-refund-call",
+                "toolCallName": "refund_order",
+            },
         ],
         "next": "http://testserver/api/threads/t-refund/events/?after=2&limit=2",
         "lastSeq": 2,
     }
     assert [e["seq"] for e in page2["results"]] == [3, 4]
     assert tail["results"] == [e.as_wire() for e in log[4:]]
-    assert tail["next"] is None and tail["lastSeq"] == len(log) == 5
+    assert tail["next"] is None
+    assert tail["lastSeq"] == len(log) == 5
 
 
 @pytest.mark.parametrize(
     ("query", "field"),
-    [("after=-1", "after"), ("after=abc", "after"), ("after=" + "9" * 40, "after"),
-     ("limit=0", "limit"), ("limit=5000", "limit")],
+    [
+        ("after=-1", "after"),
+        ("after=abc", "after"),
+        ("after=" + "9" * 40, "after"),
+        ("limit=0", "limit"),
+        ("limit=5000", "limit"),
+    ],
 )
 def test_event_paging_parameters_are_validated(api, user, query, field):
     """Negative, non-numeric, huge or out-of-range paging values are 400s naming the field."""
@@ -291,6 +355,8 @@ def test_event_paging_parameters_are_validated(api, user, query, field):
 
 def test_messages_need_credentials():
     """Without credentials the messages endpoint answers 401."""
-    response = APIClient().post("/api/threads/t-1/messages/", {"content": "x"}, format="json")
+    response = APIClient().post(
+        "/api/threads/t-1/messages/", {"content": "x"}, format="json"
+    )
 
     assert response.status_code == 401

@@ -55,7 +55,10 @@ def test_run_retrieve_shows_the_error_and_what_it_continues(api, user):
 
     body = api.get("/api/runs/r-2/").json()
 
-    assert body["error"] == {"code": "agent_error", "message": "The agent failed (TimeoutError)."}
+    assert body["error"] == {
+        "code": "agent_error",
+        "message": "The agent failed (TimeoutError).",
+    }
     assert body["continues"] == "r-1"
     assert body["status"] == "error"
 
@@ -63,15 +66,18 @@ def test_run_retrieve_shows_the_error_and_what_it_continues(api, user):
 def test_dc05_cancel_a_queued_run(api, user):
     """POST runs/<runId>/cancel/ ends a queued run as cancelled; a second cancel is 409."""
     Thread.objects.create(owner=user, thread_id="t-1")
-    run_id = api.post("/api/threads/t-1/messages/", {"content": "hi"}, format="json").json()[
-        "run"
-    ]["runId"]
+    run_id = api.post(
+        "/api/threads/t-1/messages/", {"content": "hi"}, format="json"
+    ).json()["run"]["runId"]
 
     cancelled = api.post(f"/api/runs/{run_id}/cancel/")
     again = api.post(f"/api/runs/{run_id}/cancel/")
 
     assert cancelled.status_code == 200
-    assert (cancelled.json()["status"], cancelled.json()["outcome"]) == ("cancelled", "cancelled")
+    assert (cancelled.json()["status"], cancelled.json()["outcome"]) == (
+        "cancelled",
+        "cancelled",
+    )
     assert cancelled.json()["cancelRequested"] is True
     assert again.status_code == 409
     assert again.json() == {
@@ -119,7 +125,12 @@ def test_dc05_tool_call_shows_arguments_verdict_and_approval(api, user):
         "state": "awaiting_approval",
         "argumentsText": REFUND_ARGS,
         "arguments": params,
-        "validation": {"verdict": "ok", "repair": None, "error": None, "params": params},
+        "validation": {
+            "verdict": "ok",
+            "repair": None,
+            "error": None,
+            "params": params,
+        },
         "result": None,
         "approval": {
             "id": call.approval.pk,
@@ -135,16 +146,33 @@ def test_dc05_tool_call_shows_arguments_verdict_and_approval(api, user):
 
 def _call_with_arguments(user, name: str, arguments: str, *, thread_id: str) -> None:
     thread = Thread.objects.create(owner=user, thread_id=thread_id)
-    run = Run.objects.create(thread=thread, run_id=f"{thread_id}-run", status=Run.Status.RUNNING)
+    run = Run.objects.create(
+        thread=thread, run_id=f"{thread_id}-run", status=Run.Status.RUNNING
+    )
     record_events(
         run=run,
         events=[
             {"type": "RUN_STARTED", "threadId": thread_id, "runId": run.run_id},
-            {"type": "TOOL_CALL_START", "toolCallId": f"{thread_id}-c", "toolCallName": name},
-            {"type": "TOOL_CALL_ARGS", "toolCallId": f"{thread_id}-c", "delta": arguments},
+            {
+                "type": "TOOL_CALL_START",
+                "toolCallId": f"{thread_id}-c",
+                "toolCallName": name,
+            },
+            {
+                "type": "TOOL_CALL_ARGS",
+                "toolCallId": f"{thread_id}-c",
+                "delta": arguments,
+            },
             {"type": "TOOL_CALL_END", "toolCallId": f"{thread_id}-c"},
-            {"type": "RUN_FINISHED", "threadId": thread_id, "runId": run.run_id,
-             "outcome": {"type": "success", "pendingToolCallIds": [f"{thread_id}-c"]}},
+            {
+                "type": "RUN_FINISHED",
+                "threadId": thread_id,
+                "runId": run.run_id,
+                "outcome": {
+                    "type": "success",
+                    "pendingToolCallIds": [f"{thread_id}-c"],
+                },
+            },
         ],
     )
 
@@ -152,14 +180,21 @@ def _call_with_arguments(user, name: str, arguments: str, *, thread_id: str) -> 
 @pytest.mark.parametrize(
     ("name", "arguments", "verdict", "repair", "params"),
     [
-        ("get_weather", '{"city": "Oslo",}', "repair", "trailing_commas",
-         {"city": "Oslo"}),
+        (
+            "get_weather",
+            '{"city": "Oslo",}',
+            "repair",
+            "trailing_commas",
+            {"city": "Oslo"},
+        ),
         ("get_weather", '{"city": 7}', "error", None, None),
         ("launch_rockets", "{}", "unknown_tool", None, None),
     ],
     ids=["repaired", "invalid", "unknown-tool"],
 )
-def test_rt05_rt06_tool_call_validation_verdicts(api, user, name, arguments, verdict, repair, params):
+def test_rt05_rt06_tool_call_validation_verdicts(
+    api, user, name, arguments, verdict, repair, params
+):
     """The verdict is the argument ladder's: ok, repair (naming the rung), error, unknown_tool."""
     _call_with_arguments(user, name, arguments, thread_id="t-v")
 
@@ -184,11 +219,15 @@ def test_tool_calls_list_filters_by_thread_state_and_name(api, user):
     bad_state = api.get("/api/tool-calls/?state=bogus")
 
     assert everything["count"] == 2
-    assert [c["toolCallId"] for c in everything["results"]] == ["t-weather-c", "t-refund-call"]
+    assert [c["toolCallId"] for c in everything["results"]] == [
+        "t-weather-c",
+        "t-refund-call",
+    ]
     assert [c["toolCallId"] for c in by_thread] == ["t-refund-call"]
     assert [c["toolCallId"] for c in by_state] == ["t-refund-call"]
     assert [c["toolCallId"] for c in by_name] == ["t-weather-c"]
-    assert bad_state.status_code == 400 and list(bad_state.json()["fields"]) == ["state"]
+    assert bad_state.status_code == 400
+    assert list(bad_state.json()["fields"]) == ["state"]
 
 
 def test_huge_offsets_do_not_crash(api, user):

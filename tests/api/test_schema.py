@@ -43,12 +43,25 @@ def test_dc05_schema_is_openapi_3_with_every_operation(api):
         for method, op in item.items()
     }
     assert set(operations) == {
-        "threads_list", "threads_create", "threads_retrieve", "threads_archive",
+        "threads_list",
+        "threads_create",
+        "threads_retrieve",
+        "threads_archive",
         "threads_cancel_pending",
-        "threads_messages_list", "threads_messages_create", "threads_events_list",
-        "runs_retrieve", "runs_cancel", "tool_calls_list", "tool_calls_retrieve",
-        "approvals_list", "approvals_retrieve", "approvals_approve", "approvals_reject",
-        "approvals_resolve", "tools_list", "agents_list",
+        "threads_messages_list",
+        "threads_messages_create",
+        "threads_events_list",
+        "runs_retrieve",
+        "runs_cancel",
+        "tool_calls_list",
+        "tool_calls_retrieve",
+        "approvals_list",
+        "approvals_retrieve",
+        "approvals_approve",
+        "approvals_reject",
+        "approvals_resolve",
+        "tools_list",
+        "agents_list",
     }
     for name, (_, _, op) in operations.items():
         for code in ("401", "403"):
@@ -114,14 +127,18 @@ def test_dc05_sec02_every_operation_conforms_and_never_fails(
     }
     owner = django_user_model.objects.filter(username="root").first()
     if owner is None:
-        owner = django_user_model.objects.create_superuser(username="root", password="pw-root-1")
+        owner = django_user_model.objects.create_superuser(
+            username="root", password="pw-root-1"
+        )
         pending_refund(owner, thread_id="t-fuzz")
         Thread.objects.create(owner=owner, thread_id="t-idle", title="idle")
         Thread.objects.create(owner=owner, thread_id="t-archive", title="archive me")
     token, _ = Token.objects.get_or_create(user=owner)
     thread_for = {"threads_messages_create": "t-idle", "threads_archive": "t-archive"}
     real = {
-        "thread_id": thread_for.get(case.operation.definition.raw.get("operationId"), "t-fuzz"),
+        "thread_id": thread_for.get(
+            case.operation.definition.raw.get("operationId"), "t-fuzz"
+        ),
         "run_id": Run.objects.get(run_id="t-fuzz-run").run_id,
         "tool_call_id": "t-fuzz-call",
         "id": ApprovalRequest.objects.get(thread__thread_id="t-fuzz").pk,

@@ -48,7 +48,10 @@ def test_dc05_an_invalid_token_answers_401():
     response = client.get("/api/threads/")
 
     assert response.status_code == 401
-    assert response.json() == {"type": "authentication_failed", "detail": "Invalid token."}
+    assert response.json() == {
+        "type": "authentication_failed",
+        "detail": "Invalid token.",
+    }
 
 
 def test_dc05_create_thread_returns_it(api, user):
@@ -84,7 +87,9 @@ def test_unknown_fields_are_rejected_by_name(api):
         "type": "validation_error",
         "detail": "Invalid value for 'colour': unknown field 'colour'; "
         "allowed fields: ['agent', 'title']",
-        "fields": {"colour": ["unknown field 'colour'; allowed fields: ['agent', 'title']"]},
+        "fields": {
+            "colour": ["unknown field 'colour'; allowed fields: ['agent', 'title']"]
+        },
     }
 
 
@@ -132,7 +137,9 @@ def test_a_body_that_is_not_an_object_is_a_validation_error(api):
     assert response.json() == {
         "type": "validation_error",
         "detail": "The request is invalid: Invalid data. Expected a dictionary, but got list.",
-        "fields": {"non_field_errors": ["Invalid data. Expected a dictionary, but got list."]},
+        "fields": {
+            "non_field_errors": ["Invalid data. Expected a dictionary, but got list."]
+        },
     }
 
 
@@ -169,7 +176,8 @@ def test_list_is_cursor_paginated(api, user):
 
     assert [t["title"] for t in page1["results"]] == ["t2", "t1"]
     assert [t["title"] for t in page2["results"]] == ["t0"]
-    assert page2["next"] is None and page2["previous"] is not None
+    assert page2["next"] is None
+    assert page2["previous"] is not None
     assert len(threads) == 3
 
 
@@ -222,7 +230,9 @@ def test_an_unknown_status_filter_is_a_validation_error(api):
     response = api.get("/api/threads/?status=sleeping")
 
     assert response.status_code == 400
-    assert response.json()["fields"] == {"status": ['"sleeping" is not a valid choice.']}
+    assert response.json()["fields"] == {
+        "status": ['"sleeping" is not a valid choice.']
+    }
 
 
 def test_dc05_retrieve_shows_status_and_pending_calls_of_last_run(api, user):
@@ -246,7 +256,9 @@ def test_dc05_another_users_thread_answers_404(other_api, user):
         other_api.get("/api/threads/t-private/"),
         other_api.post("/api/threads/t-private/archive/"),
         other_api.get("/api/threads/t-private/messages/"),
-        other_api.post("/api/threads/t-private/messages/", {"content": "hi"}, format="json"),
+        other_api.post(
+            "/api/threads/t-private/messages/", {"content": "hi"}, format="json"
+        ),
         other_api.get("/api/threads/t-private/events/"),
     ]
 
@@ -264,17 +276,21 @@ def test_archive_hides_the_thread_and_refuses_new_messages(api, user):
 
     archived = api.post("/api/threads/t-old/archive/")
     again = api.post("/api/threads/t-old/archive/")
-    posted = api.post("/api/threads/t-old/messages/", {"content": "hello?"}, format="json")
+    posted = api.post(
+        "/api/threads/t-old/messages/", {"content": "hello?"}, format="json"
+    )
 
     assert archived.status_code == 200
     thread.refresh_from_db()
     assert thread.archived_at >= before
-    assert archived.json()["archivedAt"] == thread.archived_at.isoformat().replace("+00:00", "Z")
+    assert archived.json()["archivedAt"] == thread.archived_at.isoformat().replace(
+        "+00:00", "Z"
+    )
     assert again.json()["archivedAt"] == archived.json()["archivedAt"]
     assert api.get("/api/threads/").json()["results"] == []
-    assert [t["threadId"] for t in api.get("/api/threads/?archived=1").json()["results"]] == [
-        "t-old"
-    ]
+    assert [
+        t["threadId"] for t in api.get("/api/threads/?archived=1").json()["results"]
+    ] == ["t-old"]
     assert posted.status_code == 409
     assert posted.json()["type"] == "thread_archived"
     assert "start a new thread" in posted.json()["detail"]
@@ -304,7 +320,9 @@ def test_session_auth_enforces_csrf(user):
     assert "CSRF" in created.json()["detail"]
 
 
-def test_list_query_count_does_not_grow_with_threads(api, user, django_assert_num_queries):
+def test_list_query_count_does_not_grow_with_threads(
+    api, user, django_assert_num_queries
+):
     """The list derives every thread's status in SQL: a fixed number of queries."""
     for index in range(2):
         pending_refund(user, thread_id=f"t-wait-{index}")
@@ -318,5 +336,7 @@ def test_list_query_count_does_not_grow_with_threads(api, user, django_assert_nu
         response = api.get("/api/threads/")
 
     assert [t["status"] for t in response.json()["results"]] == [
-        "idle", "running", "waiting_for_approval"
+        "idle",
+        "running",
+        "waiting_for_approval",
     ] * 2

@@ -27,7 +27,9 @@ def approver(django_user_model):
 @pytest.fixture
 def second_approver(django_user_model):
     """Return another user holding the decide permission."""
-    user = django_user_model.objects.create_user(username="grace", password="pw-grace-1")
+    user = django_user_model.objects.create_user(
+        username="grace", password="pw-grace-1"
+    )
     user.user_permissions.add(
         Permission.objects.get(codename="decide_approvalrequest"),
         Permission.objects.get(codename="add_refund"),

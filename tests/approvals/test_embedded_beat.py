@@ -16,16 +16,21 @@ from threads.models import Message
 def test_pending_approval_expires_without_celery_beat(pending_refund, executor):
     call = pending_refund
     ApprovalRequest.objects.filter(tool_call=call).update(
-        expires_at=timezone.now() - timedelta(seconds=1))
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
     # The schedule's 30 s intervals, scaled down for the test (importing the ASGI
     # app elsewhere in the session may have started the beat at full scale).
     stop_embedded_beat()
     assert start_embedded_beat(interval_scale=0.01) is True
     try:
         executor.wait_for(
-            lambda: ApprovalRequest.objects.get(tool_call=call).status == "expired", timeout=20)
+            lambda: ApprovalRequest.objects.get(tool_call=call).status == "expired",
+            timeout=20,
+        )
     finally:
         stop_embedded_beat()
     executor.settle(call.thread)
-    answer = Message.objects.get(thread=call.thread, role="tool", tool_call_id=call.tool_call_id)
+    answer = Message.objects.get(
+        thread=call.thread, role="tool", tool_call_id=call.tool_call_id
+    )
     assert answer.error == "approval_expired"

@@ -27,12 +27,14 @@ def _in_threads(*targets):
         try:
             barrier.wait(timeout=10)
             results[index] = target()
-        except BaseException as error:  # noqa: BLE001 - collected for the assertions
+        except BaseException as error:
             results[index] = error
         finally:
             connections.close_all()
 
-    workers = [threading.Thread(target=wrap, args=(i, t)) for i, t in enumerate(targets)]
+    workers = [
+        threading.Thread(target=wrap, args=(i, t)) for i, t in enumerate(targets)
+    ]
     for worker in workers:
         worker.start()
     for worker in workers:
@@ -44,10 +46,15 @@ def _assert_exactly_once(call):
     from threads.models import Event
 
     assert Refund.objects.count() == 1
-    assert Message.objects.filter(role="tool", tool_call_id=call.tool_call_id).count() == 1
+    assert (
+        Message.objects.filter(role="tool", tool_call_id=call.tool_call_id).count() == 1
+    )
     # BC32: one TOOL_CALL_RESULT event for the call in the thread's AG-UI log.
-    results = Event.objects.filter(thread=call.thread, type="TOOL_CALL_RESULT",
-                                   payload__toolCallId=call.tool_call_id)
+    results = Event.objects.filter(
+        thread=call.thread,
+        type="TOOL_CALL_RESULT",
+        payload__toolCallId=call.tool_call_id,
+    )
     assert results.count() == 1
     execution = ToolExecution.objects.get(tool_call=call)
     assert execution.state == "succeeded"
@@ -57,15 +64,20 @@ def _assert_exactly_once(call):
     assert len(continued) == len(set(continued))
 
 
-def test_dc04_two_operators_approving_at_once(approver, second_approver, pending_refund, executor):
+def test_dc04_two_operators_approving_at_once(
+    approver, second_approver, pending_refund, executor
+):
     """Two simultaneous approvals: one decision, one execution, one tool message."""
     call = pending_refund
     approval = ApprovalRequest.objects.get(tool_call=call)
 
     results = _in_threads(
-        lambda: approval_decide(approval=approval, decided_by=approver, decision="approve"),
-        lambda: approval_decide(approval=approval, decided_by=second_approver,
-                                decision="approve"),
+        lambda: approval_decide(
+            approval=approval, decided_by=approver, decision="approve"
+        ),
+        lambda: approval_decide(
+            approval=approval, decided_by=second_approver, decision="approve"
+        ),
     )
     executor.settle(call.thread)
 
@@ -85,9 +97,15 @@ def test_dc04_approve_and_reject_racing_end_with_one_decision(
     approval = ApprovalRequest.objects.get(tool_call=call)
 
     results = _in_threads(
-        lambda: approval_decide(approval=approval, decided_by=approver, decision="approve"),
-        lambda: approval_decide(approval=approval, decided_by=second_approver,
-                                decision="reject", reason="too much"),
+        lambda: approval_decide(
+            approval=approval, decided_by=approver, decision="approve"
+        ),
+        lambda: approval_decide(
+            approval=approval,
+            decided_by=second_approver,
+            decision="reject",
+            reason="too much",
+        ),
     )
     executor.settle(call.thread)
 
@@ -99,7 +117,8 @@ def test_dc04_approve_and_reject_racing_end_with_one_decision(
     if approval.status == "approved":
         assert Refund.objects.count() == 1
     else:
-        assert approval.status == "rejected" and Refund.objects.count() == 0
+        assert approval.status == "rejected"
+        assert Refund.objects.count() == 0
 
 
 def test_bc32_duplicate_task_delivery_executes_once(approver, pending_refund, executor):
@@ -145,7 +164,8 @@ def test_bc32_worker_killed_between_reservation_and_outcome(
     assert worker.process is not None
     worker.process.wait(30)  # the hook ends the worker process
     execution = ToolExecution.objects.get(tool_call=call)
-    assert execution.state == "reserved" and execution.attempts == 1
+    assert execution.state == "reserved"
+    assert execution.attempts == 1
     assert Refund.objects.count() == (1 if hook == "after_tool" else 0)
 
     worker.start()  # a fresh worker restores the unacknowledged message

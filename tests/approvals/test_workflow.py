@@ -26,7 +26,9 @@ from threads.models import Message, Run, ToolCall
 
 
 def _tool_messages(thread):
-    return list(Message.objects.filter(thread=thread, role="tool").order_by("position", "id"))
+    return list(
+        Message.objects.filter(thread=thread, role="tool").order_by("position", "id")
+    )
 
 
 def _final_text(thread) -> str:
@@ -39,68 +41,99 @@ def _final_text(thread) -> str:
     )
 
 
-def test_dc03_admin_approval_executes_once_and_continues(client, approver, pending_refund, executor):
+def test_dc03_admin_approval_executes_once_and_continues(
+    client, approver, pending_refund, executor
+):
     """Approve through the admin action → executed once → tool message → continuation text."""
     call = pending_refund
     thread = call.thread
     approval = ApprovalRequest.objects.get(tool_call=call)
     assert approval.proposed_arguments == {
-        "order_id": "A-1001", "amount": 25.0, "reason": "customer request"}
+        "order_id": "A-1001",
+        "amount": 25.0,
+        "reason": "customer request",
+    }
     client.force_login(approver)
 
     changelist = reverse("admin:approvals_approvalrequest_changelist")
     page = client.get(changelist)
     assert page.status_code == 200
-    assert b"refund_order" in page.content and b"destructive" in page.content
+    assert b"refund_order" in page.content
+    assert b"destructive" in page.content
     response = client.post(
         changelist,
-        {"action": "approve_selected", "_selected_action": [approval.pk], "confirm": "1",
-         "reason": "verified with the customer"},
+        {
+            "action": "approve_selected",
+            "_selected_action": [approval.pk],
+            "confirm": "1",
+            "reason": "verified with the customer",
+        },
     )
     assert response.status_code == 302
     executor.settle(thread)
 
     approval.refresh_from_db()
     assert (approval.status, approval.decided_by, approval.reason) == (
-        "approved", approver, "verified with the customer")
+        "approved",
+        approver,
+        "verified with the customer",
+    )
     assert Refund.objects.count() == 1
     refund = Refund.objects.get()
     assert (refund.order_id, str(refund.amount)) == ("A-1001", "25.00")
     execution = ToolExecution.objects.get(tool_call=call)
     assert (execution.state, execution.attempts, execution.authorized_by) == (
-        "succeeded", 1, "approval")
+        "succeeded",
+        1,
+        "approval",
+    )
     results = [m for m in _tool_messages(thread) if m.tool_call_id == call.tool_call_id]
-    assert len(results) == 1 and results[0].error is None
+    assert len(results) == 1
+    assert results[0].error is None
     runs = list(Run.objects.filter(thread=thread).order_by("created_at", "id"))
-    assert len(runs) == 3 and runs[2].continues_id == runs[1].pk
-    assert runs[2].status == "finished" and runs[2].pending_tool_call_ids == []
+    assert len(runs) == 3
+    assert runs[2].continues_id == runs[1].pk
+    assert runs[2].status == "finished"
+    assert runs[2].pending_tool_call_ids == []
     # FT-06: the continuation's input answers every call of the thread exactly once.
-    tool_ids = [m["toolCallId"] for m in runs[2].input["messages"] if m["role"] == "tool"]
-    assert sorted(tool_ids) == sorted(ToolCall.objects.filter(thread=thread).values_list(
-        "tool_call_id", flat=True))
+    tool_ids = [
+        m["toolCallId"] for m in runs[2].input["messages"] if m["role"] == "tool"
+    ]
+    assert sorted(tool_ids) == sorted(
+        ToolCall.objects.filter(thread=thread).values_list("tool_call_id", flat=True)
+    )
     assert len(tool_ids) == len(set(tool_ids)) == 2
     final = _final_text(thread)
-    assert "Refund" in final and "A-1001" in final
+    assert "Refund" in final
+    assert "A-1001" in final
     call.refresh_from_db()
     assert call.state == "succeeded"
     assert audit_verify() == []
     actions = list(AuditEntry.objects.values_list("action", flat=True))
-    assert "approval.approved" in actions and "execution.reserved" in actions
+    assert "approval.approved" in actions
+    assert "execution.reserved" in actions
     assert "execution.succeeded" in actions
 
 
-def test_bc21_rejection_answers_the_call_and_continues(approver, pending_refund, executor):
+def test_bc21_rejection_answers_the_call_and_continues(
+    approver, pending_refund, executor
+):
     """A rejected call is answered by a tool message saying so and why (BC21, FT-06)."""
     call = pending_refund
     thread = call.thread
     approval = ApprovalRequest.objects.get(tool_call=call)
 
-    approval_decide(approval=approval, decided_by=approver, decision="reject", reason="not now")
+    approval_decide(
+        approval=approval, decided_by=approver, decision="reject", reason="not now"
+    )
     executor.settle(thread)
 
     answers = [m for m in _tool_messages(thread) if m.tool_call_id == call.tool_call_id]
     assert len(answers) == 1
-    assert answers[0].content == '{"status":"rejected","reason":"not now","executed":false}'
+    assert (
+        answers[0].content
+        == '{"status":"rejected","reason":"not now","executed":false}'
+    )
     assert answers[0].error == "declined_by_operator"
     assert Refund.objects.count() == 0
     assert not ToolExecution.objects.filter(tool_call=call).exists()
@@ -119,26 +152,32 @@ def test_expiry_answers_the_call_so_the_thread_continues(pending_refund, executo
     call = pending_refund
     approval = ApprovalRequest.objects.get(tool_call=call)
     ApprovalRequest.objects.filter(pk=approval.pk).update(
-        expires_at=timezone.now() - timedelta(seconds=1))
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
 
     assert approvals_expire() == 1
     executor.settle(call.thread)
 
     approval.refresh_from_db()
     assert approval.status == "expired"
-    answer = Message.objects.get(thread=call.thread, role="tool", tool_call_id=call.tool_call_id)
+    answer = Message.objects.get(
+        thread=call.thread, role="tool", tool_call_id=call.tool_call_id
+    )
     assert json.loads(answer.content)["status"] == "expired"
     assert answer.error == "approval_expired"
     assert Refund.objects.count() == 0
     assert approvals_expire() == 0
 
 
-def test_decision_after_expiry_is_refused_and_answers_expired(approver, pending_refund, executor):
+def test_decision_after_expiry_is_refused_and_answers_expired(
+    approver, pending_refund, executor
+):
     """Expiry is checked again at decision time: a late approval executes nothing."""
     call = pending_refund
     approval = ApprovalRequest.objects.get(tool_call=call)
     ApprovalRequest.objects.filter(pk=approval.pk).update(
-        expires_at=timezone.now() - timedelta(seconds=1))
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
 
     with pytest.raises(ApprovalExpired):
         approval_decide(approval=approval, decided_by=approver, decision="approve")
@@ -147,48 +186,73 @@ def test_decision_after_expiry_is_refused_and_answers_expired(approver, pending_
     approval.refresh_from_db()
     assert approval.status == "expired"
     assert Refund.objects.count() == 0
-    assert Message.objects.filter(role="tool", tool_call_id=call.tool_call_id).count() == 1
+    assert (
+        Message.objects.filter(role="tool", tool_call_id=call.tool_call_id).count() == 1
+    )
 
 
-def test_sec02_edited_arguments_are_executed_and_original_kept(approver, pending_refund, executor):
+def test_sec02_edited_arguments_are_executed_and_original_kept(
+    approver, pending_refund, executor
+):
     """Edited arguments are re-validated, executed, and both versions are audited (SEC-02)."""
     call = pending_refund
     approval = ApprovalRequest.objects.get(tool_call=call)
     edited = {"order_id": "A-1001", "amount": 10.0, "reason": "partial refund"}
 
     with pytest.raises(InvalidEditedArguments, match="amount"):
-        approval_decide(approval=approval, decided_by=approver, decision="approve",
-                        edited_arguments={"order_id": "A-1001", "amount": "lots", "reason": "x"})
-    approval_decide(approval=approval, decided_by=approver, decision="approve",
-                    edited_arguments=edited)
+        approval_decide(
+            approval=approval,
+            decided_by=approver,
+            decision="approve",
+            edited_arguments={"order_id": "A-1001", "amount": "lots", "reason": "x"},
+        )
+    approval_decide(
+        approval=approval,
+        decided_by=approver,
+        decision="approve",
+        edited_arguments=edited,
+    )
     executor.settle(call.thread)
 
     approval.refresh_from_db()
     assert approval.proposed_arguments["amount"] == 25.0
-    assert approval.edited_arguments == edited and approval.edited
+    assert approval.edited_arguments == edited
+    assert approval.edited
     refund = Refund.objects.get()
-    assert str(refund.amount) == "10.00" and refund.reason == "partial refund"
+    assert str(refund.amount) == "10.00"
+    assert refund.reason == "partial refund"
     entry = AuditEntry.objects.get(action="approval.approved")
     assert entry.after["proposed_arguments"]["amount"] == 25.0
     assert entry.after["edited_arguments"]["amount"] == 10.0
 
 
-def test_bc34_repeated_approval_enqueues_nothing(approver, second_approver, pending_refund, executor):
+def test_bc34_repeated_approval_enqueues_nothing(
+    approver, second_approver, pending_refund, executor
+):
     """A second approve returns the existing state; a conflicting decision is refused (BC34)."""
     call = pending_refund
     approval = ApprovalRequest.objects.get(tool_call=call)
 
     first = approval_decide(approval=approval, decided_by=approver, decision="approve")
-    again = approval_decide(approval=approval, decided_by=second_approver, decision="approve")
+    again = approval_decide(
+        approval=approval, decided_by=second_approver, decision="approve"
+    )
     with pytest.raises(ApprovalAlreadyDecided, match="already 'approved'"):
-        approval_decide(approval=approval, decided_by=second_approver, decision="reject",
-                        reason="changed my mind")
+        approval_decide(
+            approval=approval,
+            decided_by=second_approver,
+            decision="reject",
+            reason="changed my mind",
+        )
     executor.settle(call.thread)
 
-    assert first.pk == again.pk and again.decided_by == approver
+    assert first.pk == again.pk
+    assert again.decided_by == approver
     assert Refund.objects.count() == 1
     assert ToolExecution.objects.get(tool_call=call).attempts == 1
-    assert Message.objects.filter(role="tool", tool_call_id=call.tool_call_id).count() == 1
+    assert (
+        Message.objects.filter(role="tool", tool_call_id=call.tool_call_id).count() == 1
+    )
 
 
 def test_permission_required_to_decide(user, staff_user, client, pending_refund):
@@ -210,11 +274,19 @@ def test_permission_required_to_decide(user, staff_user, client, pending_refund)
     page = client.get(changelist)
     assert page.status_code == 200
     assert b"approve_selected" not in page.content  # the action is not offered
-    crafted = client.post(changelist, {"action": "approve_selected",
-                                       "_selected_action": [approval.pk], "confirm": "1"})
+    crafted = client.post(
+        changelist,
+        {
+            "action": "approve_selected",
+            "_selected_action": [approval.pk],
+            "confirm": "1",
+        },
+    )
     assert crafted.status_code in (200, 302)
-    decide = client.post(reverse("admin:approvals_approvalrequest_decide", args=[approval.pk]),
-                         {"decision": "approve", "reason": ""})
+    decide = client.post(
+        reverse("admin:approvals_approvalrequest_decide", args=[approval.pk]),
+        {"decision": "approve", "reason": ""},
+    )
     assert decide.status_code == 403
     approval.refresh_from_db()
     assert approval.status == "pending"
@@ -224,7 +296,9 @@ def test_permission_required_to_decide(user, staff_user, client, pending_refund)
 def test_reject_requires_reason(approver, pending_refund):
     approval = ApprovalRequest.objects.get(tool_call=pending_refund)
     with pytest.raises(ReasonRequired):
-        approval_decide(approval=approval, decided_by=approver, decision="reject", reason=" ")
+        approval_decide(
+            approval=approval, decided_by=approver, decision="reject", reason=" "
+        )
     approval.refresh_from_db()
     assert approval.status == "pending"
 
@@ -235,29 +309,52 @@ def test_dc03_admin_edit_then_approve_form(client, approver, pending_refund, exe
     call = pending_refund
     approval = ApprovalRequest.objects.get(tool_call=call)
     client.force_login(approver)
-    page = client.get(reverse("admin:approvals_approvalrequest_change", args=[approval.pk]))
-    assert page.status_code == 200 and b'name="decision" value="approve"' in page.content
+    page = client.get(
+        reverse("admin:approvals_approvalrequest_change", args=[approval.pk])
+    )
+    assert page.status_code == 200
+    assert b'name="decision" value="approve"' in page.content
     decide = reverse("admin:approvals_approvalrequest_decide", args=[approval.pk])
 
-    bad = client.post(decide, {"decision": "approve", "reason": "",
-                               "edited_arguments": '{"order_id": "A-1001", "amount": -3, '
-                                                   '"reason": "customer"}'}, follow=True)
+    bad = client.post(
+        decide,
+        {
+            "decision": "approve",
+            "reason": "",
+            "edited_arguments": '{"order_id": "A-1001", "amount": -3, '
+            '"reason": "customer"}',
+        },
+        follow=True,
+    )
     text = bad.content.decode()
     assert "Edited arguments are invalid" in text
-    assert "field &#x27;amount&#x27;: -3 is less than or equal to the minimum of 0" in text
+    assert (
+        "field &#x27;amount&#x27;: -3 is less than or equal to the minimum of 0" in text
+    )
     approval.refresh_from_db()
     assert approval.status == "pending"
 
-    client.post(decide, {"decision": "approve", "reason": "partial",
-                         "edited_arguments": '{"order_id": "A-1001", "amount": 12.5, '
-                                             '"reason": "partial"}'})
+    client.post(
+        decide,
+        {
+            "decision": "approve",
+            "reason": "partial",
+            "edited_arguments": '{"order_id": "A-1001", "amount": 12.5, '
+            '"reason": "partial"}',
+        },
+    )
     executor.settle(call.thread)
 
     approval.refresh_from_db()
-    assert approval.status == "approved" and approval.edited
+    assert approval.status == "approved"
+    assert approval.edited
     assert str(Refund.objects.get().amount) == "12.50"
-    page = client.get(reverse("admin:approvals_approvalrequest_changelist") + "?status=approved")
+    page = client.get(
+        reverse("admin:approvals_approvalrequest_changelist") + "?status=approved"
+    )
     assert b"edited" in page.content
     # Decided requests are read-only: no decide form any more.
-    page = client.get(reverse("admin:approvals_approvalrequest_change", args=[approval.pk]))
+    page = client.get(
+        reverse("admin:approvals_approvalrequest_change", args=[approval.pk])
+    )
     assert b'name="decision" value="approve"' not in page.content

@@ -89,9 +89,11 @@ PARALLEL_TOOLS: Final = (
     define_tool(
         name="send_email",
         description="Send an email. Needs a person's approval.",
-        parameters={**_OBJECT, "properties": {"to": {"type": "string"},
-                                              "body": {"type": "string"}},
-                    "required": ["to", "body"]},
+        parameters={
+            **_OBJECT,
+            "properties": {"to": {"type": "string"}, "body": {"type": "string"}},
+            "required": ["to", "body"],
+        },
         execute=_send_email,
         runs_on="application",
         policy="require_approval",
@@ -100,7 +102,11 @@ PARALLEL_TOOLS: Final = (
     define_tool(
         name="lookup",
         description="Look up a status.",
-        parameters={**_OBJECT, "properties": {"q": {"type": "string"}}, "required": ["q"]},
+        parameters={
+            **_OBJECT,
+            "properties": {"q": {"type": "string"}},
+            "required": ["q"],
+        },
         execute=_lookup,
         runs_on="application",
         policy="auto",
@@ -112,8 +118,11 @@ SLOW_TOOLS: Final = (
     define_tool(
         name="slow_count",
         description="Count slowly.",
-        parameters={**_OBJECT, "properties": {"seconds": {"type": "number"}},
-                    "required": ["seconds"]},
+        parameters={
+            **_OBJECT,
+            "properties": {"seconds": {"type": "number"}},
+            "required": ["seconds"],
+        },
         execute=_slow_count,
         runs_on="agent",
         is_read_only=True,
@@ -132,7 +141,9 @@ class PayProvider(Provider):
         if getattr(last, "role", "") == "user":
             amount = float(str(last.content).split()[-1])
             yield ToolCallBegin(call_id="call_pay", name="pay")
-            yield ToolCallDelta(call_id="call_pay", delta=json.dumps({"amount": amount}))
+            yield ToolCallDelta(
+                call_id="call_pay", delta=json.dumps({"amount": amount})
+            )
             yield TurnEnd(stop_reason="tool_use")
             return
         yield TextDelta(text=f"Payment: {last.content}")
@@ -156,8 +167,11 @@ PAY_TOOLS: Final = (
     define_tool(
         name="pay",
         description="Pay an amount.",
-        parameters={**_OBJECT, "properties": {"amount": {"type": "number", "minimum": 0}},
-                    "required": ["amount"]},
+        parameters={
+            **_OBJECT,
+            "properties": {"amount": {"type": "number", "minimum": 0}},
+            "required": ["amount"],
+        },
         execute=_pay,
         runs_on="application",
         policy=_pay_policy,

@@ -13,7 +13,9 @@ from approvals.services import approval_decide
 from threads.models import Message, Run, ToolCall
 from threads.services import message_post, run_cancel, thread_create
 
-INTERRUPTED = '{"error":"interrupted","detail":"tool call was cancelled before it completed"}'
+INTERRUPTED = (
+    '{"error":"interrupted","detail":"tool call was cancelled before it completed"}'
+)
 
 
 CASE_AGENTS = {
@@ -50,12 +52,16 @@ def case_agents(settings, monkeypatch):
     _load_toolset.cache_clear()
 
 
-def test_bc21_rejected_parallel_call_still_answered_once(user, case_agents, executor, django_user_model):
+def test_bc21_rejected_parallel_call_still_answered_once(
+    user, case_agents, executor, django_user_model
+):
     """One of two parallel calls rejected: one tool message per call, in call order (BC21)."""
     from django.contrib.auth.models import Permission
 
     operator = django_user_model.objects.create_user(username="op", password="pw-op-1")
-    operator.user_permissions.add(Permission.objects.get(codename="decide_approvalrequest"))
+    operator.user_permissions.add(
+        Permission.objects.get(codename="decide_approvalrequest")
+    )
     thread = thread_create(owner=user, title="bc21", agent="parallel")
     message_post(thread=thread, content="email the team and check the status")
     executor.settle(thread)
@@ -64,8 +70,12 @@ def test_bc21_rejected_parallel_call_still_answered_once(user, case_agents, exec
     lookup = ToolCall.objects.get(thread=thread, name="lookup")
     assert (send.state, lookup.state) == ("awaiting_approval", "succeeded")
     approval = ApprovalRequest.objects.get(tool_call=send)
-    approval_decide(approval=approval, decided_by=django_user_model.objects.get(pk=operator.pk),
-                    decision="reject", reason="not now")
+    approval_decide(
+        approval=approval,
+        decided_by=django_user_model.objects.get(pk=operator.pk),
+        decision="reject",
+        reason="not now",
+    )
     executor.settle(thread)
 
     tool_messages = Message.objects.filter(thread=thread, role="tool")
@@ -74,42 +84,65 @@ def test_bc21_rejected_parallel_call_still_answered_once(user, case_agents, exec
         send.tool_call_id: '{"status":"rejected","reason":"not now","executed":false}',
         lookup.tool_call_id: "status ok",
     }
-    continuation = Run.objects.filter(thread=thread).order_by("-created_at", "-id").first()
+    continuation = (
+        Run.objects.filter(thread=thread).order_by("-created_at", "-id").first()
+    )
     assert continuation.status == "finished"
-    history = prepare_history([message_from_dict(m) for m in continuation.input["messages"]])
+    history = prepare_history(
+        [message_from_dict(m) for m in continuation.input["messages"]]
+    )
     answers = [(m.tool_call_id, m.content) for m in history if m.role == "tool"]
     assert answers == [
-        (send.tool_call_id, '{"status":"rejected","reason":"not now","executed":false}'),
+        (
+            send.tool_call_id,
+            '{"status":"rejected","reason":"not now","executed":false}',
+        ),
         (lookup.tool_call_id, "status ok"),
     ]
-    final = Message.objects.filter(thread=thread, role="assistant").exclude(content="").last()
-    assert "not now" in final.content and "status ok" in final.content
+    final = (
+        Message.objects.filter(thread=thread, role="assistant")
+        .exclude(content="")
+        .last()
+    )
+    assert "not now" in final.content
+    assert "status ok" in final.content
     # The AG-UI log reports both answers as TOOL_CALL_RESULT events, in the order the
     # application wrote them, at the start of the continuation run.
     from threads.models import Event
 
     results = [
         (e.payload["toolCallId"], e.payload["content"])
-        for e in Event.objects.filter(thread=thread, type="TOOL_CALL_RESULT").order_by("seq")
+        for e in Event.objects.filter(thread=thread, type="TOOL_CALL_RESULT").order_by(
+            "seq"
+        )
     ]
     assert results == [
         (lookup.tool_call_id, "status ok"),
-        (send.tool_call_id, '{"status":"rejected","reason":"not now","executed":false}'),
+        (
+            send.tool_call_id,
+            '{"status":"rejected","reason":"not now","executed":false}',
+        ),
     ]
 
 
-def test_bc20_cancel_while_tools_execute_persists_interrupted_results(user, case_agents, executor):
+def test_bc20_cancel_while_tools_execute_persists_interrupted_results(
+    user, case_agents, executor
+):
     """Cancelling a run mid-execution answers every open call before the next message (BC20)."""
     thread = thread_create(owner=user, title="bc20", agent="slow")
     _, run = message_post(thread=thread, content="how long ago was the landing?")
-    executor.wait_for(lambda: ToolCall.objects.filter(thread=thread, state="complete").count() == 2)
+    executor.wait_for(
+        lambda: ToolCall.objects.filter(thread=thread, state="complete").count() == 2
+    )
 
     run_cancel(run=run)
     executor.settle(thread)
 
     run.refresh_from_db()
     assert (run.status, run.outcome) == ("cancelled", "cancelled")
-    answers = list(Message.objects.filter(thread=thread, role="tool").order_by("position", "id"))
+    answers = list(
+        Message.objects.filter(thread=thread, role="tool").order_by("position", "id")
+    )
     # The loop answers the calls it was executing in-stream when cancelled; a call
     # it could not answer would get the synthetic INTERRUPTED answer afterwards.
     cancelled = (
@@ -127,7 +160,8 @@ def test_bc20_cancel_while_tools_execute_persists_interrupted_results(user, case
     retry.refresh_from_db()
     roles = [m["role"] for m in retry.input["messages"]]
     assert roles[:4] == ["user", "assistant", "tool", "tool"]
-    assert roles[4] == "user" and retry.input["messages"][4]["content"] == "try again"
+    assert roles[4] == "user"
+    assert retry.input["messages"][4]["content"] == "try again"
     assert json.loads(retry.input["messages"][2]["content"])["error"] == "cancelled"
 
 
@@ -138,20 +172,36 @@ def test_bc20_calls_left_open_by_a_dead_run_get_the_interrupted_answer(user, exe
     thread = thread_create(owner=user, title="bc20-dead")
     run = Run.objects.create(thread=thread, status=Run.Status.RUNNING)
     recorder = RunRecorder(run)
-    recorder.record([
-        {"type": "RUN_STARTED", "threadId": thread.thread_id, "runId": run.run_id},
-        {"type": "TOOL_CALL_START", "toolCallId": "call_X", "toolCallName": "get_weather"},
-        {"type": "TOOL_CALL_ARGS", "toolCallId": "call_X", "delta": '{"city":"Oslo"}'},
-        {"type": "TOOL_CALL_END", "toolCallId": "call_X"},
-        {"type": "TOOL_CALL_START", "toolCallId": "call_Y", "toolCallName": "get_weather"},
-    ])
+    recorder.record(
+        [
+            {"type": "RUN_STARTED", "threadId": thread.thread_id, "runId": run.run_id},
+            {
+                "type": "TOOL_CALL_START",
+                "toolCallId": "call_X",
+                "toolCallName": "get_weather",
+            },
+            {
+                "type": "TOOL_CALL_ARGS",
+                "toolCallId": "call_X",
+                "delta": '{"city":"Oslo"}',
+            },
+            {"type": "TOOL_CALL_END", "toolCallId": "call_X"},
+            {
+                "type": "TOOL_CALL_START",
+                "toolCallId": "call_Y",
+                "toolCallName": "get_weather",
+            },
+        ]
+    )
     recorder.flush()
 
     run_execute(run_pk=run.pk)  # a redelivery finds the run claimed by a dead worker
 
     run.refresh_from_db()
     assert (run.status, run.error_code) == ("error", "worker_lost")
-    answers = Message.objects.filter(thread=thread, role="tool").order_by("position", "id")
+    answers = Message.objects.filter(thread=thread, role="tool").order_by(
+        "position", "id"
+    )
     assert [(m.tool_call_id, m.content, m.error) for m in answers] == [
         ("call_X", INTERRUPTED, "interrupted"),
         ("call_Y", INTERRUPTED, "interrupted"),
@@ -162,9 +212,13 @@ def test_bc20_calls_left_open_by_a_dead_run_get_the_interrupted_answer(user, exe
     assert types[-2:] == ["TOOL_CALL_END", "RUN_ERROR"]
 
 
-@pytest.mark.parametrize(("amount", "state", "approvals"), [(5, "succeeded", 0), (50, "awaiting_approval", 1)])
-def test_lp01_policy_depends_on_validated_arguments(user, case_agents, executor, amount, state,
-                                                    approvals):
+@pytest.mark.parametrize(
+    ("amount", "state", "approvals"),
+    [(5, "succeeded", 0), (50, "awaiting_approval", 1)],
+)
+def test_lp01_policy_depends_on_validated_arguments(
+    user, case_agents, executor, amount, state, approvals
+):
     """A callable policy decides per call: small payments run, large ones wait (LP-01)."""
     thread = thread_create(owner=user, title="pay", agent="pay")
     message_post(thread=thread, content=f"pay {amount}")
@@ -174,24 +228,42 @@ def test_lp01_policy_depends_on_validated_arguments(user, case_agents, executor,
     assert call.state == state
     assert ApprovalRequest.objects.filter(tool_call=call).count() == approvals
     if state == "succeeded":
-        final = Message.objects.filter(thread=thread, role="assistant").exclude(content="").last()
+        final = (
+            Message.objects.filter(thread=thread, role="assistant")
+            .exclude(content="")
+            .last()
+        )
         assert final.content == "Payment: paid 5.00"
 
 
 @pytest.mark.parametrize("executor", ["embedded"], indirect=True)
-def test_ft01_agui_client_tools_are_offered_and_left_for_the_client(user, case_agents, executor):
+def test_ft01_agui_client_tools_are_offered_and_left_for_the_client(
+    user, case_agents, executor
+):
     """A client's own frontend tool is advertised, left pending, and answered by the client."""
     from agentcore.events import RunAgentInput
     from threads.agui import _start_run
     from threads.models import Thread
 
-    confirm = {"name": "confirm", "description": "Ask the user to confirm",
-               "parameters": {"type": "object", "properties": {"question": {"type": "string"}}}}
-    first = RunAgentInput.model_validate({
-        "threadId": "t-client", "runId": "r-1", "state": {"step": 1}, "tools": [confirm],
-        "context": [{"description": "tz", "value": "UTC"}], "forwardedProps": {"a": 1},
-        "messages": [{"id": "u1", "role": "user", "content": "delete the file"}],
-    })
+    confirm = {
+        "name": "confirm",
+        "description": "Ask the user to confirm",
+        "parameters": {
+            "type": "object",
+            "properties": {"question": {"type": "string"}},
+        },
+    }
+    first = RunAgentInput.model_validate(
+        {
+            "threadId": "t-client",
+            "runId": "r-1",
+            "state": {"step": 1},
+            "tools": [confirm],
+            "context": [{"description": "tz", "value": "UTC"}],
+            "forwardedProps": {"a": 1},
+            "messages": [{"id": "u1", "role": "user", "content": "delete the file"}],
+        }
+    )
     thread, run, _ = _start_run(user=user, agent="confirm", run_input=first)
     # The call stays pending for the client, so wait for the embedded pool itself.
     from threads.execution import wait_embedded
@@ -209,21 +281,35 @@ def test_ft01_agui_client_tools_are_offered_and_left_for_the_client(user, case_a
     assert call.state == "pending"  # the client's to answer, not the approval queue's
     assert not ApprovalRequest.objects.exists()
 
-    answer = RunAgentInput.model_validate({
-        "threadId": "t-client", "runId": "r-2", "tools": [confirm],
-        "messages": [
-            {"id": "u1", "role": "user", "content": "delete the file"},
-            {"id": "tm1", "role": "tool", "toolCallId": "call_confirm", "content": "yes"},
-        ],
-    })
+    answer = RunAgentInput.model_validate(
+        {
+            "threadId": "t-client",
+            "runId": "r-2",
+            "tools": [confirm],
+            "messages": [
+                {"id": "u1", "role": "user", "content": "delete the file"},
+                {
+                    "id": "tm1",
+                    "role": "tool",
+                    "toolCallId": "call_confirm",
+                    "content": "yes",
+                },
+            ],
+        }
+    )
     _, second, _ = _start_run(user=user, agent="confirm", run_input=answer)
     executor.settle(thread)
 
     second.refresh_from_db()
     run.refresh_from_db()
-    assert second.status == "finished" and second.continues_id == run.pk
+    assert second.status == "finished"
+    assert second.continues_id == run.pk
     assert run.status == "finished"
     call.refresh_from_db()
     assert call.state == "succeeded"
-    final = Message.objects.filter(thread=thread, role="assistant").exclude(content="").last()
+    final = (
+        Message.objects.filter(thread=thread, role="assistant")
+        .exclude(content="")
+        .last()
+    )
     assert final.content == "The user said: yes"

@@ -64,7 +64,8 @@ def test_rt03_demo_tools_order_and_paths() -> None:
         "auto",
     )
     assert refund_order.runs_on == "application"
-    assert refund_order.is_destructive and refund_order.idempotent
+    assert refund_order.is_destructive
+    assert refund_order.idempotent
     assert refund_order.policy_for(
         {"order_id": "A-1001", "amount": 1, "reason": "x"}
     ) == ("require_approval")
@@ -75,7 +76,8 @@ def test_rt03_demo_tools_order_and_paths() -> None:
 def test_rt01_demo_passthrough_schema_keeps_constraints() -> None:
     """RT-01: refund_order's passthrough schema keeps pattern, exclusiveMinimum and maximum."""
     amount = refund_order.spec().parameters["properties"]["amount"]
-    assert amount["exclusiveMinimum"] == 0 and amount["maximum"] == 10000
+    assert amount["exclusiveMinimum"] == 0
+    assert amount["maximum"] == 10000
     assert refund_order.spec().parameters["properties"]["order_id"]["pattern"] == (
         "^[A-Z]-[0-9]{4}$"
     )
@@ -125,11 +127,11 @@ async def test_lookup_order_returns_the_order() -> None:
     assert order["customer"] == "Ada Lovelace"
     assert Decimal(order["total"]) >= Decimal("25.00")
     missing = await run_one("lookup_order", '{"order_id": "Z-9999"}')
-    assert (
-        missing.error == "invalid_arguments" and "no order 'Z-9999'" in missing.message
-    )
+    assert missing.error == "invalid_arguments"
+    assert "no order 'Z-9999'" in missing.message
     malformed = await run_one("lookup_order", '{"order_id": "1001"}')
-    assert malformed.error == "invalid_arguments" and "order_id" in malformed.message
+    assert malformed.error == "invalid_arguments"
+    assert "order_id" in malformed.message
 
 
 @pytest.mark.django_db(transaction=True)
@@ -140,17 +142,20 @@ async def test_lp07_refund_twice_with_same_key_refunds_once() -> None:
     args = '{"order_id": "A-1001", "amount": 25.0, "reason": "damaged in transit"}'
     first = await run_one("refund_order", args, key="idem-1")
     second = await run_one("refund_order", args, key="idem-1")
-    assert first.error is None and second.error is None
+    assert first.error is None
+    assert second.error is None
     assert first.content == second.content
     body = json.loads(first.content)
-    assert body["status"] == "refunded" and body["amount"] == "25.00"
-    assert first.details == {"replayed": False} and second.details == {"replayed": True}
+    assert body["status"] == "refunded"
+    assert body["amount"] == "25.00"
+    assert first.details == {"replayed": False}
+    assert second.details == {"replayed": True}
     rows = [r async for r in Refund.objects.all()]
     assert len(rows) == 1
-    assert rows[0].amount == Decimal("25.00") and rows[0].order_id == "A-1001"
-    assert (
-        rows[0].reason == "damaged in transit" and rows[0].idempotency_key == "idem-1"
-    )
+    assert rows[0].amount == Decimal("25.00")
+    assert rows[0].order_id == "A-1001"
+    assert rows[0].reason == "damaged in transit"
+    assert rows[0].idempotency_key == "idem-1"
 
 
 @pytest.mark.django_db(transaction=True)
@@ -177,7 +182,8 @@ async def test_refund_cannot_exceed_what_is_left() -> None:
         {"order_id": "A-1002", "amount": 1.234, "reason": "odd"},
         key="k3",
     )
-    assert cents.error == "invalid_arguments" and "two decimals" in cents.message
+    assert cents.error == "invalid_arguments"
+    assert "two decimals" in cents.message
     assert await Refund.objects.acount() == 1
 
 
@@ -238,9 +244,8 @@ async def test_tc10_render_chart_returns_a_real_png_image_part() -> None:
     text, image = result.content
     assert text == {"type": "text", "text": "Sales: 4 values, min -1, max 3."}
     assert image["type"] == "image"
-    assert (
-        image["source"]["type"] == "data" and image["source"]["mimeType"] == "image/png"
-    )
+    assert image["source"]["type"] == "data"
+    assert image["source"]["mimeType"] == "image/png"
     assert image["metadata"]["title"] == "Sales"
     png = base64.b64decode(image["source"]["value"])
     width, height, raw = _decode_png(png)

@@ -180,7 +180,8 @@ def test_redis_restart_mid_stream_clients_resume_by_seq(stack, operator):
     bounced = EventWatcher(ws, thread_id, cookie=cookie, origin=base)
     steady.start()
     bounced.start()
-    assert steady.connected.wait(10) and bounced.connected.wait(10)
+    assert steady.connected.wait(10)
+    assert bounced.connected.wait(10)
     run_id = _post(api, thread_id, "deltas=150 delay=0.03")["run"]["runId"]
     steady.wait_for(
         lambda w: len(w.events) >= 10, timeout=20, what="the stream starting"
@@ -216,7 +217,8 @@ def test_redis_restart_mid_stream_clients_resume_by_seq(stack, operator):
         )
         watcher.stop()
     assert Run.objects.get(run_id=run_id).status == Run.Status.FINISHED
-    assert steady.events == log and not steady.gaps
+    assert steady.events == log
+    assert not steady.gaps
     assert bounced.events[1:] == [e for e in log if e["seq"] > seen_before]
     assert not bounced.gaps
     assert "".join(e.get("delta", "") for e in log) == "".join(
@@ -255,7 +257,8 @@ def test_scale_out_approval_on_web_b_streams_to_client_on_web_a(stack, operator)
     )
     watcher.stop()
     assert "Refund done" in watcher.text()
-    assert watcher.events == _log(thread_id) and not watcher.gaps
+    assert watcher.events == _log(thread_id)
+    assert not watcher.gaps
     assert any(n.get("state") == "succeeded" for n in watcher.notifications)
     # both workers took part or at least one did; each log line is JSON
     lines = [

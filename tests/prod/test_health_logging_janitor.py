@@ -44,8 +44,10 @@ def test_healthz_503_names_unreachable_redis(client, settings):
 
     assert response.status_code == 503
     body = response.json()
-    assert body["status"] == "error" and body["database"] == "ok"
-    assert body["failed"] == ["redis"] and body["redis"].startswith("error: ")
+    assert body["status"] == "error"
+    assert body["database"] == "ok"
+    assert body["failed"] == ["redis"]
+    assert body["redis"].startswith("error: ")
     assert "127.0.0.1" not in json.dumps(body)
 
 
@@ -85,14 +87,17 @@ def test_json_log_lines_carry_run_thread_and_call():
         log.removeHandler(handler)
 
     inside, outside, failed = (json.loads(r) for r in records)
-    assert inside["message"] == "inside call" and inside["attempt"] == 2
+    assert inside["message"] == "inside call"
+    assert inside["attempt"] == 2
     assert (inside["run"], inside["thread"], inside["toolCallId"]) == (
         "r-1",
         "t-1",
         "c-1",
     )
-    assert inside["level"] == "INFO" and inside["logger"] == "tests.prod.json"
-    assert "run" not in outside and "thread" not in outside
+    assert inside["level"] == "INFO"
+    assert inside["logger"] == "tests.prod.json"
+    assert "run" not in outside
+    assert "thread" not in outside
     assert "ValueError: boom" in failed["exc"]
 
 
@@ -132,8 +137,12 @@ def test_janitor_ends_stale_run_without_heartbeat(user, settings):
 
     done = runs_reap(stale_seconds=60)
 
-    assert done == {"worker_lost": 1, "dispatched": 0, "runs_requeued": 0,
-                    "executions_requeued": 0}
+    assert done == {
+        "worker_lost": 1,
+        "dispatched": 0,
+        "runs_requeued": 0,
+        "executions_requeued": 0,
+    }
     run.refresh_from_db()
     fresh.refresh_from_db()
     assert (run.status, run.error_code) == (Run.Status.ERROR, "worker_lost")
@@ -153,8 +162,12 @@ def test_janitor_spares_quiet_run_with_live_heartbeat(user, settings, redis_url)
     run = _stale_running_run(user)
 
     with run_heartbeat(run_pk=run.pk):
-        assert runs_reap(stale_seconds=60) == {"worker_lost": 0, "dispatched": 0,
-                                               "runs_requeued": 0, "executions_requeued": 0}
+        assert runs_reap(stale_seconds=60) == {
+            "worker_lost": 0,
+            "dispatched": 0,
+            "runs_requeued": 0,
+            "executions_requeued": 0,
+        }
     run.refresh_from_db()
     assert run.status == Run.Status.RUNNING
 

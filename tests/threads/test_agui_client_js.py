@@ -44,7 +44,10 @@ def agui_client_js() -> Path:
     if not (JS_DIR / "node_modules" / "@ag-ui" / "client" / "package.json").exists():
         installed = subprocess.run(
             [npm, "ci", "--no-audit", "--no-fund"],
-            cwd=JS_DIR, capture_output=True, text=True, timeout=300,
+            cwd=JS_DIR,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         if installed.returncode != 0:
             service_missing(f"npm ci failed in {JS_DIR}: {installed.stderr[-2000:]}")
@@ -53,10 +56,14 @@ def agui_client_js() -> Path:
 
 async def run_client(script: Path, config: dict[str, Any], live: Any) -> dict[str, Any]:
     """Run the node script with ``config``; return its JSON report or fail with both logs."""
+
     def run() -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             ["node", str(script), json.dumps(config)],
-            cwd=JS_DIR, capture_output=True, text=True, timeout=60,
+            cwd=JS_DIR,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
 
     done = await sync_to_async(run, thread_sensitive=False)()
@@ -74,59 +81,105 @@ async def test_agui_official_client_accepts_weather_runs_and_resends_history(
     token = await sync_to_async(token_for)(user)
     thread_id = f"js-weather-{live.mode}"
 
-    report = await run_client(agui_client_js, {
-        "url": f"{live.url}/agui/demo/",
-        "token": token,
-        "threadId": thread_id,
-        "turns": [
-            {"runId": "run-1", "messageId": "u1", "content": "What is the weather in Oslo?"},
-            {"runId": "run-2", "messageId": "u2", "content": "What is the weather in Paris?"},
-        ],
-    }, live)
+    report = await run_client(
+        agui_client_js,
+        {
+            "url": f"{live.url}/agui/demo/",
+            "token": token,
+            "threadId": thread_id,
+            "turns": [
+                {
+                    "runId": "run-1",
+                    "messageId": "u1",
+                    "content": "What is the weather in Oslo?",
+                },
+                {
+                    "runId": "run-2",
+                    "messageId": "u2",
+                    "content": "What is the weather in Paris?",
+                },
+            ],
+        },
+        live,
+    )
 
     weather = [
-        "RUN_STARTED", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END",
-        "TOOL_CALL_RESULT", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
-        "TEXT_MESSAGE_END", "RUN_FINISHED",
+        "RUN_STARTED",
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "TOOL_CALL_RESULT",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "RUN_FINISHED",
     ]
-    assert [(r["runId"], r["outcome"], r["pendingToolCallIds"]) for r in report["runs"]] == [
-        ("run-1", "success", []), ("run-2", "success", [])]
+    assert [
+        (r["runId"], r["outcome"], r["pendingToolCallIds"]) for r in report["runs"]
+    ] == [("run-1", "success", []), ("run-2", "success", [])]
     assert [r["eventTypes"] for r in report["runs"]] == [weather, weather]
     assert not [w for w in report["warnings"] if "[ag-ui]" in w], report["warnings"]
     client_ids = [m["id"] for m in report["messages"]]
     stored = await sync_to_async(list)(
         Message.objects.filter(thread__thread_id=thread_id)
-        .order_by("position", "id").values_list("message_id", flat=True))
+        .order_by("position", "id")
+        .values_list("message_id", flat=True)
+    )
     assert stored == client_ids
     assert len(stored) == 8
     assert "Paris" in report["messages"][-1]["content"]
 
 
-async def test_ft04_agui_official_client_sees_lookup_order_pending(user, live, agui_client_js):
+async def test_ft04_agui_official_client_sees_lookup_order_pending(
+    user, live, agui_client_js
+):
     """The refund run ends, for HttpAgent, with success and lookup_order's id pending."""
     token = await sync_to_async(token_for)(user)
     thread_id = f"js-refund-{live.mode}"
 
-    report = await run_client(agui_client_js, {
-        "url": f"{live.url}/agui/demo/",
-        "token": token,
-        "threadId": thread_id,
-        "turns": [{"runId": "run-1", "messageId": "u1",
-                   "content": "refund order A-1001 25.00"}],
-    }, live)
+    report = await run_client(
+        agui_client_js,
+        {
+            "url": f"{live.url}/agui/demo/",
+            "token": token,
+            "threadId": thread_id,
+            "turns": [
+                {
+                    "runId": "run-1",
+                    "messageId": "u1",
+                    "content": "refund order A-1001 25.00",
+                }
+            ],
+        },
+        live,
+    )
 
     # The application goes on to run lookup_order and the continuation by itself.
-    await wait_until(refund_awaits_approval(thread_id), what="the refund approval", server=live)
-    lookup = await ToolCall.objects.aget(thread__thread_id=thread_id, name="lookup_order")
+    await wait_until(
+        refund_awaits_approval(thread_id), what="the refund approval", server=live
+    )
+    lookup = await ToolCall.objects.aget(
+        thread__thread_id=thread_id, name="lookup_order"
+    )
     assert lookup.state == ToolCall.State.SUCCEEDED
     (run,) = report["runs"]
-    assert (run["outcome"], run["pendingToolCallIds"]) == ("success", [lookup.tool_call_id])
+    assert (run["outcome"], run["pendingToolCallIds"]) == (
+        "success",
+        [lookup.tool_call_id],
+    )
     assert run["eventTypes"] == [
-        "RUN_STARTED", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "RUN_FINISHED"]
+        "RUN_STARTED",
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "RUN_FINISHED",
+    ]
     assistant = report["messages"][-1]
     assert assistant["role"] == "assistant"
-    assert assistant["toolCalls"] == [{
-        "id": lookup.tool_call_id,
-        "type": "function",
-        "function": {"name": "lookup_order", "arguments": '{"order_id": "A-1001"}'},
-    }]
+    assert assistant["toolCalls"] == [
+        {
+            "id": lookup.tool_call_id,
+            "type": "function",
+            "function": {"name": "lookup_order", "arguments": '{"order_id": "A-1001"}'},
+        }
+    ]

@@ -26,7 +26,9 @@ def body(**overrides: Any) -> dict[str, Any]:
         "runId": "r-http",
         "protocolVersion": "1.0",
         "state": {},
-        "messages": [{"id": "u1", "role": "user", "content": "What is the weather in Oslo?"}],
+        "messages": [
+            {"id": "u1", "role": "user", "content": "What is the weather in Oslo?"}
+        ],
         "tools": [],
         "context": [],
         "forwardedProps": {},
@@ -108,7 +110,9 @@ async def test_agui_post_json_that_is_not_an_object_is_400(token):
 async def test_agui_post_for_an_unknown_agent_is_404(token):
     client = AsyncClient()
     response = await client.post(
-        "/agui/nobody/", data=json.dumps(body()), content_type="application/json",
+        "/agui/nobody/",
+        data=json.dumps(body()),
+        content_type="application/json",
         headers={"Authorization": f"Token {token}"},
     )
 
@@ -120,7 +124,9 @@ async def test_agui_post_for_an_unknown_agent_is_404(token):
 async def test_agui_post_reusing_a_run_id_is_409(user, token):
     """runId MUST NOT be reused on a thread (AGUI-1.0.md §2.4)."""
     thread = await Thread.objects.acreate(thread_id="t-http", owner=user)
-    await Run.objects.acreate(thread=thread, run_id="r-http", status=Run.Status.FINISHED)
+    await Run.objects.acreate(
+        thread=thread, run_id="r-http", status=Run.Status.FINISHED
+    )
 
     response = await post(body(), token=token)
 
@@ -142,7 +148,9 @@ async def test_agui_post_during_an_active_run_is_409_saying_what_to_do(user, tok
 
     assert response.status_code == 409
     assert response.json()["type"] == "run_conflict"
-    assert response.json()["detail"].startswith("run 'r-busy' is still running on this thread")
+    assert response.json()["detail"].startswith(
+        "run 'r-busy' is still running on this thread"
+    )
     assert "wait for it to finish or cancel it" in response.json()["detail"]
     assert not await Message.objects.filter(thread=thread).aexists()
     assert await Run.objects.filter(thread=thread).acount() == 1
@@ -177,7 +185,8 @@ async def test_agui_events_without_credentials_is_401_and_bad_after_is_400(user,
 
     anonymous = await client.get("/agui/threads/t-http/events")
     bad = await client.get(
-        "/agui/threads/t-http/events?after=x", headers={"Authorization": f"Token {token}"}
+        "/agui/threads/t-http/events?after=x",
+        headers={"Authorization": f"Token {token}"},
     )
     missing = await client.get(
         "/agui/threads/nope/events", headers={"Authorization": f"Token {token}"}

@@ -31,11 +31,22 @@ from threads.models import Event, Message, Run, Thread, ToolCall
 pytestmark = pytest.mark.django_db(transaction=True)
 
 WEATHER_TYPES = [
-    "RUN_STARTED", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT",
-    "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "RUN_FINISHED",
+    "RUN_STARTED",
+    "TOOL_CALL_START",
+    "TOOL_CALL_ARGS",
+    "TOOL_CALL_END",
+    "TOOL_CALL_RESULT",
+    "TEXT_MESSAGE_START",
+    "TEXT_MESSAGE_CONTENT",
+    "TEXT_MESSAGE_END",
+    "RUN_FINISHED",
 ]
 PENDING_RUN_TYPES = [
-    "RUN_STARTED", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "RUN_FINISHED",
+    "RUN_STARTED",
+    "TOOL_CALL_START",
+    "TOOL_CALL_ARGS",
+    "TOOL_CALL_END",
+    "RUN_FINISHED",
 ]
 
 
@@ -47,7 +58,9 @@ def parse_stream(raw: bytes) -> tuple[list[dict[str, Any]], list[str], list[int]
     """
     text = raw.decode("utf-8")
     assert "\r" not in text, "SSE framing must use LF line endings only"
-    assert text.endswith("\n\n"), f"the stream must end at a frame boundary: {text[-80:]!r}"
+    assert text.endswith("\n\n"), (
+        f"the stream must end at a frame boundary: {text[-80:]!r}"
+    )
     events: list[dict[str, Any]] = []
     comments: list[str] = []
     ids: list[int] = []
@@ -58,7 +71,9 @@ def parse_stream(raw: bytes) -> tuple[list[dict[str, Any]], list[str], list[int]
         assert len(data) <= 1, f"one event per frame: {frame!r}"
         if data:
             event = event_from_dict(json.loads(data[0][6:]))
-            events.append(event.model_dump(mode="json", by_alias=True, exclude_none=True))
+            events.append(
+                event.model_dump(mode="json", by_alias=True, exclude_none=True)
+            )
     return events, comments, ids
 
 
@@ -74,8 +89,10 @@ async def read_until(
         if done(events):
             return buffer
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}; got {buffer!r}\n"
-                        f"{server.logs()}")
+            pytest.fail(
+                f"timed out after {timeout}s waiting for {what}; got {buffer!r}\n"
+                f"{server.logs()}"
+            )
         try:
             buffer += await anext(iterator)
         except StopAsyncIteration:
@@ -93,8 +110,17 @@ async def test_dc01_agui_post_streams_the_weather_run_as_sse(user, live):
     async with httpx.AsyncClient(base_url=live.url, timeout=30) as http:
         response = await http.post(
             "/agui/demo/",
-            json=run_input(thread_id, "run-1", [
-                {"id": "u1", "role": "user", "content": "What is the weather in Oslo?"}]),
+            json=run_input(
+                thread_id,
+                "run-1",
+                [
+                    {
+                        "id": "u1",
+                        "role": "user",
+                        "content": "What is the weather in Oslo?",
+                    }
+                ],
+            ),
             headers=bearer(token),
         )
 
@@ -105,16 +131,28 @@ async def test_dc01_agui_post_streams_the_weather_run_as_sse(user, live):
     assert [e["type"] for e in events] == WEATHER_TYPES
     assert comments == [": keep-alive"]
     assert ids == list(range(1, len(WEATHER_TYPES) + 1))
-    assert events[0] == {"type": "RUN_STARTED", "threadId": thread_id, "runId": "run-1",
-                         "protocolVersion": "1.0", "input": events[0]["input"]}
-    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["runId"] == "run-1"
+    assert events[0] == {
+        "type": "RUN_STARTED",
+        "threadId": thread_id,
+        "runId": "run-1",
+        "protocolVersion": "1.0",
+        "input": events[0]["input"],
+    }
+    assert events[-1]["type"] == "RUN_FINISHED"
+    assert events[-1]["runId"] == "run-1"
     assert events[-1]["outcome"] == {"type": "success"}
     observation = json.loads(events[4]["content"])
-    assert (observation["city"], observation["temperature"], observation["conditions"]) == (
-        "Oslo", 4.0, "light rain")
+    assert (
+        observation["city"],
+        observation["temperature"],
+        observation["conditions"],
+    ) == ("Oslo", 4.0, "light rain")
     thread = await Thread.objects.aget(thread_id=thread_id)
     log = await sync_to_async(list)(
-        Event.objects.filter(thread=thread).order_by("seq").values_list("payload", flat=True))
+        Event.objects.filter(thread=thread)
+        .order_by("seq")
+        .values_list("payload", flat=True)
+    )
     assert events == log
 
 
@@ -125,8 +163,11 @@ async def test_ft04_agui_post_refund_stream_ends_with_lookup_pending(user, live)
     async with httpx.AsyncClient(base_url=live.url, timeout=30) as http:
         response = await http.post(
             "/agui/demo/",
-            json=run_input(thread_id, "run-1", [
-                {"id": "u1", "role": "user", "content": "refund order A-1001 25.00"}]),
+            json=run_input(
+                thread_id,
+                "run-1",
+                [{"id": "u1", "role": "user", "content": "refund order A-1001 25.00"}],
+            ),
             headers=bearer(token),
         )
         assert response.status_code == 200, response.text
@@ -140,9 +181,14 @@ async def test_ft04_agui_post_refund_stream_ends_with_lookup_pending(user, live)
             "type": "RUN_FINISHED",
             "threadId": thread_id,
             "runId": "run-1",
-            "outcome": {"type": "success", "pendingToolCallIds": [events[1]["toolCallId"]]},
+            "outcome": {
+                "type": "success",
+                "pendingToolCallIds": [events[1]["toolCallId"]],
+            },
         }
-        assert [(u["provider"], u["model"]) for u in usage] == [("scripted", "scripted")]
+        assert [(u["provider"], u["model"]) for u in usage] == [
+            ("scripted", "scripted")
+        ]
 
         # The thread's event stream follows into the continuation run started later.
         async with http.stream(
@@ -152,36 +198,56 @@ async def test_ft04_agui_post_refund_stream_ends_with_lookup_pending(user, live)
             raw = await read_until(
                 follow,
                 lambda evs: sum(e["type"] == "RUN_FINISHED" for e in evs) == 2,
-                timeout=30, what="the continuation's RUN_FINISHED", server=live,
+                timeout=30,
+                what="the continuation's RUN_FINISHED",
+                server=live,
             )
         followed, _, ids = parse_stream(raw)
         # Last-Event-ID resumes after the first run.
         async with http.stream(
-            "GET", f"/agui/threads/{thread_id}/events",
+            "GET",
+            f"/agui/threads/{thread_id}/events",
             headers={**bearer(token), "Last-Event-ID": "5"},
         ) as resumed:
             raw_resumed = await read_until(
-                resumed, lambda evs: any(e["type"] == "RUN_FINISHED" for e in evs),
-                timeout=30, what="the resumed RUN_FINISHED", server=live,
+                resumed,
+                lambda evs: any(e["type"] == "RUN_FINISHED" for e in evs),
+                timeout=30,
+                what="the resumed RUN_FINISHED",
+                server=live,
             )
         resumed_events, _, resumed_ids = parse_stream(raw_resumed)
 
-    await wait_until(refund_awaits_approval(thread_id), what="the refund approval", server=live)
+    await wait_until(
+        refund_awaits_approval(thread_id), what="the refund approval", server=live
+    )
     # The continuation reports the application's lookup result as an event (BC21).
     assert [e["type"] for e in followed] == (
-        PENDING_RUN_TYPES + PENDING_RUN_TYPES[:1] + ["TOOL_CALL_RESULT"] + PENDING_RUN_TYPES[1:]
+        PENDING_RUN_TYPES
+        + PENDING_RUN_TYPES[:1]
+        + ["TOOL_CALL_RESULT"]
+        + PENDING_RUN_TYPES[1:]
     )
     assert ids == list(range(1, 12))
     assert followed[:5] == events
     continuation = await Run.objects.select_related("continues").aget(
-        thread__thread_id=thread_id, continues__isnull=False)
-    refund = await ToolCall.objects.aget(thread__thread_id=thread_id, name="refund_order")
+        thread__thread_id=thread_id, continues__isnull=False
+    )
+    refund = await ToolCall.objects.aget(
+        thread__thread_id=thread_id, name="refund_order"
+    )
     assert followed[5]["runId"] == continuation.run_id
-    lookup = await ToolCall.objects.aget(thread__thread_id=thread_id, name="lookup_order")
+    lookup = await ToolCall.objects.aget(
+        thread__thread_id=thread_id, name="lookup_order"
+    )
     assert (followed[6]["toolCallId"], followed[6]["messageId"]) == (
-        lookup.tool_call_id, f"result-{lookup.tool_call_id}")
+        lookup.tool_call_id,
+        f"result-{lookup.tool_call_id}",
+    )
     assert followed[10]["outcome"] == {
-        "type": "success", "pendingToolCallIds": [refund.tool_call_id]}
+        "type": "success",
+        "pendingToolCallIds": [refund.tool_call_id],
+    }
     assert refund.state == ToolCall.State.AWAITING_APPROVAL
     assert resumed_ids == list(range(6, 12))
     assert resumed_events == followed[5:]
@@ -193,31 +259,55 @@ async def test_ft06_agui_resent_history_is_not_duplicated(user, live):
     thread_id = f"agui-history-{live.mode}"
     first_user = {"id": "u1", "role": "user", "content": "What is the weather in Oslo?"}
     async with httpx.AsyncClient(base_url=live.url, timeout=30) as http:
-        first = await http.post("/agui/demo/", json=run_input(thread_id, "run-1", [first_user]),
-                                headers=bearer(token))
+        first = await http.post(
+            "/agui/demo/",
+            json=run_input(thread_id, "run-1", [first_user]),
+            headers=bearer(token),
+        )
         assert first.status_code == 200, first.text
         events, _, _ = parse_stream(first.content)
         call_start, args, _, result, text_start, text, _ = events[1:8]
         history = [
             first_user,
-            {"id": call_start["parentMessageId"], "role": "assistant", "toolCalls": [{
-                "id": call_start["toolCallId"], "type": "function",
-                "function": {"name": "get_weather", "arguments": args["delta"]}}]},
-            {"id": result["messageId"], "role": "tool", "toolCallId": result["toolCallId"],
-             "content": result["content"]},
-            {"id": text_start["messageId"], "role": "assistant", "content": text["delta"]},
+            {
+                "id": call_start["parentMessageId"],
+                "role": "assistant",
+                "toolCalls": [
+                    {
+                        "id": call_start["toolCallId"],
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": args["delta"]},
+                    }
+                ],
+            },
+            {
+                "id": result["messageId"],
+                "role": "tool",
+                "toolCallId": result["toolCallId"],
+                "content": result["content"],
+            },
+            {
+                "id": text_start["messageId"],
+                "role": "assistant",
+                "content": text["delta"],
+            },
             {"id": "u2", "role": "user", "content": "What is the weather in Paris?"},
         ]
-        second = await http.post("/agui/demo/", json=run_input(thread_id, "run-2", history),
-                                 headers=bearer(token))
+        second = await http.post(
+            "/agui/demo/",
+            json=run_input(thread_id, "run-2", history),
+            headers=bearer(token),
+        )
 
     assert second.status_code == 200, second.text
     second_events, _, ids = parse_stream(second.content)
     assert [e["type"] for e in second_events] == WEATHER_TYPES
     assert ids == list(range(10, 19))
     messages = await sync_to_async(list)(
-        Message.objects.filter(thread__thread_id=thread_id).order_by("position", "id")
-        .values_list("message_id", "role"))
+        Message.objects.filter(thread__thread_id=thread_id)
+        .order_by("position", "id")
+        .values_list("message_id", "role")
+    )
     assert messages[:5] == [(m["id"], m["role"]) for m in history]
     assert len(messages) == 8  # + the second call's assistant, tool and text messages
     assert "Paris" in second_events[6]["delta"]

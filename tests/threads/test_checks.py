@@ -22,11 +22,22 @@ def test_default_configuration_is_clean():
 @pytest.mark.parametrize(
     ("agents", "code", "names"),
     [
-        ({"x": {"provider": "nonsense"}}, "threads.E001", "COUNTERSIGN_AGENTS['x']['provider']"),
-        ({"x": {"provider": "anthropic", "model": "m"}}, "threads.E002", "ANTHROPIC_API_KEY"),
+        (
+            {"x": {"provider": "nonsense"}},
+            "threads.E001",
+            "COUNTERSIGN_AGENTS['x']['provider']",
+        ),
+        (
+            {"x": {"provider": "anthropic", "model": "m"}},
+            "threads.E002",
+            "ANTHROPIC_API_KEY",
+        ),
         ({"x": {"provider": "agui_http"}}, "threads.E001", "'url'"),
-        ({"x": {"provider": "scripted", "toolsets": ["demo.tools.NOPE"]}}, "threads.E003",
-         "demo.tools.NOPE"),
+        (
+            {"x": {"provider": "scripted", "toolsets": ["demo.tools.NOPE"]}},
+            "threads.E003",
+            "demo.tools.NOPE",
+        ),
         ({}, "threads.E001", "COUNTERSIGN_AGENTS"),
     ],
 )
@@ -50,7 +61,12 @@ def test_web_process_refuses_to_start_misconfigured():
     env.pop("OPENAI_API_KEY", None)
     result = subprocess.run(
         [sys.executable, "-c", "import config.asgi"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode != 0
-    assert "threads.E002" in result.stderr and "OPENAI_API_KEY" in result.stderr
+    assert "threads.E002" in result.stderr
+    assert "OPENAI_API_KEY" in result.stderr

@@ -16,17 +16,28 @@ def test_dc01_weather_run_answers_agent_side_call_in_stream(user, executor):
     run.refresh_from_db()
     assert run.status == Run.Status.FINISHED, run.error_message
     types = list(Event.objects.filter(thread=thread).values_list("type", flat=True))
-    assert types[0] == "RUN_STARTED" and types[-1] == "RUN_FINISHED"
+    assert types[0] == "RUN_STARTED"
+    assert types[-1] == "RUN_FINISHED"
     assert types.count("TOOL_CALL_START") == types.count("TOOL_CALL_END") == 1
     assert types.index("TOOL_CALL_END") < types.index("TOOL_CALL_RESULT")
     seqs = list(Event.objects.filter(thread=thread).values_list("seq", flat=True))
     assert seqs == list(range(1, len(seqs) + 1))
     call = ToolCall.objects.get(thread=thread)
-    assert (call.name, call.arguments, call.state) == ("get_weather", {"city": "Oslo"}, "succeeded")
+    assert (call.name, call.arguments, call.state) == (
+        "get_weather",
+        {"city": "Oslo"},
+        "succeeded",
+    )
     result = Message.objects.get(thread=thread, role="tool")
-    assert result.tool_call_id == call.tool_call_id and '"city":"Oslo"' in result.content
-    final = Message.objects.filter(thread=thread, role="assistant").exclude(content="").last()
-    assert "Oslo" in final.content and "light rain" in final.content
+    assert result.tool_call_id == call.tool_call_id
+    assert '"city":"Oslo"' in result.content
+    final = (
+        Message.objects.filter(thread=thread, role="assistant")
+        .exclude(content="")
+        .last()
+    )
+    assert "Oslo" in final.content
+    assert "light rain" in final.content
     started = Event.objects.get(thread=thread, type="RUN_STARTED").payload
     assert started["protocolVersion"] == "1.0"
     assert started["input"]["messages"][0]["content"] == "What is the weather in Oslo?"
@@ -46,7 +57,11 @@ def test_refund_flow_reaches_approval_after_auto_lookup(user, executor):
     refund = ToolCall.objects.get(thread=thread, name="refund_order")
     assert lookup.state == "succeeded"
     assert refund.state == "awaiting_approval"
-    assert refund.arguments == {"order_id": "A-1001", "amount": 25.0, "reason": "customer request"}
+    assert refund.arguments == {
+        "order_id": "A-1001",
+        "amount": 25.0,
+        "reason": "customer request",
+    }
     assert runs[1].pending_tool_call_ids == [refund.tool_call_id]
     # The continuation's input carried exactly one tool message for the lookup (FT-06).
     tool_messages = [m for m in runs[1].input["messages"] if m["role"] == "tool"]

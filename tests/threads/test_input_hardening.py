@@ -17,26 +17,39 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def api(user):
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.credentials(
+        HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}"
+    )
     return client
 
 
 def _agui(api, body, **extra):
-    return api.post("/agui/demo/", data=json.dumps(body), content_type="application/json",
-                    **extra)
+    return api.post(
+        "/agui/demo/", data=json.dumps(body), content_type="application/json", **extra
+    )
 
 
 def _input(**changes):
-    body = {"threadId": "t-hard", "runId": "r-hard", "state": {}, "tools": [], "context": [],
-            "forwardedProps": {}, "messages": [{"id": "u1", "role": "user", "content": "hi"}]}
+    body = {
+        "threadId": "t-hard",
+        "runId": "r-hard",
+        "state": {},
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+        "messages": [{"id": "u1", "role": "user", "content": "hi"}],
+    }
     body.update(changes)
     return body
 
 
 def test_rest_message_with_nul_is_refused(api, user):
     thread = thread_create(owner=user, title="nul")
-    response = api.post(f"/api/threads/{thread.thread_id}/messages/",
-                        {"content": "hi\u0000there"}, format="json")
+    response = api.post(
+        f"/api/threads/{thread.thread_id}/messages/",
+        {"content": "hi\u0000there"},
+        format="json",
+    )
     assert response.status_code == 400
     assert response.json()["type"] == "validation_error"
     assert "NUL" in response.json()["fields"]["content"][0]
@@ -46,16 +59,36 @@ def test_rest_message_with_nul_is_refused(api, user):
 @pytest.mark.parametrize(
     ("changes", "field"),
     [
-        ({"messages": [{"id": "u1", "role": "user", "content": "a\u0000b"}]}, "messages.0.content"),
+        (
+            {"messages": [{"id": "u1", "role": "user", "content": "a\u0000b"}]},
+            "messages.0.content",
+        ),
         ({"threadId": "x" * 201}, "threadId"),
         ({"threadId": ""}, "threadId"),
         ({"threadId": "a/b?c#d"}, "threadId"),
         ({"runId": "r" * 300}, "runId"),
-        ({"messages": [{"id": "m" * 201, "role": "user", "content": "hi"}]}, "messages.0.id"),
-        ({"messages": [{"id": "m1", "role": "user", "content": "hi"},
-                       {"id": "m1", "role": "user", "content": "again"}]}, "messages.1.id"),
-        ({"tools": [{"name": "x", "description": "a"}, {"name": "x", "description": "b"}]},
-         "tools.1.name"),
+        (
+            {"messages": [{"id": "m" * 201, "role": "user", "content": "hi"}]},
+            "messages.0.id",
+        ),
+        (
+            {
+                "messages": [
+                    {"id": "m1", "role": "user", "content": "hi"},
+                    {"id": "m1", "role": "user", "content": "again"},
+                ]
+            },
+            "messages.1.id",
+        ),
+        (
+            {
+                "tools": [
+                    {"name": "x", "description": "a"},
+                    {"name": "x", "description": "b"},
+                ]
+            },
+            "tools.1.name",
+        ),
     ],
 )
 def test_agui_input_we_cannot_store_is_refused_naming_the_field(api, changes, field):
@@ -70,9 +103,14 @@ def test_agui_input_we_cannot_store_is_refused_naming_the_field(api, changes, fi
 def test_oversized_bodies_get_the_json_error_shape(api, user, settings):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
     thread = thread_create(owner=user, title="big")
-    rest = api.post(f"/api/threads/{thread.thread_id}/messages/", {"content": "x" * 5000},
-                    format="json")
-    agui = _agui(api, _input(messages=[{"id": "u1", "role": "user", "content": "x" * 5000}]))
+    rest = api.post(
+        f"/api/threads/{thread.thread_id}/messages/",
+        {"content": "x" * 5000},
+        format="json",
+    )
+    agui = _agui(
+        api, _input(messages=[{"id": "u1", "role": "user", "content": "x" * 5000}])
+    )
     for response in (rest, agui):
         assert response.status_code == 413
         assert response["Content-Type"].startswith("application/json")
@@ -85,13 +123,15 @@ def test_model_output_with_nul_is_stored_not_crashed(user):
     thread = thread_create(owner=user, title="nul-model")
     run = Run.objects.create(thread=thread, status=Run.Status.RUNNING)
     recorder = RunRecorder(run)
-    recorder.record([
-        {"type": "RUN_STARTED", "threadId": thread.thread_id, "runId": run.run_id},
-        {"type": "TEXT_MESSAGE_START", "messageId": "m1"},
-        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "a\u0000b"},
-        {"type": "TEXT_MESSAGE_END", "messageId": "m1"},
-        {"type": "RUN_FINISHED", "threadId": thread.thread_id, "runId": run.run_id},
-    ])
+    recorder.record(
+        [
+            {"type": "RUN_STARTED", "threadId": thread.thread_id, "runId": run.run_id},
+            {"type": "TEXT_MESSAGE_START", "messageId": "m1"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "a\u0000b"},
+            {"type": "TEXT_MESSAGE_END", "messageId": "m1"},
+            {"type": "RUN_FINISHED", "threadId": thread.thread_id, "runId": run.run_id},
+        ]
+    )
     assert Message.objects.get(message_id="m1").content == "a\ufffdb"
     content = Event.objects.get(thread=thread, type="TEXT_MESSAGE_CONTENT").payload
     assert content["delta"] == "a\ufffdb"

@@ -42,12 +42,17 @@ def running_run(user: Any, *, thread_id: str = "t-run", run_id: str = "r-1") -> 
     """Return a run claimed by a worker (``running``) on a new demo thread."""
     thread = Thread.objects.create(thread_id=thread_id, owner=user, agent="demo")
     Message.objects.create(thread=thread, message_id="u1", role="user", content="go")
-    return Run.objects.create(thread=thread, run_id=run_id, agent="demo",
-                              status=Run.Status.RUNNING)
+    return Run.objects.create(
+        thread=thread, run_id=run_id, agent="demo", status=Run.Status.RUNNING
+    )
 
 
 def types_of(thread: Thread) -> list[str]:
-    return list(Event.objects.filter(thread=thread).order_by("seq").values_list("type", flat=True))
+    return list(
+        Event.objects.filter(thread=thread)
+        .order_by("seq")
+        .values_list("type", flat=True)
+    )
 
 
 # -- one run at a time ---------------------------------------------------------------
@@ -66,8 +71,9 @@ def test_ft06_second_message_during_an_active_run_is_refused(user):
         "(POST /api/runs/<id>/cancel/) before posting a message"
     )
     assert refused.value.status == 409
-    assert list(Message.objects.filter(thread=run.thread).values_list("message_id", flat=True)) == [
-        "u1"]
+    assert list(
+        Message.objects.filter(thread=run.thread).values_list("message_id", flat=True)
+    ) == ["u1"]
     assert Run.objects.filter(thread=run.thread).count() == 1
 
 
@@ -77,8 +83,13 @@ def test_ft06_message_while_calls_await_an_answer_is_refused(user):
     run = running_run(user)
     run.status = Run.Status.AWAITING_TOOLS
     run.save()
-    ToolCall.objects.create(thread=run.thread, run=run, tool_call_id="tc1", name="refund_order",
-                            state=ToolCall.State.AWAITING_APPROVAL)
+    ToolCall.objects.create(
+        thread=run.thread,
+        run=run,
+        tool_call_id="tc1",
+        name="refund_order",
+        state=ToolCall.State.AWAITING_APPROVAL,
+    )
 
     with pytest.raises(RunConflict) as refused:
         message_post(thread=run.thread, content="hello?")
@@ -93,7 +104,9 @@ def test_ft06_message_while_calls_await_an_answer_is_refused(user):
 # -- cancellation ----------------------------------------------------------------------
 
 
-def drive_in_background(run: Run, provider: ScriptedProvider) -> tuple[threading.Thread, list]:
+def drive_in_background(
+    run: Run, provider: ScriptedProvider
+) -> tuple[threading.Thread, list]:
     """Run ``drive_agent`` for ``run`` in a worker thread, as ``run_execute`` would."""
     errors: list[BaseException] = []
     agent = LoopAgent(provider, toolset=Toolset.assemble(DEMO_TOOLS), model="scripted")
@@ -102,7 +115,7 @@ def drive_in_background(run: Run, provider: ScriptedProvider) -> tuple[threading
     def work() -> None:
         try:
             drive_agent(agent=agent, run_input=run_input, recorder=RunRecorder(run))
-        except BaseException as error:  # noqa: BLE001 - reported by the test
+        except BaseException as error:
             errors.append(error)
         finally:
             connections.close_all()
@@ -117,8 +130,10 @@ def wait_for_event(run: Run, event_type: str, *, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while not Event.objects.filter(run=run, type=event_type).exists():
         if time.monotonic() > deadline:
-            pytest.fail(f"run {run.run_id!r} logged no {event_type} within {timeout}s: "
-                        f"{types_of(run.thread)!r}")
+            pytest.fail(
+                f"run {run.run_id!r} logged no {event_type} within {timeout}s: "
+                f"{types_of(run.thread)!r}"
+            )
         time.sleep(0.01)
 
 
@@ -126,7 +141,9 @@ def wait_for_event(run: Run, event_type: str, *, timeout: float = 20.0) -> None:
 def test_lp06_cancel_during_streamed_text_stops_at_an_event_boundary(user):
     """run_cancel mid-text: the message is closed, the run ends cancelled, nothing stays open."""
     run = running_run(user)
-    worker, errors = drive_in_background(run, ScriptedProvider([text(LONG_TEXT)], delay=0.01))
+    worker, errors = drive_in_background(
+        run, ScriptedProvider([text(LONG_TEXT)], delay=0.01)
+    )
     wait_for_event(run, "TEXT_MESSAGE_CONTENT")
 
     # when
@@ -134,7 +151,8 @@ def test_lp06_cancel_during_streamed_text_stops_at_an_event_boundary(user):
     worker.join(30)
 
     # then
-    assert not worker.is_alive() and errors == []
+    assert not worker.is_alive()
+    assert errors == []
     assert not [t for t in threading.enumerate() if t.name == f"agent-{run.run_id}"]
     types = types_of(run.thread)
     assert types[:2] == ["RUN_STARTED", "TEXT_MESSAGE_START"]
@@ -143,10 +161,17 @@ def test_lp06_cancel_during_streamed_text_stops_at_an_event_boundary(user):
     finished = Event.objects.get(run=run, type="RUN_FINISHED").payload
     assert finished["outcome"] == {"type": "cancelled"}
     run.refresh_from_db()
-    assert (run.status, run.outcome, run.cancel_requested) == ("cancelled", "cancelled", True)
+    assert (run.status, run.outcome, run.cancel_requested) == (
+        "cancelled",
+        "cancelled",
+        True,
+    )
     message = Message.objects.get(thread=run.thread, role="assistant")
-    deltas = "".join(Event.objects.filter(run=run, type="TEXT_MESSAGE_CONTENT")
-                     .order_by("seq").values_list("payload__delta", flat=True))
+    deltas = "".join(
+        Event.objects.filter(run=run, type="TEXT_MESSAGE_CONTENT")
+        .order_by("seq")
+        .values_list("payload__delta", flat=True)
+    )
     assert message.content == deltas
     assert 0 < len(message.content) < len(LONG_TEXT)
     assert LONG_TEXT.startswith(message.content)
@@ -157,25 +182,34 @@ def test_lp06_cancel_during_streamed_text_stops_at_an_event_boundary(user):
 def test_lp06_cancel_during_streamed_arguments_leaves_no_call_waiting(user, executor):
     """run_cancel mid-arguments: the call is closed and cancelled, and the thread takes a new message."""
     run = running_run(user)
-    script = [tool_call("lookup_order", {"order_id": "A-" + "1" * 1200}, call_id="tc-long")]
+    script = [
+        tool_call("lookup_order", {"order_id": "A-" + "1" * 1200}, call_id="tc-long")
+    ]
     worker, errors = drive_in_background(run, ScriptedProvider(script, delay=0.01))
     wait_for_event(run, "TOOL_CALL_ARGS")
 
     run_cancel(run=run)
     worker.join(30)
 
-    assert not worker.is_alive() and errors == []
+    assert not worker.is_alive()
+    assert errors == []
     types = types_of(run.thread)
     assert types[:2] == ["RUN_STARTED", "TOOL_CALL_START"]
     assert types[-2:] == ["TOOL_CALL_END", "RUN_FINISHED"]
     assert set(types[2:-2]) == {"TOOL_CALL_ARGS"}
     run.refresh_from_db()
-    assert (run.status, run.outcome, run.pending_tool_call_ids) == ("cancelled", "cancelled", [])
+    assert (run.status, run.outcome, run.pending_tool_call_ids) == (
+        "cancelled",
+        "cancelled",
+        [],
+    )
     call = ToolCall.objects.get(thread=run.thread, tool_call_id="tc-long")
     assert call.state == ToolCall.State.CANCELLED
     assert thread_status(thread=run.thread) == "idle"
     # The thread is free: the next message starts a run.
-    _, next_run = message_post(thread=run.thread, content="What is the weather in Oslo?")
+    _, next_run = message_post(
+        thread=run.thread, content="What is the weather in Oslo?"
+    )
     executor.wait_for(lambda: Run.objects.get(pk=next_run.pk).status == "finished")
 
 
@@ -200,11 +234,13 @@ def test_er01_redelivered_run_of_a_dead_worker_ends_with_worker_lost(user, execu
     """A run still 'running' when its task is delivered again is closed with RUN_ERROR worker_lost."""
     run = running_run(user)
     recorder = RunRecorder(run)
-    recorder.record([
-        {"type": "RUN_STARTED", "threadId": "t-run", "runId": "r-1"},
-        {"type": "TEXT_MESSAGE_START", "messageId": "a1", "role": "assistant"},
-        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "a1", "delta": "Half a sent"},
-    ])
+    recorder.record(
+        [
+            {"type": "RUN_STARTED", "threadId": "t-run", "runId": "r-1"},
+            {"type": "TEXT_MESSAGE_START", "messageId": "a1", "role": "assistant"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "a1", "delta": "Half a sent"},
+        ]
+    )
     recorder.flush()
 
     # when: the broker redelivers the task (acks_late) to a live worker
@@ -215,12 +251,23 @@ def test_er01_redelivered_run_of_a_dead_worker_ends_with_worker_lost(user, execu
     run.refresh_from_db()
     assert (run.error_code, run.status) == ("worker_lost", "error")
     assert run.error_message.startswith("The worker executing this run stopped")
-    log = list(Event.objects.filter(thread=run.thread).order_by("seq").values_list("payload",
-                                                                                 flat=True))
+    log = list(
+        Event.objects.filter(thread=run.thread)
+        .order_by("seq")
+        .values_list("payload", flat=True)
+    )
     assert [e["type"] for e in log] == [
-        "RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",
-        "RUN_ERROR"]
-    assert log[-1] == {"type": "RUN_ERROR", "message": run.error_message, "code": "worker_lost"}
+        "RUN_STARTED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "RUN_ERROR",
+    ]
+    assert log[-1] == {
+        "type": "RUN_ERROR",
+        "message": run.error_message,
+        "code": "worker_lost",
+    }
     assert Message.objects.get(message_id="a1").content == "Half a sent"
     # Delivered once more, it changes nothing.
     assert run_execute(run_pk=run.pk).status == "error"
@@ -235,7 +282,11 @@ def long_argument_stream(deltas: int) -> tuple[list[dict[str, Any]], str]:
     argument_text = '{"order_id": "' + "".join(pieces) + '"}'
     events = [
         {"type": "RUN_STARTED", "threadId": "t-run", "runId": "r-1"},
-        {"type": "TOOL_CALL_START", "toolCallId": "tc1", "toolCallName": "lookup_order"},
+        {
+            "type": "TOOL_CALL_START",
+            "toolCallId": "tc1",
+            "toolCallName": "lookup_order",
+        },
         {"type": "TOOL_CALL_ARGS", "toolCallId": "tc1", "delta": '{"order_id": "'},
         *({"type": "TOOL_CALL_ARGS", "toolCallId": "tc1", "delta": p} for p in pieces),
         {"type": "TOOL_CALL_ARGS", "toolCallId": "tc1", "delta": '"}'},
@@ -257,8 +308,13 @@ def test_dc01_hundreds_of_argument_deltas_cost_a_few_rows_and_replay_identically
 
     rows = list(Event.objects.filter(thread=run.thread).order_by("seq"))
     assert [r.type for r in rows] == [
-        "RUN_STARTED", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_ARGS", "TOOL_CALL_END",
-        "RUN_FINISHED"]
+        "RUN_STARTED",
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "RUN_FINISHED",
+    ]
     assert [r.seq for r in rows] == [1, 2, 3, 4, 5, 6]
     assert [len(r.payload["delta"]) for r in rows[2:4]] == [4104, 1912]
     assert rows[2].payload["delta"] + rows[3].payload["delta"] == argument_text
@@ -269,27 +325,37 @@ def test_dc01_hundreds_of_argument_deltas_cost_a_few_rows_and_replay_identically
 
     # when: the thread is rebuilt from its log alone
     run.thread.delete()
-    copy = thread_replay(payloads=[r.payload for r in rows], thread_id="t-run", owner=user)
+    copy = thread_replay(
+        payloads=[r.payload for r in rows], thread_id="t-run", owner=user
+    )
 
     replayed = list(Event.objects.filter(thread=copy).order_by("seq"))
     assert [(r.seq, r.payload) for r in replayed] == [(r.seq, r.payload) for r in rows]
     copied_call = ToolCall.objects.get(thread=copy)
-    assert (copied_call.tool_call_id, copied_call.name, copied_call.arguments_text,
-            copied_call.arguments, copied_call.state) == (
-        "tc1", "lookup_order", argument_text, call.arguments, call.state)
+    assert (
+        copied_call.tool_call_id,
+        copied_call.name,
+        copied_call.arguments_text,
+        copied_call.arguments,
+        copied_call.state,
+    ) == ("tc1", "lookup_order", argument_text, call.arguments, call.state)
     copied_run = Run.objects.get(thread=copy)
-    assert (copied_run.status, copied_run.outcome, copied_run.pending_tool_call_ids) == (
-        run.status, run.outcome, run.pending_tool_call_ids)
+    assert (
+        copied_run.status,
+        copied_run.outcome,
+        copied_run.pending_tool_call_ids,
+    ) == (run.status, run.outcome, run.pending_tool_call_ids)
     # (the user message "u1" was written outside the log, so it is not replayed)
-    assert list(Message.objects.filter(thread=copy).values_list("message_id", "role",
-                                                                "content")) == [
-        ("tc1", "assistant", "")]
+    assert list(
+        Message.objects.filter(thread=copy).values_list("message_id", "role", "content")
+    ) == [("tc1", "assistant", "")]
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("deltas", [3, 300])
-def test_dc01_flush_query_count_does_not_grow_with_deltas(user, deltas,
-                                                          django_assert_max_num_queries):
+def test_dc01_flush_query_count_does_not_grow_with_deltas(
+    user, deltas, django_assert_max_num_queries
+):
     """Flushing a whole run is a fixed number of queries, however many deltas it holds."""
     run = running_run(user)
     events, _ = long_argument_stream(deltas)
@@ -300,4 +366,9 @@ def test_dc01_flush_query_count_does_not_grow_with_deltas(user, deltas,
         rows = recorder.record(events)
 
     assert [r.type for r in rows] == [
-        "RUN_STARTED", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "RUN_FINISHED"]
+        "RUN_STARTED",
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "RUN_FINISHED",
+    ]

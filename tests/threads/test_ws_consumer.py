@@ -114,7 +114,9 @@ def session_headers(user: Any) -> list[tuple[bytes, bytes]]:
 ANONYMOUS = [(b"origin", b"http://testserver")]
 
 
-async def open_socket(path: str, headers: list[tuple[bytes, bytes]]) -> WebsocketCommunicator:
+async def open_socket(
+    path: str, headers: list[tuple[bytes, bytes]]
+) -> WebsocketCommunicator:
     communicator = WebsocketCommunicator(application, path, headers=headers)
     connected, code = await communicator.connect(timeout=10)
     assert connected, f"handshake for {path} refused (code {code})"
@@ -134,11 +136,15 @@ async def receive_until(
     while not done(received):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}; got {received!r}")
+            pytest.fail(
+                f"timed out after {timeout}s waiting for {what}; got {received!r}"
+            )
         try:
             received.append(await communicator.receive_json_from(timeout=remaining))
         except TimeoutError:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}; got {received!r}")
+            pytest.fail(
+                f"timed out after {timeout}s waiting for {what}; got {received!r}"
+            )
     return received
 
 
@@ -149,7 +155,9 @@ def events_of(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def finished_runs(count: int) -> Callable[[list[dict[str, Any]]], bool]:
     def done(messages: list[dict[str, Any]]) -> bool:
-        return sum(1 for m in events_of(messages) if m["type"] == "RUN_FINISHED") >= count
+        return (
+            sum(1 for m in events_of(messages) if m["type"] == "RUN_FINISHED") >= count
+        )
 
     return done
 
@@ -184,7 +192,9 @@ async def test_dc02_ws_streams_every_event_of_a_run_in_order(user, executor, set
     socket = await open_socket(f"/ws/threads/{thread.thread_id}/?after=0", headers)
 
     # when
-    await sync_to_async(message_post)(thread=thread, content="What is the weather in Oslo?")
+    await sync_to_async(message_post)(
+        thread=thread, content="What is the weather in Oslo?"
+    )
     received = await receive_until(socket, finished_runs(1), what="the weather run")
     await socket.disconnect()
 
@@ -203,7 +213,8 @@ async def test_dc02_ws_streams_every_event_of_a_run_in_order(user, executor, set
         "parentMessageId": call.parent_message_id,
     }
     assert events[2]["delta"] == '{"city": "Oslo"}'
-    assert "Oslo" in events[6]["delta"] and "light rain" in events[6]["delta"]
+    assert "Oslo" in events[6]["delta"]
+    assert "light rain" in events[6]["delta"]
 
 
 async def test_dc02_ws_follows_refund_across_runs_with_notifications_apart(
@@ -221,7 +232,9 @@ async def test_dc02_ws_follows_refund_across_runs_with_notifications_apart(
             for m in messages
         )
 
-    await sync_to_async(message_post)(thread=thread, content="refund order A-1001 25.00")
+    await sync_to_async(message_post)(
+        thread=thread, content="refund order A-1001 25.00"
+    )
     received = await receive_until(
         socket, refund_awaits_approval, what="both refund runs and the approval request"
     )
@@ -237,7 +250,9 @@ async def test_dc02_ws_follows_refund_across_runs_with_notifications_apart(
         "pendingToolCallIds": [lookup.tool_call_id],
     }
     assert (events[6]["toolCallId"], events[6]["messageId"]) == (
-        lookup.tool_call_id, f"result-{lookup.tool_call_id}")
+        lookup.tool_call_id,
+        f"result-{lookup.tool_call_id}",
+    )
     assert events[10]["outcome"] == {
         "type": "success",
         "pendingToolCallIds": [refund.tool_call_id],
@@ -245,9 +260,13 @@ async def test_dc02_ws_follows_refund_across_runs_with_notifications_apart(
     notifications = [m for m in received if "seq" not in m]
     assert all(m["kind"] == "notification" for m in notifications)
     assert all(m["type"] == "tool_call.state" for m in notifications)
-    lookup_states = [m["state"] for m in notifications if m["toolCallId"] == lookup.tool_call_id]
+    lookup_states = [
+        m["state"] for m in notifications if m["toolCallId"] == lookup.tool_call_id
+    ]
     assert lookup_states == ["approved", "executing", "succeeded"]
-    (approval_note,) = [m for m in notifications if m["toolCallId"] == refund.tool_call_id]
+    (approval_note,) = [
+        m for m in notifications if m["toolCallId"] == refund.tool_call_id
+    ]
     assert approval_note["state"] == "awaiting_approval"
     assert approval_note["approval"]["tool"] == "refund_order"
     assert approval_note["approval"]["status"] == "pending"
@@ -258,14 +277,18 @@ async def test_dc02_ws_follows_refund_across_runs_with_notifications_apart(
     }
 
 
-async def test_dc02_ws_reconnect_with_after_misses_and_repeats_nothing(user, executor, settings):
+async def test_dc02_ws_reconnect_with_after_misses_and_repeats_nothing(
+    user, executor, settings
+):
     """Reconnecting with ?after=<last seq> mid-stream resumes exactly after it (DC-02)."""
     settings.COUNTERSIGN = NO_POLL
     thread = await sync_to_async(thread_create)(owner=user, title="resume")
     headers = await sync_to_async(session_headers)(user)
     first = await open_socket(f"/ws/threads/{thread.thread_id}/?after=0", headers)
 
-    await sync_to_async(message_post)(thread=thread, content="refund order A-1001 25.00")
+    await sync_to_async(message_post)(
+        thread=thread, content="refund order A-1001 25.00"
+    )
     # Leave after the first run's third event, while the flow is still going.
     part_one = await receive_until(
         first, lambda m: len(events_of(m)) >= 3, what="the first three events"
@@ -273,10 +296,14 @@ async def test_dc02_ws_reconnect_with_after_misses_and_repeats_nothing(user, exe
     await first.disconnect()
     last_seq = events_of(part_one)[-1]["seq"]
 
-    second = await open_socket(f"/ws/threads/{thread.thread_id}/?after={last_seq}", headers)
+    second = await open_socket(
+        f"/ws/threads/{thread.thread_id}/?after={last_seq}", headers
+    )
     part_two = await receive_until(
         second,
-        lambda m: any(e["type"] == "RUN_FINISHED" and e["seq"] > 5 for e in events_of(m)),
+        lambda m: any(
+            e["type"] == "RUN_FINISHED" and e["seq"] > 5 for e in events_of(m)
+        ),
         what="the continuation run's RUN_FINISHED",
     )
     await second.disconnect()
@@ -306,7 +333,10 @@ async def test_dc02_ws_poll_recovers_events_whose_doorbell_never_rang(user, sett
     received = await receive_until(socket, finished_runs(1), what="the silent run")
     await socket.disconnect()
 
-    assert [(m["seq"], m["type"]) for m in received] == [(1, "RUN_STARTED"), (2, "RUN_FINISHED")]
+    assert [(m["seq"], m["type"]) for m in received] == [
+        (1, "RUN_STARTED"),
+        (2, "RUN_FINISHED"),
+    ]
 
 
 async def test_dc02_ws_resync_request_resends_the_log_after_seq(user, settings):
@@ -370,7 +400,9 @@ async def test_dc02_ws_staff_may_watch_any_thread(user, staff_user):
     )
     headers = await sync_to_async(session_headers)(staff_user)
     socket = await open_socket("/ws/threads/owned/?after=0", headers)
-    received = await receive_until(socket, lambda m: len(m) == 2, what="the owner's log")
+    received = await receive_until(
+        socket, lambda m: len(m) == 2, what="the owner's log"
+    )
     await socket.disconnect()
 
     assert received == [
@@ -389,7 +421,10 @@ async def test_ws_thread_notification_reaches_browser_as_notification(user, sett
         thread=thread, run_id="r1", status=Run.Status.AWAITING_TOOLS
     )
     call = await sync_to_async(ToolCall.objects.create)(
-        thread=thread, run=run, tool_call_id="tc1", name="lookup_order",
+        thread=thread,
+        run=run,
+        tool_call_id="tc1",
+        name="lookup_order",
         state=ToolCall.State.EXECUTING,
     )
     headers = await sync_to_async(session_headers)(user)
@@ -400,7 +435,9 @@ async def test_ws_thread_notification_reaches_browser_as_notification(user, sett
             notify_call_changed(call)
 
     await sync_to_async(notify)()
-    (message,) = await receive_until(socket, lambda m: len(m) == 1, what="the notification")
+    (message,) = await receive_until(
+        socket, lambda m: len(m) == 1, what="the notification"
+    )
     await socket.disconnect()
 
     assert message == {
@@ -429,7 +466,9 @@ async def test_approvals_ws_refuses_anonymous_and_users_without_permission(user)
     await expect_close(plain, 4403)
 
 
-async def test_approvals_ws_snapshot_then_live_changes(user, other_user, executor, settings):
+async def test_approvals_ws_snapshot_then_live_changes(
+    user, other_user, executor, settings
+):
     """A decider gets the pending requests on connect, then each change as a notification."""
     settings.COUNTERSIGN = NO_POLL
     decider = await sync_to_async(grant)(other_user, "decide_approvalrequest")
@@ -439,13 +478,20 @@ async def test_approvals_ws_snapshot_then_live_changes(user, other_user, executo
     assert empty == {"kind": "snapshot", "approvals": []}
 
     thread = await sync_to_async(thread_create)(owner=user, title="refund")
-    await sync_to_async(message_post)(thread=thread, content="refund order A-1001 25.00")
-    (change,) = await receive_until(socket, lambda m: len(m) == 1, what="the approval request")
+    await sync_to_async(message_post)(
+        thread=thread, content="refund order A-1001 25.00"
+    )
+    (change,) = await receive_until(
+        socket, lambda m: len(m) == 1, what="the approval request"
+    )
     await socket.disconnect()
 
     refund = await ToolCall.objects.aget(thread=thread, name="refund_order")
     assert change["kind"] == "notification"
-    assert (change["toolCallId"], change["state"]) == (refund.tool_call_id, "awaiting_approval")
+    assert (change["toolCallId"], change["state"]) == (
+        refund.tool_call_id,
+        "awaiting_approval",
+    )
     assert change["approval"]["threadId"] == thread.thread_id
     assert change["approval"]["status"] == "pending"
 
@@ -453,7 +499,9 @@ async def test_approvals_ws_snapshot_then_live_changes(user, other_user, executo
     viewer = await sync_to_async(grant)(user, "view_approvalrequest")
     headers = await sync_to_async(session_headers)(viewer)
     again = await open_socket("/ws/approvals/", headers)
-    (snapshot,) = await receive_until(again, lambda m: len(m) == 1, what="the second snapshot")
+    (snapshot,) = await receive_until(
+        again, lambda m: len(m) == 1, what="the second snapshot"
+    )
     await again.disconnect()
 
     assert snapshot["kind"] == "snapshot"

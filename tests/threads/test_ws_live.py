@@ -77,7 +77,10 @@ class LiveServer:
     def logs(self) -> str:
         text = self.log_path.read_text(errors="replace")[-4000:]
         if self.worker is not None:
-            text += "\n--- worker ---\n" + self.worker.log_path.read_text(errors="replace")[-4000:]
+            text += (
+                "\n--- worker ---\n"
+                + self.worker.log_path.read_text(errors="replace")[-4000:]
+            )
         return text
 
     def stop(self) -> None:
@@ -92,7 +95,9 @@ class LiveServer:
             self.worker.stop()
 
 
-def start_server(env: dict[str, str], log_path: Path) -> tuple[subprocess.Popen[bytes], int]:
+def start_server(
+    env: dict[str, str], log_path: Path
+) -> tuple[subprocess.Popen[bytes], int]:
     """Start uvicorn with ``env``; return the process and its port once it listens."""
     log = open(log_path, "ab")  # noqa: SIM115 - closed with the process
     process = subprocess.Popen(
@@ -142,8 +147,9 @@ def live_server(
         if worker is not None:
             worker.stop()
         raise
-    server = LiveServer(mode=request.param, process=process, port=port, log_path=log_path,
-                        worker=worker)
+    server = LiveServer(
+        mode=request.param, process=process, port=port, log_path=log_path, worker=worker
+    )
     yield server
     server.stop()
 
@@ -169,7 +175,9 @@ def token_for(user: Any) -> str:
     return Token.objects.get_or_create(user=user)[0].key
 
 
-def run_input(thread_id: str, run_id: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+def run_input(
+    thread_id: str, run_id: str, messages: list[dict[str, Any]]
+) -> dict[str, Any]:
     """Return a RunAgentInput as an AG-UI client sends it (camelCase)."""
     return {
         "threadId": thread_id,
@@ -187,7 +195,11 @@ def sse_events(body: str) -> list[dict[str, Any]]:
     """Return the JSON ``data:`` payloads of an SSE body, in order."""
     events = []
     for frame in body.split("\n\n"):
-        data = [line[5:].lstrip(" ") for line in frame.split("\n") if line.startswith("data:")]
+        data = [
+            line[5:].lstrip(" ")
+            for line in frame.split("\n")
+            if line.startswith("data:")
+        ]
         if data:
             events.append(json.loads("\n".join(data)))
     return events
@@ -209,7 +221,9 @@ async def ws_receive_until(
         try:
             if remaining <= 0:
                 raise TimeoutError
-            received.append(json.loads(await asyncio.wait_for(socket.recv(), remaining)))
+            received.append(
+                json.loads(await asyncio.wait_for(socket.recv(), remaining))
+            )
         except TimeoutError:
             pytest.fail(
                 f"timed out after {timeout}s waiting for {what}; got {received!r}\n"
@@ -219,7 +233,11 @@ async def ws_receive_until(
 
 
 async def wait_until(
-    predicate: Callable[[], bool], *, what: str, server: LiveServer, timeout: float = 30.0
+    predicate: Callable[[], bool],
+    *,
+    what: str,
+    server: LiveServer,
+    timeout: float = 30.0,
 ) -> None:
     """Poll the test database until ``predicate()``; fail naming ``what`` with the server log.
 
@@ -230,7 +248,9 @@ async def wait_until(
     deadline = time.monotonic() + timeout
     while not await check():
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}\n{server.logs()}")
+            pytest.fail(
+                f"timed out after {timeout}s waiting for {what}\n{server.logs()}"
+            )
         await asyncio.sleep(0.05)
 
 
@@ -249,59 +269,88 @@ def events_of(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def runs_finished(count: int) -> Callable[[list[dict[str, Any]]], bool]:
     def done(messages: list[dict[str, Any]]) -> bool:
-        return sum(1 for e in events_of(messages) if e["type"] == "RUN_FINISHED") >= count
+        return (
+            sum(1 for e in events_of(messages) if e["type"] == "RUN_FINISHED") >= count
+        )
 
     return done
 
 
 async def test_dc02_real_websocket_client_streams_and_resumes_live(user, live):
     """Real sockets see both refund runs in seq order; a resumed socket misses and repeats nothing."""
-    thread = await sync_to_async(Thread.objects.create)(thread_id=f"ws-live-{live.mode}",
-                                                        owner=user)
+    thread = await sync_to_async(Thread.objects.create)(
+        thread_id=f"ws-live-{live.mode}", owner=user
+    )
     cookie = await sync_to_async(session_cookie)(user)
     token = await sync_to_async(token_for)(user)
     headers = {"Cookie": cookie}
     path = f"{live.ws_url}/ws/threads/{thread.thread_id}/"
 
     async with (
-        websockets.connect(f"{path}?after=0", additional_headers=headers,
-                           origin=live.url) as watcher,
-        websockets.connect(f"{path}?after=0", additional_headers=headers,
-                           origin=live.url) as leaver,
+        websockets.connect(
+            f"{path}?after=0", additional_headers=headers, origin=live.url
+        ) as watcher,
+        websockets.connect(
+            f"{path}?after=0", additional_headers=headers, origin=live.url
+        ) as leaver,
         httpx.AsyncClient(base_url=live.url, timeout=30) as http,
     ):
         # when: the run starts on the server
-        body = run_input(thread.thread_id, "run-1", [
-            {"id": "u1", "role": "user", "content": "refund order A-1001 25.00"}])
-        response = await http.post("/agui/demo/", json=body,
-                                   headers={"Authorization": f"Token {token}"})
+        body = run_input(
+            thread.thread_id,
+            "run-1",
+            [{"id": "u1", "role": "user", "content": "refund order A-1001 25.00"}],
+        )
+        response = await http.post(
+            "/agui/demo/", json=body, headers={"Authorization": f"Token {token}"}
+        )
         assert response.status_code == 200, response.text
         # One socket leaves after three events, and comes back with ?after=<seq>.
-        part_one = await ws_receive_until(leaver, lambda m: len(events_of(m)) >= 3,
-                                          what="three events", server=live)
+        part_one = await ws_receive_until(
+            leaver, lambda m: len(events_of(m)) >= 3, what="three events", server=live
+        )
         await leaver.close()
         last_seq = events_of(part_one)[-1]["seq"]
-        async with websockets.connect(f"{path}?after={last_seq}", additional_headers=headers,
-                                      origin=live.url) as resumed:
+        async with websockets.connect(
+            f"{path}?after={last_seq}", additional_headers=headers, origin=live.url
+        ) as resumed:
             part_two = await ws_receive_until(
                 resumed,
-                lambda m: any(e["type"] == "RUN_FINISHED" and e["seq"] > 5
-                              for e in events_of(m)),
-                what="the continuation's RUN_FINISHED", server=live)
+                lambda m: any(
+                    e["type"] == "RUN_FINISHED" and e["seq"] > 5 for e in events_of(m)
+                ),
+                what="the continuation's RUN_FINISHED",
+                server=live,
+            )
         everything = await ws_receive_until(
             watcher,
-            lambda m: runs_finished(2)(m) and any(
-                n.get("state") == "awaiting_approval" for n in m if "seq" not in n),
-            what="both runs and the approval notification", server=live)
+            lambda m: (
+                runs_finished(2)(m)
+                and any(
+                    n.get("state") == "awaiting_approval" for n in m if "seq" not in n
+                )
+            ),
+            what="both runs and the approval notification",
+            server=live,
+        )
 
     log = await sync_to_async(list)(
-        Event.objects.filter(thread=thread).order_by("seq").values_list("seq", "type"))
+        Event.objects.filter(thread=thread).order_by("seq").values_list("seq", "type")
+    )
     assert [seq for seq, _ in log] == list(range(1, 12))
     assert [(e["seq"], e["type"]) for e in events_of(everything)] == log
     assert [e["type"] for e in events_of(everything)] == [
-        "RUN_STARTED", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "RUN_FINISHED",
-        "RUN_STARTED", "TOOL_CALL_RESULT",  # the application's lookup result (BC21)
-        "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "RUN_FINISHED",
+        "RUN_STARTED",
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "RUN_FINISHED",
+        "RUN_STARTED",
+        "TOOL_CALL_RESULT",  # the application's lookup result (BC21)
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "RUN_FINISHED",
     ]
     resumed_seqs = [e["seq"] for e in events_of(part_one) + events_of(part_two)]
     assert resumed_seqs == [seq for seq, _ in log]
@@ -319,9 +368,13 @@ async def test_dc02_real_websocket_client_streams_and_resumes_live(user, live):
 
 
 @pytest.mark.parametrize("live", ["embedded"], indirect=True)
-async def test_dc02_real_websocket_client_sees_refusal_close_codes(user, other_user, live):
+async def test_dc02_real_websocket_client_sees_refusal_close_codes(
+    user, other_user, live
+):
     """A browser-like client reads 4401 (no session) and 4404 (another user's thread) as close codes."""
-    thread = await sync_to_async(Thread.objects.create)(thread_id="ws-private", owner=user)
+    thread = await sync_to_async(Thread.objects.create)(
+        thread_id="ws-private", owner=user
+    )
     stranger = await sync_to_async(session_cookie)(other_user)
     path = f"{live.ws_url}/ws/threads/{thread.thread_id}/?after=0"
 
@@ -330,8 +383,9 @@ async def test_dc02_real_websocket_client_sees_refusal_close_codes(user, other_u
             await asyncio.wait_for(anonymous.recv(), 10)
     assert closed.value.rcvd.code == 4401
 
-    async with websockets.connect(path, origin=live.url,
-                                  additional_headers={"Cookie": stranger}) as other:
+    async with websockets.connect(
+        path, origin=live.url, additional_headers={"Cookie": stranger}
+    ) as other:
         with pytest.raises(websockets.ConnectionClosed) as closed:
             await asyncio.wait_for(other.recv(), 10)
     assert closed.value.rcvd.code == 4404

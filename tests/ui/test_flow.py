@@ -102,7 +102,8 @@ def test_dc05_refund_streams_waits_for_approval_and_finishes_without_reload(
         assert (
             page.locator(".msg-user", has_text="refund order A-1001 25.00").count() == 1
         )
-        assert page.js_errors == [] and queue.js_errors == []
+        assert page.js_errors == []
+        assert queue.js_errors == []
         screenshot(page, f"thread-done-{executor.mode}")
 
         # and a fresh load shows the same transcript

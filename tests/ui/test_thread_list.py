@@ -56,4 +56,5 @@ def test_queue_page_explains_itself_to_users_who_may_not_see_it(client, db):
     response = client.get("/approvals/")
     assert response.status_code == 403
     text = response.content.decode()
-    assert "You may not see the approval queue" in text and "Back to your threads" in text
+    assert "You may not see the approval queue" in text
+    assert "Back to your threads" in text

@@ -109,7 +109,8 @@ def test_sec03_markup_in_results_and_text_is_shown_as_text(browser, ui_server):
         expect(page.locator("#thread")).to_have_attribute("data-ready", "1")
         # Then the markup is visible as text, nothing ran, and no element was created
         csp = response.headers["content-security-policy"]
-        assert "script-src 'self'" in csp and "default-src 'self'" in csp
+        assert "script-src 'self'" in csp
+        assert "default-src 'self'" in csp
         call = page.locator('[data-tool-call-id="c1"]')
         expect(call.locator(".call-result")).to_contain_text(XSS)
         expect(call.locator(".call-state")).to_have_text("done")

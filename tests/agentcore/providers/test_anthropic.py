@@ -208,7 +208,8 @@ async def test_reused_tool_use_id_from_history_gets_unique_id(
         factory(server.url), ModelRequest(model="m", messages=history)
     )
     [call] = tool_calls(events)
-    assert call["id"] != "toolu_A" and call["id"].startswith("toolu_A")
+    assert call["id"] != "toolu_A"
+    assert call["id"].startswith("toolu_A")
 
 
 async def test_truncated_at_max_tokens(server: ScriptServer) -> None:
@@ -275,11 +276,9 @@ async def test_request_body_tools_input_schema_and_system_lp10(
     assert recorded.path == "/v1/messages"
     assert recorded.headers["X-Api-Key"] == "sk-test-secret"
     body = recorded.body
-    assert (
-        body["stream"] is True
-        and body["system"] == "be brief"
-        and body["max_tokens"] == 4096
-    )
+    assert body["stream"] is True
+    assert body["system"] == "be brief"
+    assert body["max_tokens"] == 4096
     assert body["tools"][0]["input_schema"]["required"] == ["city"]
     assert body["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "hi"}]}
@@ -371,12 +370,13 @@ async def test_golden_thread_tc14_ft06_lp10(server: ScriptServer) -> None:
     results = msgs[2]["content"]
     assert [b["type"] for b in results] == ["tool_result"] * 5 + ["text"]
     assert [b["tool_use_id"] for b in results[:5]] == GOLDEN_CALLS
-    assert results[0]["content"] == "18C and sunny" and "is_error" not in results[0]
+    assert results[0]["content"] == "18C and sunny"
+    assert "is_error" not in results[0]
     assert results[1]["is_error"] is True
-    assert "is_error" not in results[2] and "declined" in results[2]["content"]
-    assert (
-        results[3]["is_error"] is True and results[3]["content"] == INTERRUPTED_CONTENT
-    )
+    assert "is_error" not in results[2]
+    assert "declined" in results[2]["content"]
+    assert results[3]["is_error"] is True
+    assert results[3]["content"] == INTERRUPTED_CONTENT
     assert results[4]["content"] == [
         {"type": "text", "text": "chart rendered"},
         {

@@ -118,7 +118,8 @@ async def test_bc18_missing_ids_synthesized_unique_and_marked(
         (c["name"], c["arguments"]) for c in case["expected"]["tool_calls"]
     ]
     ids = [c["id"] for c in calls]
-    assert len(set(ids)) == 2 and not {"null", "None", "get_weather"} & set(ids)
+    assert len(set(ids)) == 2
+    assert not {"null", "None", "get_weather"} & set(ids)
     begins = [e for e in events if isinstance(e, ToolCallBegin)]
     assert all(b.metadata == {"gemini": {"synthetic_id": True}} for b in begins)
     assert turn_end(events).stop_reason == "tool_use"
@@ -357,9 +358,8 @@ async def test_request_body_function_declarations_lp10(server: ScriptServer) -> 
     server.replies.append(text_reply(["o", "k"]))
     events = await collect(factory(server.url), user_request(system_prompt="be brief"))
     assert text_of(events) == "ok"
-    assert (
-        turn_end(events).usage is not None and turn_end(events).usage.total_tokens == 13
-    )
+    assert turn_end(events).usage is not None
+    assert turn_end(events).usage.total_tokens == 13
     recorded = server.requests[-1]
     assert recorded.path.endswith(
         "/v1beta/models/test-model:streamGenerateContent?alt=sse"

@@ -388,9 +388,8 @@ async def test_request_body_tools_strict_and_usage_option_lp10(
     )
     events = await collect(factory(server.url), request)
     assert text_of(events) == "ok"
-    assert (
-        turn_end(events).usage is not None and turn_end(events).usage.output_tokens == 5
-    )
+    assert turn_end(events).usage is not None
+    assert turn_end(events).usage.output_tokens == 5
     recorded = server.requests[-1]
     assert recorded.path == "/v1/chat/completions"
     assert recorded.headers["Authorization"] == "Bearer sk-test-secret"
@@ -514,7 +513,8 @@ async def test_mistral9_ids_are_nine_alphanumerics_and_consistent(
     sent = server.last_body["messages"]
     ids = [c["id"] for c in sent[1]["tool_calls"]]
     assert ids[1] == "abcDEF123"
-    assert all(len(i) == 9 and i.isalnum() for i in ids) and len(set(ids)) == 2
+    assert all(len(i) == 9 and i.isalnum() for i in ids)
+    assert len(set(ids)) == 2
     assert [sent[2]["tool_call_id"], sent[3]["tool_call_id"]] == ids
 
 

@@ -310,17 +310,14 @@ async def test_request_body_function_tools_lp10(server: ScriptServer) -> None:
     """Tools are flat function tools with strict sent; the system prompt is instructions (LP-10)."""
     server.replies.append(text_reply(["ok"]))
     events = await collect(factory(server.url), user_request(system_prompt="be brief"))
-    assert (
-        turn_end(events).usage is not None and turn_end(events).usage.total_tokens == 18
-    )
+    assert turn_end(events).usage is not None
+    assert turn_end(events).usage.total_tokens == 18
     recorded = server.requests[-1]
     assert recorded.path == "/v1/responses"
     body = recorded.body
-    assert (
-        body["stream"] is True
-        and body["instructions"] == "be brief"
-        and body["store"] is False
-    )
+    assert body["stream"] is True
+    assert body["instructions"] == "be brief"
+    assert body["store"] is False
     assert body["tools"][0] == {
         "type": "function",
         "name": "get_weather",

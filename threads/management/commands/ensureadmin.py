@@ -10,7 +10,9 @@ from django.core.management.base import BaseCommand
 
 
 class Command(BaseCommand):
-    help = "Create the 'admin' superuser if it does not exist and print its password once."
+    help = (
+        "Create the 'admin' superuser if it does not exist and print its password once."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--username", default="admin")
@@ -25,5 +27,9 @@ class Command(BaseCommand):
             return
         password = secrets.token_urlsafe(12)
         users.objects.create_superuser(username=username, email="", password=password)
-        self.stdout.write(self.style.SUCCESS(f"Created superuser {username!r} with password: {password}"))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Created superuser {username!r} with password: {password}"
+            )
+        )
         self.stdout.write("This password is shown only once.")

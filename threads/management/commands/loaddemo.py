@@ -19,7 +19,9 @@ class Command(BaseCommand):
         parser.add_argument("--message", default="refund order A-1001 25.00")
         parser.add_argument("--timeout", type=float, default=60.0)
 
-    def handle(self, *args: Any, user: str, message: str, timeout: float, **options: Any) -> None:
+    def handle(
+        self, *args: Any, user: str, message: str, timeout: float, **options: Any
+    ) -> None:
         import time
 
         from threads.execution import uses_celery, wait_embedded
@@ -28,7 +30,9 @@ class Command(BaseCommand):
 
         owner = get_user_model().objects.filter(username=user).first()
         if owner is None:
-            raise CommandError(f"user {user!r} does not exist; run 'python manage.py ensureadmin'")
+            raise CommandError(
+                f"user {user!r} does not exist; run 'python manage.py ensureadmin'"
+            )
         thread = thread_create(owner=owner, title=f"Demo: {message}")
         message_post(thread=thread, content=message)
         deadline = time.monotonic() + timeout
@@ -37,11 +41,14 @@ class Command(BaseCommand):
                 wait_embedded(timeout=max(0.1, deadline - time.monotonic()))
             latest = thread.runs.order_by("-created_at", "-id").first()
             if latest is not None and latest.status not in Run.ACTIVE_STATUSES:
-                if not ToolCall.objects.filter(thread=thread, state="approved").exists():
+                if not ToolCall.objects.filter(
+                    thread=thread, state="approved"
+                ).exists():
                     break
             time.sleep(0.2)
         calls = ", ".join(
-            f"{c.name}={c.state}" for c in ToolCall.objects.filter(thread=thread).order_by("position")
+            f"{c.name}={c.state}"
+            for c in ToolCall.objects.filter(thread=thread).order_by("position")
         )
         self.stdout.write(
             self.style.SUCCESS(
