@@ -126,7 +126,7 @@ def test_dc01_record_events_projects_messages_calls_and_run(user):
 
 def test_fT05_pending_derived_when_list_absent(user):
     """An absent pendingToolCallIds never means nothing pending (FT-05)."""
-    thread, run = _thread_and_run(user)
+    _thread, run = _thread_and_run(user)
     events = _pending_stream()
     events[-1] = {"type": "RUN_FINISHED", "threadId": "t1", "runId": "r1"}
 
@@ -139,7 +139,7 @@ def test_fT05_pending_derived_when_list_absent(user):
 
 def test_tc03_unparseable_argument_text_is_kept_verbatim(user):
     """Malformed argument text is stored exactly and parses to null (TC-03, TC-05)."""
-    thread, run = _thread_and_run(user)
+    _thread, run = _thread_and_run(user)
     events = [
         {"type": "RUN_STARTED", "threadId": "t1", "runId": "r1"},
         {"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "x"},
@@ -195,7 +195,7 @@ def test_er01_violation_keeps_valid_prefix_and_ends_run_with_error(user):
 
 def test_dc04_second_tool_message_for_one_call_refused_by_database(user):
     """The database itself refuses a second tool message for one toolCallId (DC-04, FT-06)."""
-    thread, run = _thread_and_run(user)
+    thread, _run = _thread_and_run(user)
     Message.objects.create(
         thread=thread,
         message_id="t-a",
