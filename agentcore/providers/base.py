@@ -23,7 +23,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "content_filter", "error"]
 
@@ -104,18 +104,43 @@ class TurnEnd:
 
 ModelEvent = TextDelta | ToolCallBegin | ToolCallDelta | TurnEnd
 
+#: The client options every network adapter accepts (also from ``COUNTERSIGN_AGENTS``).
+CLIENT_OPTIONS_DOC: Final = """
+``timeout`` (seconds) bounds connecting and each wait for more of the stream, so a
+stalled stream fails as ``timeout``; ``max_retries`` lets the SDK itself retry a
+failed request before streaming starts (default 0: the agent loop retries, once,
+for every provider, honouring ``Retry-After``; see ``LoopAgent(model_retries=…)``);
+``headers`` are sent with every request (e.g. a gateway's routing header).
+"""
+
+
+#: Codes of transient upstream failures: worth another attempt (see ``agentcore.loop``).
+RETRYABLE_CODES: Final = frozenset({"upstream_unavailable", "rate_limited", "timeout"})
+
 
 class ProviderError(Exception):
     """The provider failed (HTTP error, malformed stream, refused request).
 
     ``code`` is a stable, sanitized error type (``upstream_unavailable``,
-    ``rate_limited``, ``bad_request``, ``authentication``, ``malformed_stream``);
-    ``str(error)`` is a sentence safe to show a user: no key, no internal address.
+    ``rate_limited``, ``timeout``, ``bad_request``, ``authentication``,
+    ``malformed_stream``, ``model_requests_disabled``); ``str(error)`` is a sentence
+    safe to show a user: no key, no internal address. ``retryable`` says a later
+    attempt may succeed (by default: the code is in :data:`RETRYABLE_CODES`);
+    ``retry_after`` is the wait in seconds the upstream asked for, when it did.
     """
 
-    def __init__(self, message: str, *, code: str = "upstream_unavailable") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str = "upstream_unavailable",
+        retryable: bool | None = None,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
+        self.retryable = code in RETRYABLE_CODES if retryable is None else retryable
+        self.retry_after = retry_after
 
 
 class Provider(ABC):

@@ -1,9 +1,9 @@
 """Look up a provider adapter by name, importing its module (and SDK) only then.
 
-Also the one place that turns transport failures into sanitized
-:class:`~agentcore.providers.base.ProviderError` codes (SEC-06), and the
-``ALLOW_MODEL_REQUESTS`` switch tests turn off so no adapter reaches a real model
-(STYLE 16): with it off, only loopback base URLs are allowed.
+Also the ``ALLOW_MODEL_REQUESTS`` switch tests turn off so no adapter reaches a real model
+(STYLE 16): with it off, only loopback base URLs are allowed. The
+error mapping (SEC-06) lives in :mod:`agentcore.providers.errors`; its two oldest
+functions are re-exported here for earlier callers.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, overload
 from urllib.parse import urlsplit
 
 from agentcore.providers.base import Provider, ProviderError
+from agentcore.providers.errors import error_for_status, error_from_sdk
 
 if TYPE_CHECKING:
     from agentcore.agents import Agent
@@ -26,6 +27,7 @@ __all__ = [
     "ProviderConfigError",
     "check_model_request_allowed",
     "error_for_status",
+    "error_from_sdk",
     "get_provider",
 ]
 
@@ -172,50 +174,3 @@ def check_model_request_allowed(base_url: str | None, *, provider: str) -> None:
         f"{provider}: model requests are disabled (ALLOW_MODEL_REQUESTS is False)",
         code="model_requests_disabled",
     )
-
-
-_STATUS_CODES: Final[dict[int, str]] = {
-    400: "bad_request",
-    401: "authentication",
-    403: "authentication",
-    404: "bad_request",
-    408: "timeout",
-    409: "bad_request",
-    413: "bad_request",
-    422: "bad_request",
-    429: "rate_limited",
-}
-
-
-def error_from_sdk(exc: BaseException, sdk: Any, *, provider: str) -> ProviderError:
-    """Map an exception of a Stainless-generated SDK (``openai``, ``anthropic``) to a ProviderError.
-
-    ``sdk`` is the SDK module; its ``APIStatusError``, ``APITimeoutError``,
-    ``APIConnectionError`` and ``APIError`` classes are checked in that order (a
-    timeout is a connection error too). Messages stay sanitized (SEC-06).
-    """
-    if isinstance(exc, sdk.APIStatusError):
-        return error_for_status(exc.status_code, provider=provider)
-    if isinstance(exc, sdk.APITimeoutError):
-        return ProviderError(f"{provider}: request timed out", code="timeout")
-    if isinstance(exc, sdk.APIConnectionError):
-        return error_for_status(None, provider=provider)
-    return error_for_status(None, provider=provider, during_stream=True)
-
-
-def error_for_status(
-    status: int | None, *, provider: str, during_stream: bool = False
-) -> ProviderError:
-    """Return a sanitized :class:`ProviderError` for an HTTP ``status`` from ``provider``.
-
-    ``None`` means no status (connection failure or an error event inside the
-    stream). The message names the provider and status only: never the key, the
-    URL or the upstream's text. Codes: ``bad_request``, ``authentication``,
-    ``rate_limited``, ``timeout``, ``upstream_unavailable``. Implements SEC-06.
-    """
-    if status is None:
-        code = "upstream_unavailable"
-        where = "the stream failed" if during_stream else "the request failed"
-        return ProviderError(f"{provider}: {where} ({code})", code=code)
-    code = _STATUS_CODES.get(status, "upstream_unavailable")
-    return ProviderError(f"{provider}: HTTP {status} ({code})", code=code)
