@@ -158,3 +158,11 @@ class Provider(ABC):
         stay valid.
         """
         raise NotImplementedError(f"{type(self).__name__}.stream_turn")
+
+    async def aclose(self) -> None:  # noqa: B027 (optional hook, no-op by default)
+        """Release the adapter's HTTP client; the adapter is not used afterwards.
+
+        Call it from the event loop the adapter streamed on, before that loop closes,
+        so no connection is left for the garbage collector to close on a dead loop.
+        Raises nothing.
+        """

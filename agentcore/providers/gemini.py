@@ -149,6 +149,10 @@ class GeminiProvider(Provider):
             ),
         )
 
+    async def aclose(self) -> None:
+        """Close the SDK client (see :meth:`Provider.aclose`). Raises nothing."""
+        await self._client.aio.aclose()
+
     # -- request -------------------------------------------------------------
 
     def build_request(

@@ -106,6 +106,10 @@ class OpenAIResponsesProvider(Provider):
             default_headers=headers,
         )
 
+    async def aclose(self) -> None:
+        """Close the SDK client (see :meth:`Provider.aclose`). Raises nothing."""
+        await self._client.close()
+
     # -- request -------------------------------------------------------------
 
     def build_request(self, request: ModelRequest) -> dict[str, Any]:
