@@ -9,8 +9,10 @@ functions are re-exported here for earlier callers.
 from __future__ import annotations
 
 import importlib
+import inspect
 import ipaddress
 import os
+import typing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, overload
 from urllib.parse import urlsplit
@@ -29,7 +31,13 @@ __all__ = [
     "error_for_status",
     "error_from_sdk",
     "get_provider",
+    "provider_options",
 ]
+
+#: Constructor parameters set by the registry or the caller, never by configuration.
+_NOT_OPTIONS: Final = frozenset(
+    {"self", "model", "api_key", "base_url", "url", "turns", "transport"}
+)
 
 #: When ``False``, adapters refuse any base URL that is not a loopback address.
 ALLOW_MODEL_REQUESTS: bool = True
@@ -152,6 +160,46 @@ def get_provider(
     cls = getattr(module, entry.cls)
     provider: Provider = cls(model=model, **kwargs)
     return provider
+
+
+def provider_options(name: str) -> dict[str, Any]:
+    """Return the options adapter ``name`` accepts, as ``{option: type annotation}``.
+
+    These are its constructor's keyword parameters, less those the registry fills
+    (``model``, ``api_key``, ``base_url``, ``url``) and objects no configuration
+    can hold (``transport``, a script). Imports the adapter's module (and SDK).
+    Raises :class:`ProviderConfigError` for an unknown name. Implements STYLE 15.
+    """
+    entry = PROVIDERS.get(name)
+    if entry is None:
+        known = ", ".join(sorted(PROVIDERS))
+        raise ProviderConfigError(f"unknown provider {name!r}; expected one of {known}")
+    cls = getattr(importlib.import_module(entry.module), entry.cls)
+    return callable_options(cls)
+
+
+def callable_options(factory: Any) -> dict[str, Any]:
+    """Return ``factory``'s configurable keyword parameters as ``{name: annotation}``.
+
+    ``factory`` is a class (its ``__init__`` is read) or a function. A parameter
+    without an annotation maps to :data:`typing.Any`; a ``**kwargs`` parameter
+    adds the key ``"**"`` (anything is accepted). Raises nothing.
+    """
+    target = factory.__init__ if inspect.isclass(factory) else factory
+    try:
+        hints = typing.get_type_hints(target)
+    except (NameError, TypeError):
+        hints = {}
+    options: dict[str, Any] = {}
+    for param in inspect.signature(target).parameters.values():
+        if param.kind is inspect.Parameter.VAR_KEYWORD:
+            options["**"] = Any
+        elif param.name not in _NOT_OPTIONS and param.kind in (
+            inspect.Parameter.KEYWORD_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        ):
+            options[param.name] = hints.get(param.name, Any)
+    return options
 
 
 def check_model_request_allowed(base_url: str | None, *, provider: str) -> None:
