@@ -12,9 +12,9 @@ import logging
 
 import pytest
 
+from agentcore.events import BaseEvent
 from agentcore.loop import LoopAgent
 from agentcore.providers.base import ProviderError
-from agentcore.events import BaseEvent
 from agentcore.providers.scripted import (
     ScriptedProvider,
     ScriptedTurn,
