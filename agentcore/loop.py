@@ -452,17 +452,17 @@ class _Execution:
                         metadata=call.metadata,
                     )
                 elif isinstance(item, ToolCallDelta):
-                    call = by_provider_id.get(item.call_id)
-                    if call is None:
+                    target = by_provider_id.get(item.call_id)
+                    if target is None:
                         raise ProviderError(
                             "The model provider sent arguments for a tool call it "
                             "never started.",
                             code="malformed_stream",
                         )
                     if item.delta:
-                        call.deltas.append(item.delta)
+                        target.deltas.append(item.delta)
                         yield ToolCallArgsEvent(
-                            tool_call_id=call.tool_call_id, delta=item.delta
+                            tool_call_id=target.tool_call_id, delta=item.delta
                         )
                 elif isinstance(item, TurnEnd):
                     end = item

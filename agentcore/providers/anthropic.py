@@ -328,10 +328,12 @@ class AnthropicProvider(Provider):
                 elif kind == "message_delta":
                     stop = getattr(event.delta, "stop_reason", None) or stop
                     usage = getattr(event, "usage", None)
-                    if getattr(usage, "output_tokens", None) is not None:
-                        output_tokens = usage.output_tokens
-                    if getattr(usage, "input_tokens", None) is not None:
-                        input_tokens = usage.input_tokens
+                    reported_out = getattr(usage, "output_tokens", None)
+                    if reported_out is not None:
+                        output_tokens = reported_out
+                    reported_in = getattr(usage, "input_tokens", None)
+                    if reported_in is not None:
+                        input_tokens = reported_in
 
         if stop is None:
             if any(not _is_json(b.arguments) for b in blocks.values()):
