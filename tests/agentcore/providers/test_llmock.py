@@ -370,3 +370,19 @@ async def test_slow_first_token_times_out_and_is_retried(
     assert run_error_code(events) is None
     assert len(model_requests(llmock)) == 2
     assert_no_traceback_logged(caplog)
+
+
+async def test_stream_ending_without_finish_reason_is_never_a_finished_run(
+    adapter: str, llmock: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stream that stops cleanly but early (no finish reason) is not taken as an answer."""
+    story = " ".join(f"word{i}" for i in range(200))
+    llmock.tool_mode("off").reply(story).truncate(after_chunks=6)
+    events = await run(agent_for(adapter, llmock, Weather()), "Tell me a story")
+    assert of_type(events, "TEXT_MESSAGE_CONTENT"), "text was streamed before the end"
+    assert run_error_code(events) == "malformed_stream"
+    assert of_type(events, "RUN_FINISHED") == []
+    # Not llmock.assert_resilient(): its verdict counts any truncated stream not
+    # retried as "accepted", and output already streamed is never retried here;
+    # the run ends in error instead, which is what the assertions above prove.
+    assert_no_traceback_logged(caplog)
