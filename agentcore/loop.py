@@ -166,7 +166,10 @@ class LoopAgent(Agent):
     ``model_retries`` bounds the retries of one model turn after a transient provider
     failure; the wait is the upstream's ``Retry-After`` or ``retry_backoff`` doubled
     per attempt, at most ``retry_max_delay`` seconds (a longer ``Retry-After`` is not
-    waited for: the failure ends the run).
+    waited for: the failure ends the run). With ``owns_provider`` the provider was
+    built for this agent's one run (as ``threads.agent_config.agent_build`` does):
+    its HTTP client is closed when the run ends, on the run's own event loop, so no
+    connection is left for the garbage collector to close on a dead loop.
 
     Raises :class:`ValueError` when a limit is not positive. Implements LP-06, LP-09,
     RT-07, FT-02, FT-03, FT-04, FT-08, ER-01.
@@ -186,6 +189,7 @@ class LoopAgent(Agent):
         model_retries: int = 2,
         retry_backoff: float = 0.5,
         retry_max_delay: float = 30.0,
+        owns_provider: bool = False,
     ) -> None:
         """Configure the loop; see the class docstring."""
         if model_retries < 0:
@@ -218,6 +222,7 @@ class LoopAgent(Agent):
         self.model_retries = model_retries
         self.retry_backoff = retry_backoff
         self.retry_max_delay = retry_max_delay
+        self.owns_provider = owns_provider
 
     async def run(
         self, run_input: RunAgentInput, *, cancel: asyncio.Event | None = None
@@ -307,6 +312,9 @@ class _Execution:
         finally:
             if self.cancel_waiter is not None:
                 self.cancel_waiter.cancel()
+            if self.agent.owns_provider:
+                with suppress(Exception):  # closing is best effort; the run has ended
+                    await self.agent.provider.aclose()
 
     async def _loop(self) -> AsyncIterator[BaseEvent]:
         """Run model turns until the model stops calling tools or calls are pending."""

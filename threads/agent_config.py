@@ -263,5 +263,7 @@ def agent_build(name: str) -> Any:
         deadline_seconds=float(
             config.get("deadline_seconds", countersign_settings.RUN_DEADLINE_SECONDS)
         ),
+        # built for this one run: the loop closes its HTTP client when the run ends
+        owns_provider=True,
         **loop_options,
     )

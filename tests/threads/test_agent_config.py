@@ -62,6 +62,7 @@ def test_openai_chat_options_reach_the_adapter(settings, keys) -> None:
     assert provider._client.max_retries == 1
     assert provider._client.default_headers["X-Route"] == "eu"
     assert (agent.max_output_tokens, agent.model_retries) == (512, 4)
+    assert agent.owns_provider, "built for one run: the loop closes the client"
     assert (agent.retry_backoff, agent.retry_max_delay) == (0.25, 9)
 
 

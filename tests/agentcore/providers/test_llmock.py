@@ -20,6 +20,8 @@ dispatch → the next request):
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -386,3 +388,42 @@ async def test_stream_ending_without_finish_reason_is_never_a_finished_run(
     # retried as "accepted", and output already streamed is never retried here;
     # the run ends in error instead, which is what the assertions above prove.
     assert_no_traceback_logged(caplog)
+
+
+@pytest.mark.parametrize("owns", [True, False])
+def test_an_owned_provider_is_closed_on_the_runs_loop(
+    adapter: str, llmock: Any, caplog: pytest.LogCaptureFixture, owns: bool
+) -> None:
+    """With ``owns_provider`` no client is left to be closed on a dead loop.
+
+    As in ``threads.services.drive_agent``: a fresh event loop per run, closed after
+    it. Without ownership the SDK's client is collected later and asyncio reports
+    "Task exception was never retrieved ... Event loop is closed" (Gemini) or
+    leaves the socket to the garbage collector.
+    """
+    llmock.tool_mode("off")
+    agent = agent_for(adapter, llmock, Weather())
+    agent.owns_provider = owns
+    loop = asyncio.new_event_loop()
+    try:
+        events = loop.run_until_complete(collect(agent, make_input("Say hello")))
+    finally:
+        loop.close()
+    assert run_error_code(events) is None
+    client_closed = provider_closed(agent.provider)
+    del agent, events
+    gc.collect()
+    noise = [r for r in caplog.records if "Event loop is closed" in r.getMessage()]
+    if owns:
+        assert client_closed
+        assert noise == []
+    else:
+        assert not client_closed
+
+
+def provider_closed(provider: Provider) -> bool:
+    """Return whether the adapter's HTTP client was closed (SDK internals, read only)."""
+    client: Any = getattr(provider, "_client", None)
+    if isinstance(provider, GeminiProvider):
+        return bool(client.aio._api_client._async_httpx_client.is_closed)
+    return bool(client.is_closed())
