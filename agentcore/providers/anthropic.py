@@ -113,7 +113,7 @@ class AnthropicProvider(Provider):
         timeout: float = 120.0,
         headers: dict[str, str] | None = None,
     ) -> None:
-        """Configure the client; see :data:`agentcore.providers.base.CLIENT_OPTIONS_DOC`."""
+        """Configure the client; see :mod:`agentcore.providers.base` (client options)."""
         self.model = model
         self.base_url = base_url
         self.default_max_tokens = default_max_tokens

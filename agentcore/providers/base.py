@@ -16,6 +16,15 @@ Adapters are responsible for:
 
 ``call_id`` values are whatever the provider gave (or, when it gave none, ids the
 adapter generated); the loop maps them to thread-unique ``toolCallId`` values.
+
+Client options every network adapter accepts (also settable from
+``COUNTERSIGN_AGENTS[...]["options"]``): ``timeout`` (seconds) bounds connecting and
+each wait for more of the stream, so a stalled stream fails as ``timeout``;
+``max_retries`` lets the SDK itself retry a failed request before streaming starts
+(default 0: retries live in one place for every provider, the agent loop, which
+honours ``Retry-After``; see ``LoopAgent(model_retries=...)``); ``headers`` are sent
+with every request (e.g. a gateway's routing header). Transport failures are
+classified once, in :mod:`agentcore.providers.errors`.
 """
 
 from __future__ import annotations
@@ -103,16 +112,6 @@ class TurnEnd:
 
 
 ModelEvent = TextDelta | ToolCallBegin | ToolCallDelta | TurnEnd
-
-#: The client options every network adapter accepts (also from ``COUNTERSIGN_AGENTS``).
-CLIENT_OPTIONS_DOC: Final = """
-``timeout`` (seconds) bounds connecting and each wait for more of the stream, so a
-stalled stream fails as ``timeout``; ``max_retries`` lets the SDK itself retry a
-failed request before streaming starts (default 0: the agent loop retries, once,
-for every provider, honouring ``Retry-After``; see ``LoopAgent(model_retries=…)``);
-``headers`` are sent with every request (e.g. a gateway's routing header).
-"""
-
 
 #: Codes of transient upstream failures: worth another attempt (see ``agentcore.loop``).
 RETRYABLE_CODES: Final = frozenset({"upstream_unavailable", "rate_limited", "timeout"})

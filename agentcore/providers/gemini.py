@@ -128,7 +128,7 @@ class GeminiProvider(Provider):
         max_retries: int = 0,
         headers: dict[str, str] | None = None,
     ) -> None:
-        """Configure the client; see :data:`agentcore.providers.base.CLIENT_OPTIONS_DOC`.
+        """Configure the client; see :mod:`agentcore.providers.base` (client options).
 
         ``timeout_ms`` (the SDK's own unit) wins over ``timeout`` when both are given.
         """

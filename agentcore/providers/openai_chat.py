@@ -112,7 +112,7 @@ class OpenAIChatProvider(Provider):
         timeout: float = 120.0,
         headers: dict[str, str] | None = None,
     ) -> None:
-        """Configure the client; see :data:`agentcore.providers.base.CLIENT_OPTIONS_DOC`."""
+        """Configure the client; see :mod:`agentcore.providers.base` (client options)."""
         self.model = model
         self.base_url = base_url
         self.id_style: IdStyle = id_style

@@ -93,7 +93,7 @@ class OpenAIResponsesProvider(Provider):
         timeout: float = 120.0,
         headers: dict[str, str] | None = None,
     ) -> None:
-        """Configure the client; see :data:`agentcore.providers.base.CLIENT_OPTIONS_DOC`."""
+        """Configure the client; see :mod:`agentcore.providers.base` (client options)."""
         self.model = model
         self.base_url = base_url
         self.store = store
