@@ -70,7 +70,7 @@ MediaKind = Literal["image", "audio", "video", "document"]
 PART_TYPES: Final = frozenset({"text", "image", "audio", "video", "document"})
 
 _PART_ADAPTER: Final[TypeAdapter[Any]] = TypeAdapter(ContentPart)
-_MEDIA_MODELS: Final = {
+_MEDIA_MODELS: Final[dict[str, type[BaseModel]]] = {
     "image": ImagePart,
     "audio": AudioPart,
     "video": VideoPart,

@@ -21,7 +21,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 from agentcore.arguments import parse_arguments
 from agentcore.content import (
@@ -209,12 +209,12 @@ def _generic_message(kind: ErrorType, tool: Tool) -> str:
 
 def _classify(error: BaseException, tool: Tool) -> tuple[ErrorType, str]:
     """Map an exception raised by a tool to ``(sanitized type, safe message)``. Implements SEC-06."""
+    kind: ErrorType
     if isinstance(error, ToolError):
-        kind = error.error_type
         text = sanitize_message(str(error))
-        return kind, text or _generic_message(kind, tool)
+        return error.error_type, text or _generic_message(error.error_type, tool)
     if isinstance(error, PermissionError):
-        kind: ErrorType = "permission_denied"
+        kind = "permission_denied"
     elif isinstance(error, TimeoutError):
         kind = "timeout"
     elif isinstance(error, ConnectionError):
@@ -225,6 +225,15 @@ def _classify(error: BaseException, tool: Tool) -> tuple[ErrorType, str]:
 
 
 # --- one call ----------------------------------------------------------------------
+
+
+class _FailureFields(TypedDict):
+    """The fields every failure of one resolved call shares (``**`` into :func:`_failure`)."""
+
+    started_at: float
+    tool: Tool | None
+    repair: str | None
+    params: dict[str, Any] | None
 
 
 def _failure(
@@ -260,7 +269,9 @@ async def _invoke(tool: Tool, params: dict[str, Any], context: ToolContext) -> A
     if inspect.iscoroutinefunction(execute) or inspect.iscoroutinefunction(
         getattr(execute, "__call__", None)  # noqa: B004 - async callable objects
     ):
-        return await execute(params, context)
+        pending = execute(params, context)
+        assert inspect.isawaitable(pending)  # a coroutine function's call
+        return await pending
     result = await asyncio.to_thread(execute, params, context)
     if inspect.isawaitable(result):
         return await result
@@ -370,7 +381,7 @@ async def _execute_resolved(
             tool=tool,
         )
     params = parsed.params
-    common = {
+    common: _FailureFields = {
         "started_at": started,
         "tool": tool,
         "repair": parsed.repair,

@@ -19,7 +19,14 @@
   ones are left pending with ``metadata={"truncated": True}`` on their END;
 - the number of model turns, the overall time and cancellation are bounded (LP-06):
   a limit or a provider failure ends the run with ``RUN_ERROR`` and cancellation with
-  the cancelled outcome, always after closing whatever is open (ER-01).
+  the cancelled outcome, always after closing whatever is open (ER-01);
+- a transient provider failure (a :class:`ProviderError` whose ``retryable`` is set:
+  ``upstream_unavailable``, ``rate_limited``, ``timeout``, a corrupted chunk) is
+  retried up to ``model_retries`` times while nothing of that turn has been streamed
+  yet, after the ``Retry-After`` the upstream asked for or an exponential backoff,
+  never past the deadline. Once a turn has streamed output, a failure ends the run
+  with its code: what was shown cannot be taken back. Upstream faults are logged as
+  one warning line, without a traceback; only a failure of ours is ``internal_error``.
 
 Token usage reported by the provider is summed over the turns onto the terminal event.
 This module never imports Django nor a provider SDK.
@@ -156,6 +163,13 @@ class LoopAgent(Agent):
     ``deadline_seconds`` the run's wall-clock time; ``max_output_tokens`` is passed to
     the provider. ``context_extras`` is copied into every :class:`ToolContext`'s
     ``extras``; its ``"user"`` entry, when present, becomes the context's ``user``.
+    ``model_retries`` bounds the retries of one model turn after a transient provider
+    failure; the wait is the upstream's ``Retry-After`` or ``retry_backoff`` doubled
+    per attempt, at most ``retry_max_delay`` seconds (a longer ``Retry-After`` is not
+    waited for: the failure ends the run). With ``owns_provider`` the provider was
+    built for this agent's one run (as ``threads.agent_config.agent_build`` does):
+    its HTTP client is closed when the run ends, on the run's own event loop, so no
+    connection is left for the garbage collector to close on a dead loop.
 
     Raises :class:`ValueError` when a limit is not positive. Implements LP-06, LP-09,
     RT-07, FT-02, FT-03, FT-04, FT-08, ER-01.
@@ -172,8 +186,19 @@ class LoopAgent(Agent):
         deadline_seconds: float = 300.0,
         max_output_tokens: int | None = None,
         context_extras: dict[str, Any] | None = None,
+        model_retries: int = 2,
+        retry_backoff: float = 0.5,
+        retry_max_delay: float = 30.0,
+        owns_provider: bool = False,
     ) -> None:
         """Configure the loop; see the class docstring."""
+        if model_retries < 0:
+            raise ValueError(f"model_retries must be 0 or more, got {model_retries!r}")
+        if not retry_backoff >= 0 or not retry_max_delay >= 0:
+            raise ValueError(
+                "retry_backoff and retry_max_delay must be 0 or more, got "
+                f"{retry_backoff!r} and {retry_max_delay!r}"
+            )
         if max_iterations < 1:
             raise ValueError(
                 f"max_iterations must be at least 1, got {max_iterations!r}"
@@ -194,6 +219,10 @@ class LoopAgent(Agent):
         self.deadline_seconds = deadline_seconds
         self.max_output_tokens = max_output_tokens
         self.context_extras: dict[str, Any] = dict(context_extras or {})
+        self.model_retries = model_retries
+        self.retry_backoff = retry_backoff
+        self.retry_max_delay = retry_max_delay
+        self.owns_provider = owns_provider
 
     async def run(
         self, run_input: RunAgentInput, *, cancel: asyncio.Event | None = None
@@ -255,6 +284,13 @@ class _Execution:
                 yield event
             yield run_error(str(limit), code=limit.code, usage=self._usage())
         except ProviderError as error:
+            logger.warning(
+                "model provider failed in thread %r run %r: %s (%s)",
+                self.input.thread_id,
+                self.input.run_id,
+                error,
+                error.code,
+            )
             for event in self._close_open():
                 yield event
             yield run_error(
@@ -276,6 +312,9 @@ class _Execution:
         finally:
             if self.cancel_waiter is not None:
                 self.cancel_waiter.cancel()
+            if self.agent.owns_provider:
+                with suppress(Exception):  # closing is best effort; the run has ended
+                    await self.agent.provider.aclose()
 
     async def _loop(self) -> AsyncIterator[BaseEvent]:
         """Run model turns until the model stops calling tools or calls are pending."""
@@ -292,7 +331,7 @@ class _Execution:
             self.turns += 1
             calls: list[_Call] = []
             end: TurnEnd | None = None
-            async for item in self._turn(calls):
+            async for item in self._turn_with_retries(calls):
                 if isinstance(item, TurnEnd):
                     end = item
                 else:
@@ -314,6 +353,57 @@ class _Execution:
                 return
 
     # -- one model turn ---------------------------------------------------------------
+
+    async def _turn_with_retries(
+        self, calls: list[_Call]
+    ) -> AsyncIterator[BaseEvent | TurnEnd]:
+        """Run :meth:`_turn`, retrying a transient failure that came before any output.
+
+        Raises what :meth:`_turn` raises once retries are spent, the failure is not
+        retryable, output was already streamed, or the wait would pass the deadline.
+        """
+        attempt = 0
+        while True:
+            streamed = False
+            try:
+                async for item in self._turn(calls):
+                    streamed = streamed or not isinstance(item, TurnEnd)
+                    yield item
+                return
+            except ProviderError as error:
+                delay = self._retry_delay(error, attempt, streamed=streamed)
+                if delay is None:
+                    raise
+                attempt += 1
+                logger.warning(
+                    "model provider failed in thread %r run %r: %s (%s); "
+                    "retry %d of %d in %.2fs",
+                    self.input.thread_id,
+                    self.input.run_id,
+                    error,
+                    error.code,
+                    attempt,
+                    self.agent.model_retries,
+                    delay,
+                )
+            await self._race(asyncio.sleep(delay))
+            self._check_cancel()
+
+    def _retry_delay(
+        self, error: ProviderError, attempt: int, *, streamed: bool
+    ) -> float | None:
+        """Return the wait before retrying after ``error``, or ``None`` for no retry."""
+        if streamed or not error.retryable or attempt >= self.agent.model_retries:
+            return None
+        agent = self.agent
+        if error.retry_after is not None:
+            if error.retry_after > agent.retry_max_delay:
+                return None
+            delay = error.retry_after
+        else:
+            delay = min(agent.retry_backoff * 2**attempt, agent.retry_max_delay)
+        remaining = self.deadline - asyncio.get_running_loop().time()
+        return delay if delay < remaining else None
 
     async def _turn(self, calls: list[_Call]) -> AsyncIterator[BaseEvent | TurnEnd]:
         """Stream one provider turn as AG-UI events; yield its :class:`TurnEnd` last.
@@ -370,17 +460,17 @@ class _Execution:
                         metadata=call.metadata,
                     )
                 elif isinstance(item, ToolCallDelta):
-                    call = by_provider_id.get(item.call_id)
-                    if call is None:
+                    target = by_provider_id.get(item.call_id)
+                    if target is None:
                         raise ProviderError(
                             "The model provider sent arguments for a tool call it "
                             "never started.",
                             code="malformed_stream",
                         )
                     if item.delta:
-                        call.deltas.append(item.delta)
+                        target.deltas.append(item.delta)
                         yield ToolCallArgsEvent(
-                            tool_call_id=call.tool_call_id, delta=item.delta
+                            tool_call_id=target.tool_call_id, delta=item.delta
                         )
                 elif isinstance(item, TurnEnd):
                     end = item
@@ -423,6 +513,9 @@ class _Execution:
             raise ProviderError(
                 "The model provider reported an error and ended the turn.",
                 code="upstream_unavailable",
+                # the model's own verdict on this history (Gemini's
+                # MALFORMED_FUNCTION_CALL): the same request would get it again
+                retryable=False,
             )
         yield end
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal, NoReturn
+from typing import Any, Final, Literal, NoReturn
 
 from ag_ui.core import (
     AudioPart,
@@ -123,6 +123,59 @@ _MALFORMED_RULE = {
 
 _ItemKind = Literal["text", "tool", "step"]
 _Key = tuple[_ItemKind, str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    """How one kind of streamed item is spelled: a tool call or a text message.
+
+    The handlers for both kinds are one set (``_on_start``, ``_on_continue``,
+    ``_on_chunk``, ``_check_can_open``); what differs is named here.
+    """
+
+    kind: _ItemKind
+    noun: str
+    id_field: str
+    start: str
+    chunk: str
+    #: The rule a misused chunk breaks (TC-07 for calls; ER-01 for text).
+    chunk_rule: str
+    #: ``format(spelling, id)``: the item is still open and cannot be reopened.
+    still_open: str
+    #: ``format(id)``: the id was used by an earlier run on the thread.
+    reused: str
+
+    def delta_event(self, item_id: str, delta: str, **fields: Any) -> BaseEvent:
+        """Return the ARGS or CONTENT event carrying ``delta``."""
+        if self.kind == "tool":
+            return ToolCallArgsEvent(tool_call_id=item_id, delta=delta, **fields)
+        return TextMessageContentEvent(message_id=item_id, delta=delta, **fields)
+
+
+_TOOL: Final = _Kind(
+    kind="tool",
+    noun="call",
+    id_field="toolCallId",
+    start="TOOL_CALL_START",
+    chunk="TOOL_CALL_CHUNK",
+    chunk_rule="TC-07",
+    still_open="call '{1}' is still open; close it with TOOL_CALL_END before "
+    "reopening it",
+    reused="toolCallId '{0}' was used by an earlier run on this thread; tool call "
+    "ids are thread-unique (a client would merge the two calls)",
+)
+_TEXT: Final = _Kind(
+    kind="text",
+    noun="message",
+    id_field="messageId",
+    start="TEXT_MESSAGE_START",
+    chunk="TEXT_MESSAGE_CHUNK",
+    chunk_rule="ER-01",
+    still_open="{0} for message '{1}', which is still open; close it before "
+    "reopening it",
+    reused="messageId '{0}' was used by an earlier run on this thread; message ids "
+    "are thread-unique (restate history as a snapshot)",
+)
 
 
 class StreamViolation(Exception):
@@ -529,22 +582,20 @@ class RunStream:
         if isinstance(event, RunErrorEvent):
             return self._on_run_error(event, index, closing)
         self._require_running(event, index)
-        if isinstance(event, ToolCallStartEvent):
-            return self._on_tool_call_start(event, index, closing)
-        if isinstance(event, ToolCallArgsEvent):
-            return self._on_tool_call_args(event, index, closing)
-        if isinstance(event, ToolCallEndEvent):
-            return self._on_tool_call_end(event, index, closing)
-        if isinstance(event, ToolCallChunkEvent):
-            return self._on_tool_call_chunk(event, index, closing)
+        if isinstance(event, ToolCallStartEvent | TextMessageStartEvent):
+            return self._on_start(event, index, closing)
+        if isinstance(
+            event,
+            ToolCallArgsEvent
+            | ToolCallEndEvent
+            | TextMessageContentEvent
+            | TextMessageEndEvent,
+        ):
+            return self._on_continue(event, index, closing)
+        if isinstance(event, ToolCallChunkEvent | TextMessageChunkEvent):
+            return self._on_chunk(event, index, closing)
         if isinstance(event, ToolCallResultEvent):
             return self._on_tool_call_result(event, index, closing)
-        if isinstance(event, TextMessageStartEvent):
-            return self._on_text_start(event, index, closing)
-        if isinstance(event, TextMessageContentEvent | TextMessageEndEvent):
-            return self._on_text_continue(event, index, closing)
-        if isinstance(event, TextMessageChunkEvent):
-            return self._on_text_chunk(event, index, closing)
         if isinstance(event, StepStartedEvent | StepFinishedEvent):
             return self._on_step(event, index, closing)
         return [*self._close(closing), event]
@@ -696,53 +747,78 @@ class RunStream:
         self.status = "errored"
         return [*out, event]
 
-    # -- tool calls ---------------------------------------------------------------------
+    # -- tool calls and text messages: one set of handlers, parameterised by kind ------
 
-    def _on_tool_call_start(
-        self, event: ToolCallStartEvent, index: int, closing: list[_Key]
+    def _on_start(
+        self,
+        event: ToolCallStartEvent | TextMessageStartEvent,
+        index: int,
+        closing: list[_Key],
     ) -> list[BaseEvent]:
-        """Open or reopen a call. Implements TC-01, TC-02, TC-06, ER-01."""
-        self._check_call_can_open(event.tool_call_id, index, closing, by_chunk=False)
-        out = self._close(closing)
-        self._open_call(
-            event.tool_call_id,
-            event.tool_call_name,
-            event.parent_message_id,
-            event.subagent_run_id,
-            index,
-            by_chunk=False,
-        )
+        """Open or reopen a call or a text message. Implements TC-01, TC-02, TC-06, ER-01."""
+        if isinstance(event, ToolCallStartEvent):
+            self._check_can_open(_TOOL, event.tool_call_id, index, closing)
+            out = self._close(closing)
+            self._open_call(
+                event.tool_call_id,
+                event.tool_call_name,
+                event.parent_message_id,
+                event.subagent_run_id,
+                index,
+                by_chunk=False,
+            )
+        else:
+            self._check_can_open(_TEXT, event.message_id, index, closing)
+            out = self._close(closing)
+            self._open_text(
+                event.message_id,
+                event.role,
+                event.name,
+                event.subagent_run_id,
+                index,
+                by_chunk=False,
+            )
         return [*out, event]
 
-    def _on_tool_call_args(
-        self, event: ToolCallArgsEvent, index: int, closing: list[_Key]
+    def _on_continue(
+        self,
+        event: ToolCallArgsEvent
+        | ToolCallEndEvent
+        | TextMessageContentEvent
+        | TextMessageEndEvent,
+        index: int,
+        closing: list[_Key],
     ) -> list[BaseEvent]:
-        """Append argument text verbatim. Implements TC-01, TC-03, TC-07, ER-01."""
-        self._check_explicit_continue(
-            "tool", event.tool_call_id, _type_name(event), index, closing
-        )
-        out = self._close(closing)
-        self.tool_calls[event.tool_call_id].arguments += event.delta
-        return [*out, event]
+        """Append to, or close, an open call or text message.
 
-    def _on_tool_call_end(
-        self, event: ToolCallEndEvent, index: int, closing: list[_Key]
-    ) -> list[BaseEvent]:
-        """Close a call; its arguments are now complete, not necessarily valid (TC-05).
-
-        Implements TC-01, TC-04, TC-05, TC-07, ER-01.
+        Argument text is appended verbatim; an END leaves the arguments complete, not
+        necessarily valid (TC-05). Implements TC-01, TC-03, TC-04, TC-05, TC-07, ER-01.
         """
-        self._check_explicit_continue(
-            "tool", event.tool_call_id, _type_name(event), index, closing
-        )
+        if isinstance(event, ToolCallArgsEvent | ToolCallEndEvent):
+            kind, item_id = _TOOL, event.tool_call_id
+        else:
+            kind, item_id = _TEXT, event.message_id
+        self._check_explicit_continue(kind, item_id, _type_name(event), index, closing)
         out = self._close(closing)
-        out.extend(self._close([("tool", event.tool_call_id)], synthesize=False))
+        if isinstance(event, ToolCallArgsEvent | TextMessageContentEvent):
+            self._append(kind, item_id, event.delta)
+        else:
+            out.extend(self._close([(kind.kind, item_id)], synthesize=False))
         return [*out, event]
 
-    def _on_tool_call_chunk(
-        self, event: ToolCallChunkEvent, index: int, closing: list[_Key]
+    def _on_chunk(
+        self,
+        event: ToolCallChunkEvent | TextMessageChunkEvent,
+        index: int,
+        closing: list[_Key],
     ) -> list[BaseEvent]:
-        """Expand a chunk into START / ARGS (its END is synthesized later). Implements TC-07."""
+        """Expand a chunk into START / ARGS or CONTENT (its END is synthesized later).
+
+        A chunk continues the lane's open chunk item of its kind when it names that
+        item or no item; otherwise it opens one, which needs an id (and, for a call,
+        a name). Implements TC-07 and ER-01 (the streaming pattern's chunk form).
+        """
+        kind = _TOOL if isinstance(event, ToolCallChunkEvent) else _TEXT
         lane = event.subagent_run_id
         current = self._lane_chunk.get(lane)
         stamp: dict[str, Any] = {
@@ -750,77 +826,168 @@ class RunStream:
             "timestamp": event.timestamp,
             "subagent_run_id": lane,
         }
-        if current is not None and current[0] == "tool" and not closing:
-            call = self.tool_calls[current[1]]
-            for field_name, given, kept in (
-                ("toolCallName", event.tool_call_name, call.name),
-                ("parentMessageId", event.parent_message_id, call.parent_message_id),
-            ):
+        if current is not None and current[0] == kind.kind and not closing:
+            item_id = current[1]
+            for field_name, given, kept in self._fixed_fields(event, item_id):
                 if given is not None and given != kept:
                     self._fail(
                         index,
-                        "TC-07",
-                        call.tool_call_id,
-                        f"continuation TOOL_CALL_CHUNK {field_name} {given!r} conflicts with "
-                        f"the open call's {kept!r}; a different call needs its own "
-                        "toolCallId",
+                        kind.chunk_rule,
+                        item_id,
+                        f"continuation {kind.chunk} {field_name} {given!r} conflicts "
+                        f"with the open {kind.noun}'s {kept!r}; a different "
+                        f"{kind.noun} needs its own {kind.id_field}",
                     )
             if event.metadata is not None:
                 self._open[current].metadata = event.metadata
             if event.delta is None:
                 return []
-            call.arguments += event.delta
+            self._append(kind, item_id, event.delta)
             return [
-                ToolCallArgsEvent(
-                    tool_call_id=call.tool_call_id,
-                    delta=event.delta,
-                    raw_event=event.raw_event,
-                    **stamp,
+                kind.delta_event(
+                    item_id, event.delta, raw_event=event.raw_event, **stamp
                 )
             ]
-        if event.tool_call_id is None:
+        chunk_id = (
+            event.tool_call_id
+            if isinstance(event, ToolCallChunkEvent)
+            else event.message_id
+        )
+        if chunk_id is None:
             self._fail(
                 index,
-                "TC-07",
+                kind.chunk_rule,
                 None,
-                "the first TOOL_CALL_CHUNK of a call must carry toolCallId (no chunk call "
-                "is open in this lane to continue)",
+                f"the first {kind.chunk} of a {kind.noun} must carry {kind.id_field} "
+                f"(no chunk {kind.noun} is open in this lane to continue)",
             )
-        if event.tool_call_name is None:
+        if isinstance(event, ToolCallChunkEvent) and event.tool_call_name is None:
             self._fail(
                 index,
                 "TC-07",
-                event.tool_call_id,
+                chunk_id,
                 "the first TOOL_CALL_CHUNK of a call must carry toolCallName",
             )
-        self._check_call_can_open(event.tool_call_id, index, closing, by_chunk=True)
+        self._check_can_open(kind, chunk_id, index, closing, by_chunk=True)
         out = self._close(closing)
-        self._open_call(
-            event.tool_call_id,
-            event.tool_call_name,
-            event.parent_message_id,
-            lane,
-            index,
-            by_chunk=True,
-            metadata=event.metadata,
-        )
-        out.append(
-            ToolCallStartEvent(
-                tool_call_id=event.tool_call_id,
+        out.append(self._open_by_chunk(event, chunk_id, index, stamp))
+        if event.delta is not None:
+            self._append(kind, chunk_id, event.delta)
+            out.append(kind.delta_event(chunk_id, event.delta, **stamp))
+        return out
+
+    def _fixed_fields(
+        self, event: ToolCallChunkEvent | TextMessageChunkEvent, item_id: str
+    ) -> list[tuple[str, str | None, str | None]]:
+        """Return ``(field, given, kept)`` for what a continuation chunk may not change."""
+        if isinstance(event, ToolCallChunkEvent):
+            call = self.tool_calls[item_id]
+            return [
+                ("toolCallName", event.tool_call_name, call.name),
+                ("parentMessageId", event.parent_message_id, call.parent_message_id),
+            ]
+        return [("role", event.role, self._text_roles[item_id])]
+
+    def _open_by_chunk(
+        self,
+        event: ToolCallChunkEvent | TextMessageChunkEvent,
+        item_id: str,
+        index: int,
+        stamp: dict[str, Any],
+    ) -> BaseEvent:
+        """Open the item a first chunk names and return the START it stands for."""
+        lane = event.subagent_run_id
+        if isinstance(event, ToolCallChunkEvent):
+            assert event.tool_call_name is not None  # checked by _on_chunk
+            self._open_call(
+                item_id,
+                event.tool_call_name,
+                event.parent_message_id,
+                lane,
+                index,
+                by_chunk=True,
+                metadata=event.metadata,
+            )
+            return ToolCallStartEvent(
+                tool_call_id=item_id,
                 tool_call_name=event.tool_call_name,
                 parent_message_id=event.parent_message_id,
                 raw_event=event.raw_event,
                 **stamp,
             )
+        self._open_text(
+            item_id,
+            event.role,
+            event.name,
+            lane,
+            index,
+            by_chunk=True,
+            metadata=event.metadata,
         )
-        if event.delta is not None:
-            self.tool_calls[event.tool_call_id].arguments += event.delta
-            out.append(
-                ToolCallArgsEvent(
-                    tool_call_id=event.tool_call_id, delta=event.delta, **stamp
+        return TextMessageStartEvent(
+            message_id=item_id,
+            role=event.role,
+            name=event.name,
+            raw_event=event.raw_event,
+            **stamp,
+        )
+
+    def _check_can_open(
+        self,
+        kind: _Kind,
+        item_id: str,
+        index: int,
+        closing: list[_Key],
+        *,
+        by_chunk: bool = False,
+    ) -> None:
+        """Raise unless call or message ``item_id`` may be opened now.
+
+        It may not be open already (unless this event closes it), nor carry an id an
+        earlier run on the thread used; a text message may not take a tool message's
+        id. Implements TC-06, TC-07, ER-01.
+        """
+        key: _Key = (kind.kind, item_id)
+        if key in self._open and key not in closing:
+            if kind is _TOOL and by_chunk and not self._open[key].by_chunk:
+                self._fail(
+                    index,
+                    "TC-07",
+                    item_id,
+                    f"TOOL_CALL_CHUNK for call '{item_id}', which was opened by "
+                    "TOOL_CALL_START; continue it with TOOL_CALL_ARGS / TOOL_CALL_END "
+                    "(the two spellings never mix)",
                 )
+            spelling = kind.chunk if by_chunk else kind.start
+            self._fail(
+                index, "ER-01", item_id, kind.still_open.format(spelling, item_id)
             )
-        return out
+        earlier = (
+            self._thread_tool_call_ids if kind is _TOOL else self._thread_message_ids
+        )
+        if item_id in earlier:
+            self._fail(index, "LIFECYCLE", item_id, kind.reused.format(item_id))
+        record = self._records.get(item_id) if kind is _TEXT else None
+        if record is not None and record.tool_message is not None:
+            self._fail(
+                index,
+                "LIFECYCLE",
+                item_id,
+                f"messageId '{item_id}' already names the tool message of a "
+                "TOOL_CALL_RESULT; use a new id",
+            )
+
+    def _append(self, kind: _Kind, item_id: str, delta: str) -> None:
+        """Append a delta to a call's arguments or a message's content."""
+        if kind is _TOOL:
+            self.tool_calls[item_id].arguments += delta
+            return
+        record = self._records[item_id]
+        if record.content is None:
+            record.content = []
+        record.content.append(delta)
+
+    # -- tool results and the records of calls and messages --------------------------
 
     def _on_tool_call_result(
         self, event: ToolCallResultEvent, index: int, closing: list[_Key]
@@ -864,37 +1031,6 @@ class RunStream:
             if call is not None:
                 call.result_message_id = message_id
         return [*out, event]
-
-    def _check_call_can_open(
-        self, tool_call_id: str, index: int, closing: list[_Key], *, by_chunk: bool
-    ) -> None:
-        """Raise unless ``tool_call_id`` may be opened now. Implements TC-06, TC-07, ER-01."""
-        key: _Key = ("tool", tool_call_id)
-        if key in self._open and key not in closing:
-            if by_chunk and not self._open[key].by_chunk:
-                self._fail(
-                    index,
-                    "TC-07",
-                    tool_call_id,
-                    f"TOOL_CALL_CHUNK for call '{tool_call_id}', which was opened by "
-                    "TOOL_CALL_START; continue it with TOOL_CALL_ARGS / TOOL_CALL_END "
-                    "(the two spellings never mix)",
-                )
-            self._fail(
-                index,
-                "ER-01",
-                tool_call_id,
-                f"call '{tool_call_id}' is still open; close it with TOOL_CALL_END before "
-                "reopening it",
-            )
-        if tool_call_id in self._thread_tool_call_ids:
-            self._fail(
-                index,
-                "LIFECYCLE",
-                tool_call_id,
-                f"toolCallId '{tool_call_id}' was used by an earlier run on this thread; "
-                "tool call ids are thread-unique (a client would merge the two calls)",
-            )
 
     def _open_call(
         self,
@@ -981,154 +1117,6 @@ class RunStream:
             )
         record.tool_call_ids.append(tool_call_id)
 
-    # -- text messages ------------------------------------------------------------------
-
-    def _on_text_start(
-        self, event: TextMessageStartEvent, index: int, closing: list[_Key]
-    ) -> list[BaseEvent]:
-        """Open or reopen a text message. Implements ER-01."""
-        self._check_text_can_open(event.message_id, index, closing)
-        out = self._close(closing)
-        self._open_text(
-            event.message_id,
-            event.role,
-            event.name,
-            event.subagent_run_id,
-            index,
-            by_chunk=False,
-        )
-        return [*out, event]
-
-    def _on_text_continue(
-        self,
-        event: TextMessageContentEvent | TextMessageEndEvent,
-        index: int,
-        closing: list[_Key],
-    ) -> list[BaseEvent]:
-        """Append content to, or close, an open text message. Implements ER-01."""
-        self._check_explicit_continue(
-            "text", event.message_id, _type_name(event), index, closing
-        )
-        out = self._close(closing)
-        if isinstance(event, TextMessageContentEvent):
-            self._append_text(event.message_id, event.delta)
-        else:
-            out.extend(self._close([("text", event.message_id)], synthesize=False))
-        return [*out, event]
-
-    def _on_text_chunk(
-        self, event: TextMessageChunkEvent, index: int, closing: list[_Key]
-    ) -> list[BaseEvent]:
-        """Expand a text chunk into START / CONTENT (its END is synthesized later).
-
-        Implements ER-01 (the streaming pattern's chunk form).
-        """
-        lane = event.subagent_run_id
-        current = self._lane_chunk.get(lane)
-        stamp: dict[str, Any] = {
-            "metadata": event.metadata,
-            "timestamp": event.timestamp,
-            "subagent_run_id": lane,
-        }
-        if current is not None and current[0] == "text" and not closing:
-            message_id = current[1]
-            kept_role = self._text_roles[message_id]
-            if event.role is not None and event.role != kept_role:
-                self._fail(
-                    index,
-                    "ER-01",
-                    message_id,
-                    f"continuation TEXT_MESSAGE_CHUNK role {event.role!r} conflicts with "
-                    f"the open message's {kept_role!r}; a different message needs its own "
-                    "messageId",
-                )
-            if event.metadata is not None:
-                self._open[current].metadata = event.metadata
-            if event.delta is None:
-                return []
-            self._append_text(message_id, event.delta)
-            return [
-                TextMessageContentEvent(
-                    message_id=message_id,
-                    delta=event.delta,
-                    raw_event=event.raw_event,
-                    **stamp,
-                )
-            ]
-        if event.message_id is None:
-            self._fail(
-                index,
-                "ER-01",
-                None,
-                "the first TEXT_MESSAGE_CHUNK of a message must carry messageId (no chunk "
-                "message is open in this lane to continue)",
-            )
-        self._check_text_can_open(event.message_id, index, closing, by_chunk=True)
-        out = self._close(closing)
-        self._open_text(
-            event.message_id,
-            event.role,
-            event.name,
-            lane,
-            index,
-            by_chunk=True,
-            metadata=event.metadata,
-        )
-        out.append(
-            TextMessageStartEvent(
-                message_id=event.message_id,
-                role=event.role,
-                name=event.name,
-                raw_event=event.raw_event,
-                **stamp,
-            )
-        )
-        if event.delta is not None:
-            self._append_text(event.message_id, event.delta)
-            out.append(
-                TextMessageContentEvent(
-                    message_id=event.message_id, delta=event.delta, **stamp
-                )
-            )
-        return out
-
-    def _check_text_can_open(
-        self,
-        message_id: str,
-        index: int,
-        closing: list[_Key],
-        *,
-        by_chunk: bool = False,
-    ) -> None:
-        """Raise unless text message ``message_id`` may be opened now. Implements ER-01."""
-        key: _Key = ("text", message_id)
-        if key in self._open and key not in closing:
-            spelling = "TEXT_MESSAGE_CHUNK" if by_chunk else "TEXT_MESSAGE_START"
-            self._fail(
-                index,
-                "ER-01",
-                message_id,
-                f"{spelling} for message '{message_id}', which is still open; close it "
-                "before reopening it",
-            )
-        if message_id in self._thread_message_ids:
-            self._fail(
-                index,
-                "LIFECYCLE",
-                message_id,
-                f"messageId '{message_id}' was used by an earlier run on this thread; "
-                "message ids are thread-unique (restate history as a snapshot)",
-            )
-        record = self._records.get(message_id)
-        if record is not None and record.tool_message is not None:
-            self._fail(
-                index,
-                "LIFECYCLE",
-                message_id,
-                f"messageId '{message_id}' already names the tool message of a "
-                "TOOL_CALL_RESULT; use a new id",
-            )
-
     def _open_text(
         self,
         message_id: str,
@@ -1166,13 +1154,6 @@ class RunStream:
         self._by_chunk[key] = by_chunk
         if by_chunk:
             self._lane_chunk[owner] = key
-
-    def _append_text(self, message_id: str, delta: str) -> None:
-        """Append a content delta to a message record."""
-        record = self._records[message_id]
-        if record.content is None:
-            record.content = []
-        record.content.append(delta)
 
     # -- steps --------------------------------------------------------------------------
 
@@ -1213,7 +1194,7 @@ class RunStream:
 
     def _check_explicit_continue(
         self,
-        kind: _ItemKind,
+        kind: _Kind,
         item_id: str,
         event_name: str,
         index: int,
@@ -1223,30 +1204,24 @@ class RunStream:
 
         Implements TC-07 (no mixing of spellings) and ER-01 (the item must be open).
         """
-        key: _Key = (kind, item_id)
+        key: _Key = (kind.kind, item_id)
         if self._by_chunk.get(key):
-            rule = "TC-07" if kind == "tool" else "ER-01"
             self._fail(
                 index,
-                rule,
+                kind.chunk_rule,
                 item_id,
                 f"{event_name} for '{item_id}', which was opened by a chunk; a chunk-opened "
                 "item is continued by chunks and its END is synthesized, never sent",
             )
         if key in self._open and key not in closing:
             return
-        opener = "TOOL_CALL_START" if kind == "tool" else "TEXT_MESSAGE_START"
-        known = (
-            item_id in self.tool_calls
-            if kind == "tool"
-            else item_id in self._text_roles
-        )
+        known = item_id in (self.tool_calls if kind is _TOOL else self._text_roles)
         state = "is closed (reopen it" if known else "was never opened (open it"
         self._fail(
             index,
             "ER-01",
             item_id,
-            f"{event_name} for '{item_id}', which {state} with {opener} first)",
+            f"{event_name} for '{item_id}', which {state} with {kind.start} first)",
         )
 
     def _close(self, keys: list[_Key], *, synthesize: bool = True) -> list[BaseEvent]:

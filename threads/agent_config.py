@@ -9,26 +9,36 @@ Each entry maps an agent name to::
         "system_prompt": "...",
         "toolsets": ["demo.tools.DEMO_TOOLS"],  # dotted paths to iterables of Tool
         "max_iterations": 10, "deadline_seconds": 300,
+        "max_output_tokens": 2048,          # the model's output cap per turn
+        "model_retries": 2, "retry_backoff": 0.5, "retry_max_delay": 30,
+        "options": {"id_style": "mistral9", "timeout": 60, "headers": {...}},
         "url": "http://...",                # agui_http only
         "base_url_env": "OPENAI_BASE_URL",  # optional: env var holding a base URL
         "provider_factory": "pkg.module.make",  # optional: a callable(model=...) -> Provider
     }
 
-``provider_factory`` plugs in a provider of one's own (any
-:class:`agentcore.providers.base.Provider`) instead of the built-in adapters.
+``options`` are the adapter's own constructor options (:func:`provider_options`:
+``id_style``, ``timeout``, ``max_retries``, ``headers``, ``parallel_tool_calls``...;
+for ``agui_http`` the :class:`RemoteAgent` options), passed to the
+``provider_factory`` instead when one is given. ``provider_factory`` plugs in a
+provider of one's own (any :class:`agentcore.providers.base.Provider`) instead of
+the built-in adapters.
 
 API keys and base URLs come only from environment variables. Misconfiguration is
-reported by the system check ``threads.E001``-``E003`` at start-up.
+reported by the system checks at start-up (``threads.checks``): an unknown key,
+top-level or in ``options``, names the key and the agent (:func:`config_problems`).
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final, Literal
 
 from django.conf import settings
 from django.utils.module_loading import import_string
+from pydantic import TypeAdapter, ValidationError
 
 from threads.conf import countersign_settings
 from threads.exceptions import UnknownAgent
@@ -47,6 +57,40 @@ KEY_ENV = {
     "anthropic": "ANTHROPIC_API_KEY",
     "gemini": "GEMINI_API_KEY",
 }
+
+#: Keys every agent may have, with their types.
+_COMMON_KEYS: Final[dict[str, Any]] = {
+    "provider": str,
+    "model": str,
+    "toolsets": list[str],
+    "options": dict[str, Any],
+}
+#: Keys of an agent run by the built-in loop (every provider but ``agui_http``).
+_LOOP_KEYS: Final[dict[str, Any]] = {
+    "system_prompt": str,
+    "max_iterations": int,
+    "deadline_seconds": float,
+    "max_output_tokens": int | None,
+    "model_retries": int,
+    "retry_backoff": float,
+    "retry_max_delay": float,
+    "base_url_env": str,
+    "provider_factory": str,
+}
+#: Keys of a remote AG-UI agent; a top-level ``headers`` predates ``options``.
+_REMOTE_KEYS: Final[dict[str, Any]] = {"url": str, "headers": dict[str, str]}
+
+
+_HINT: Final = "Give a value of the type the README's Configuration table names."
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigProblem:
+    """One problem in an agent's entry: ``kind`` picks the system check id."""
+
+    kind: Literal["unknown_key", "invalid_value"]
+    message: str
+    hint: str
 
 
 def agent_settings(name: str) -> dict[str, Any]:
@@ -77,30 +121,137 @@ def agent_application_tools(name: str) -> list[Any]:
     return [t for t in agent_toolset(name) if t.runs_on == "application"]
 
 
+def agent_keys(provider: str) -> dict[str, Any]:
+    """Return the top-level keys an agent of ``provider`` may have, with their types."""
+    extra = _REMOTE_KEYS if provider == "agui_http" else _LOOP_KEYS
+    return {**_COMMON_KEYS, **extra}
+
+
+def agent_options(config: dict[str, Any]) -> dict[str, Any]:
+    """Return the ``options`` an agent entry may set: ``{option: type annotation}``.
+
+    The options of ``provider_factory`` when one is given (its keyword parameters
+    but ``model``), else of the built-in adapter (:func:`provider_options`). A key
+    ``"**"`` means anything is accepted. Raises ``ImportError`` when the factory
+    does not import, ``ProviderConfigError`` for an unknown provider.
+    """
+    from agentcore.providers.registry import callable_options, provider_options
+
+    factory = config.get("provider_factory")
+    if factory and config.get("provider") != "agui_http":
+        return callable_options(import_string(factory))
+    return provider_options(config.get("provider", "scripted"))
+
+
+def config_problems(name: str, config: dict[str, Any]) -> list[ConfigProblem]:
+    """Return the unknown keys and ill-typed values of agent ``name``'s entry.
+
+    Checks the top-level keys against :func:`agent_keys` and ``options`` against
+    :func:`agent_options`; each message names the agent and the key, each hint
+    lists what is accepted. A ``provider_factory`` that does not import yields no
+    problem about ``options`` (the agent fails to build, naming it). Raises nothing.
+    """
+    provider = config.get("provider", "scripted")
+    where = f"COUNTERSIGN_AGENTS[{name!r}]"
+    problems: list[ConfigProblem] = []
+    keys = agent_keys(provider)
+    for key, value in config.items():
+        if key not in keys:
+            problems.append(
+                ConfigProblem(
+                    "unknown_key",
+                    f"{where} has the unknown key {key!r} (provider {provider!r})",
+                    f"Use only {', '.join(sorted(keys))}; adapter settings go in "
+                    "'options'.",
+                )
+            )
+        elif (error := _type_error(keys[key], value)) is not None:
+            problems.append(
+                ConfigProblem(
+                    "invalid_value", f"{where}[{key!r}] is invalid: {error}", _HINT
+                )
+            )
+    options = config.get("options")
+    if not isinstance(options, dict) or not options:
+        return problems
+    try:
+        accepted = agent_options(config)
+    except ImportError:
+        return problems
+    for key, value in options.items():
+        if key not in accepted and "**" not in accepted:
+            problems.append(
+                ConfigProblem(
+                    "unknown_key",
+                    f"{where}['options'] has the unknown key {key!r} "
+                    f"(provider {provider!r})",
+                    f"{provider!r} accepts the options "
+                    f"{', '.join(sorted(k for k in accepted if k != '**')) or 'none'}.",
+                )
+            )
+        elif (error := _type_error(accepted.get(key, Any), value)) is not None:
+            problems.append(
+                ConfigProblem(
+                    "invalid_value",
+                    f"{where}['options'][{key!r}] is invalid: {error}",
+                    _HINT,
+                )
+            )
+    return problems
+
+
+def _type_error(annotation: Any, value: Any) -> str | None:
+    """Return why ``value`` does not fit ``annotation`` (one line), or ``None``."""
+    if annotation is Any:
+        return None
+    try:
+        TypeAdapter(annotation).validate_python(value, strict=True)
+    except ValidationError as error:
+        first = error.errors()[0]
+        return f"{first['msg']} (got {value!r:.60})"
+    return None
+
+
 def agent_build(name: str) -> Any:
     """Build the :class:`agentcore.agents.Agent` for agent ``name``.
 
-    Raises :class:`UnknownAgent` for an unknown name and
-    ``agentcore.providers.registry.ProviderConfigError`` for a bad provider entry.
+    ``options`` go to the adapter (or ``provider_factory``, or ``RemoteAgent``); the
+    loop's limits and retry settings to :class:`agentcore.loop.LoopAgent`. Raises
+    :class:`UnknownAgent` for an unknown name,
+    ``agentcore.providers.registry.ProviderConfigError`` for a bad provider entry
+    and ``TypeError`` / ``ValueError`` for an option the adapter refuses (the system
+    checks report those at start-up).
     """
     config = agent_settings(name)
     provider_name = config.get("provider", "scripted")
+    options: dict[str, Any] = dict(config.get("options") or {})
     if provider_name == "agui_http":
         from agentcore.providers.agui_http import RemoteAgent
 
-        return RemoteAgent(config["url"], headers=config.get("headers"))
+        if config.get("headers") is not None:
+            options.setdefault("headers", config["headers"])
+        return RemoteAgent(config["url"], **options)
     from agentcore.loop import LoopAgent
     from agentcore.providers.registry import get_provider
 
-    options: dict[str, Any] = {}
-    if config.get("base_url_env"):
-        options["base_url"] = os.environ.get(config["base_url_env"]) or None
     if config.get("provider_factory"):
         provider = import_string(config["provider_factory"])(
-            model=config.get("model", "")
+            model=config.get("model", ""), **options
         )
     else:
+        if config.get("base_url_env"):
+            options["base_url"] = os.environ.get(config["base_url_env"]) or None
         provider = get_provider(provider_name, model=config.get("model", ""), **options)
+    loop_options = {
+        key: config[key]
+        for key in (
+            "max_output_tokens",
+            "model_retries",
+            "retry_backoff",
+            "retry_max_delay",
+        )
+        if key in config
+    }
     return LoopAgent(
         provider,
         toolset=agent_toolset(name),
@@ -112,4 +263,7 @@ def agent_build(name: str) -> Any:
         deadline_seconds=float(
             config.get("deadline_seconds", countersign_settings.RUN_DEADLINE_SECONDS)
         ),
+        # built for this one run: the loop closes its HTTP client when the run ends
+        owns_provider=True,
+        **loop_options,
     )

@@ -9,7 +9,10 @@ from django.conf import settings
 from django.core import checks
 from django.utils.module_loading import import_string
 
-from threads.agent_config import KEY_ENV, PROVIDERS
+from threads.agent_config import KEY_ENV, PROVIDERS, config_problems
+
+#: One check id per kind of agent-entry problem (``config_problems``).
+_PROBLEM_IDS = {"unknown_key": "threads.E020", "invalid_value": "threads.E021"}
 
 
 @checks.register()
@@ -53,6 +56,10 @@ def check_agents(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
                     id="threads.E001",
                 )
             )
+        errors.extend(
+            checks.Error(p.message, hint=p.hint, id=_PROBLEM_IDS[p.kind])
+            for p in config_problems(name, config)
+        )
         for path in config.get("toolsets", ()):
             try:
                 import_string(path)

@@ -9,6 +9,10 @@ when the remote never sent one) and with everything open closed, with a ``RUN_ER
 whose ``code`` says what happened:
 
 - ``upstream_http_error``: the remote answered a non-2xx status (input rejected);
+- ``rate_limited`` / ``upstream_unavailable``: the remote answered 429, or 408, 502,
+  503 or 504, and kept answering it through ``max_retries`` retries (each after the
+  ``Retry-After`` it asked for, or a doubling backoff): no run was started, so the
+  request is safe to repeat;
 - ``upstream_unavailable``: the connection failed or timed out;
 - ``malformed_stream``: a frame that is not one JSON event, a malformed known event,
   a fatal ordering violation, or a response that is not ``text/event-stream``;
@@ -46,6 +50,7 @@ from agentcore.agents import (
 )
 from agentcore.dispatch import sanitize_message
 from agentcore.events import BaseEvent, EventType, RunAgentInput
+from agentcore.providers.errors import retry_after_seconds
 from agentcore.stream import RunStream, StreamViolation
 
 __all__ = ["MAX_EVENT_BYTES", "RemoteAgent", "sse_payloads"]
@@ -56,6 +61,14 @@ logger = logging.getLogger(__name__)
 MAX_EVENT_BYTES: Final = 10 * 1024 * 1024
 
 _KNOWN_TYPES: Final = frozenset(member.value for member in EventType)
+#: Statuses that say "not now" before any run started; the request may be repeated.
+_RETRY_STATUS: Final[dict[int, str]] = {
+    408: "upstream_unavailable",
+    429: "rate_limited",
+    502: "upstream_unavailable",
+    503: "upstream_unavailable",
+    504: "upstream_unavailable",
+}
 _END: Final = object()
 
 
@@ -73,7 +86,11 @@ class RemoteAgent(Agent):
     ``headers`` are sent with every request (e.g. an ``Authorization`` header; they
     are never logged nor put in an error). ``timeout`` (seconds) bounds connecting
     and each wait for more of the stream. ``transport`` replaces httpx's network
-    transport (tests, or an in-process ASGI app). Implements ER-01, SEC-06.
+    transport (tests, or an in-process ASGI app). ``max_retries`` bounds the retries
+    of a request the remote refused with 408, 429, 502, 503 or 504; the wait is its
+    ``Retry-After`` or ``retry_backoff`` doubled per attempt, at most
+    ``retry_max_delay`` seconds (a longer ``Retry-After`` ends the run at once).
+    Implements ER-01, SEC-06.
     """
 
     def __init__(
@@ -83,8 +100,19 @@ class RemoteAgent(Agent):
         headers: dict[str, str] | None = None,
         timeout: float = 300,
         transport: httpx.AsyncBaseTransport | None = None,
+        max_retries: int = 2,
+        retry_backoff: float = 0.5,
+        retry_max_delay: float = 30.0,
     ) -> None:
-        """Configure the endpoint. Raises :class:`ValueError` for a non-HTTP(S) URL or a non-positive timeout."""
+        """Configure the endpoint.
+
+        Raises :class:`ValueError` for a non-HTTP(S) URL, a non-positive timeout or
+        a negative retry setting.
+        """
+        if max_retries < 0 or not retry_backoff >= 0 or not retry_max_delay >= 0:
+            raise ValueError(
+                "max_retries, retry_backoff and retry_max_delay must be 0 or more"
+            )
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError("RemoteAgent url must be an absolute http(s) URL")
@@ -94,6 +122,9 @@ class RemoteAgent(Agent):
         self.headers: dict[str, str] = dict(headers or {})
         self.timeout = timeout
         self.transport = transport
+        self.max_retries = max_retries
+        self.retry_backoff = retry_backoff
+        self.retry_max_delay = retry_max_delay
 
     @property
     def endpoint(self) -> str:
@@ -207,21 +238,36 @@ class RemoteAgent(Agent):
         }
         timeout = httpx.Timeout(self.timeout, connect=min(self.timeout, 30.0))
         responded = False
+        attempt = 0
         try:
-            async with (
-                httpx.AsyncClient(
-                    timeout=timeout, transport=self.transport, follow_redirects=False
-                ) as client,
-                client.stream(
-                    "POST", self.url, content=body.encode("utf-8"), headers=headers
-                ) as response,
-            ):
-                responded = True
-                _check_response(response)
-                async for payload, complete in sse_payloads(response.aiter_lines()):
-                    frame = _parse_frame(payload, complete=complete)
-                    if frame is not None:
-                        yield frame
+            async with httpx.AsyncClient(
+                timeout=timeout, transport=self.transport, follow_redirects=False
+            ) as client:
+                while True:
+                    async with client.stream(
+                        "POST", self.url, content=body.encode("utf-8"), headers=headers
+                    ) as response:
+                        delay = self._retry_delay(response, attempt)
+                        if delay is None:
+                            responded = True
+                            _check_response(response)
+                            async for payload, complete in sse_payloads(
+                                response.aiter_lines()
+                            ):
+                                frame = _parse_frame(payload, complete=complete)
+                                if frame is not None:
+                                    yield frame
+                            return
+                    attempt += 1
+                    logger.warning(
+                        "remote agent %s answered HTTP %d; retry %d of %d in %.2fs",
+                        self.endpoint,
+                        response.status_code,
+                        attempt,
+                        self.max_retries,
+                        delay,
+                    )
+                    await asyncio.sleep(delay)
         except httpx.TimeoutException as error:
             raise _RemoteFailure(
                 f"The remote agent did not answer within {self.timeout:g} seconds.",
@@ -239,12 +285,28 @@ class RemoteAgent(Agent):
                 code="upstream_unavailable",
             ) from error
 
+    def _retry_delay(self, response: httpx.Response, attempt: int) -> float | None:
+        """Return the wait before repeating a refused request, or ``None`` for no retry."""
+        if response.status_code not in _RETRY_STATUS or attempt >= self.max_retries:
+            return None
+        asked = retry_after_seconds(response.headers)
+        if asked is not None:
+            return asked if asked <= self.retry_max_delay else None
+        return min(self.retry_backoff * 2**attempt, self.retry_max_delay)
+
 
 def _check_response(response: httpx.Response) -> None:
     """Raise :class:`_RemoteFailure` unless ``response`` is a 2xx ``text/event-stream``."""
     if not response.is_success:
         status = response.status_code
         phrase = httpx.codes.get_reason_phrase(status)
+        transient = _RETRY_STATUS.get(status)
+        if transient is not None:
+            raise _RemoteFailure(
+                f"The remote agent is unavailable: it answered HTTP {status}"
+                f"{' ' + phrase if phrase else ''}. Try the run again later.",
+                code=transient,
+            )
         raise _RemoteFailure(
             f"The remote agent refused the run: it answered HTTP {status}"
             f"{' ' + phrase if phrase else ''}.",

@@ -44,11 +44,8 @@ from agentcore.providers.base import (
     TurnEnd,
     Usage,
 )
-from agentcore.providers.registry import (
-    check_model_request_allowed,
-    error_for_status,
-    error_from_sdk,
-)
+from agentcore.providers.errors import sanitized_errors
+from agentcore.providers.registry import check_model_request_allowed
 
 __all__ = ["AnthropicProvider"]
 
@@ -63,15 +60,6 @@ _STOP: Final[dict[str, StopReason]] = {
     "max_tokens": "max_tokens",
     "model_context_window_exceeded": "max_tokens",
     "refusal": "content_filter",
-}
-_ERROR_TYPES: Final[dict[str, str]] = {
-    "invalid_request_error": "bad_request",
-    "authentication_error": "authentication",
-    "permission_error": "authentication",
-    "not_found_error": "bad_request",
-    "request_too_large": "bad_request",
-    "rate_limit_error": "rate_limited",
-    "timeout_error": "timeout",
 }
 
 
@@ -121,15 +109,25 @@ class AnthropicProvider(Provider):
         api_key: str,
         base_url: str | None = None,
         default_max_tokens: int = 4096,
-        max_retries: int = 2,
+        max_retries: int = 0,
         timeout: float = 120.0,
+        headers: dict[str, str] | None = None,
     ) -> None:
+        """Configure the client; see :mod:`agentcore.providers.base` (client options)."""
         self.model = model
         self.base_url = base_url
         self.default_max_tokens = default_max_tokens
         self._client = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=max_retries,
+            timeout=timeout,
+            default_headers=headers,
         )
+
+    async def aclose(self) -> None:
+        """Close the SDK client (see :meth:`Provider.aclose`). Raises nothing."""
+        await self._client.close()
 
     # -- request -------------------------------------------------------------
 
@@ -280,7 +278,7 @@ class AnthropicProvider(Provider):
         stop: str | None = None
         input_tokens: int | None = None
         output_tokens: int | None = None
-        try:
+        with sanitized_errors(self.name):
             stream = await self._client.messages.create(**body, stream=True)
             async for event in stream:
                 kind = getattr(event, "type", None)
@@ -330,14 +328,12 @@ class AnthropicProvider(Provider):
                 elif kind == "message_delta":
                     stop = getattr(event.delta, "stop_reason", None) or stop
                     usage = getattr(event, "usage", None)
-                    if getattr(usage, "output_tokens", None) is not None:
-                        output_tokens = usage.output_tokens
-                    if getattr(usage, "input_tokens", None) is not None:
-                        input_tokens = usage.input_tokens
-        except anthropic.APIStatusError as exc:
-            raise self._status_error(exc) from None
-        except anthropic.APIError as exc:
-            raise error_from_sdk(exc, anthropic, provider=self.name) from None
+                    reported_out = getattr(usage, "output_tokens", None)
+                    if reported_out is not None:
+                        output_tokens = reported_out
+                    reported_in = getattr(usage, "input_tokens", None)
+                    if reported_in is not None:
+                        input_tokens = reported_in
 
         if stop is None:
             if any(not _is_json(b.arguments) for b in blocks.values()):
@@ -366,16 +362,6 @@ class AnthropicProvider(Provider):
             provider=self.name,
             model=body["model"],
         )
-
-    def _status_error(self, exc: anthropic.APIStatusError) -> ProviderError:
-        """Map an HTTP error, or an ``error`` event inside a 200 stream, to a code."""
-        if exc.status_code >= 400:
-            return error_for_status(exc.status_code, provider=self.name)
-        body = exc.body if isinstance(exc.body, dict) else {}
-        error = body.get("error", body)
-        kind = error.get("type") if isinstance(error, dict) else None
-        code = _ERROR_TYPES.get(kind or "", "upstream_unavailable")
-        return ProviderError(f"{self.name}: the stream failed ({code})", code=code)
 
 
 class _IdMap:

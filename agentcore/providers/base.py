@@ -16,6 +16,15 @@ Adapters are responsible for:
 
 ``call_id`` values are whatever the provider gave (or, when it gave none, ids the
 adapter generated); the loop maps them to thread-unique ``toolCallId`` values.
+
+Client options every network adapter accepts (also settable from
+``COUNTERSIGN_AGENTS[...]["options"]``): ``timeout`` (seconds) bounds connecting and
+each wait for more of the stream, so a stalled stream fails as ``timeout``;
+``max_retries`` lets the SDK itself retry a failed request before streaming starts
+(default 0: retries live in one place for every provider, the agent loop, which
+honours ``Retry-After``; see ``LoopAgent(model_retries=...)``); ``headers`` are sent
+with every request (e.g. a gateway's routing header). Transport failures are
+classified once, in :mod:`agentcore.providers.errors`.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "content_filter", "error"]
 
@@ -104,18 +113,33 @@ class TurnEnd:
 
 ModelEvent = TextDelta | ToolCallBegin | ToolCallDelta | TurnEnd
 
+#: Codes of transient upstream failures: worth another attempt (see ``agentcore.loop``).
+RETRYABLE_CODES: Final = frozenset({"upstream_unavailable", "rate_limited", "timeout"})
+
 
 class ProviderError(Exception):
     """The provider failed (HTTP error, malformed stream, refused request).
 
     ``code`` is a stable, sanitized error type (``upstream_unavailable``,
-    ``rate_limited``, ``bad_request``, ``authentication``, ``malformed_stream``);
-    ``str(error)`` is a sentence safe to show a user: no key, no internal address.
+    ``rate_limited``, ``timeout``, ``bad_request``, ``authentication``,
+    ``malformed_stream``, ``model_requests_disabled``); ``str(error)`` is a sentence
+    safe to show a user: no key, no internal address. ``retryable`` says a later
+    attempt may succeed (by default: the code is in :data:`RETRYABLE_CODES`);
+    ``retry_after`` is the wait in seconds the upstream asked for, when it did.
     """
 
-    def __init__(self, message: str, *, code: str = "upstream_unavailable") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str = "upstream_unavailable",
+        retryable: bool | None = None,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
+        self.retryable = code in RETRYABLE_CODES if retryable is None else retryable
+        self.retry_after = retry_after
 
 
 class Provider(ABC):
@@ -133,3 +157,11 @@ class Provider(ABC):
         stay valid.
         """
         raise NotImplementedError(f"{type(self).__name__}.stream_turn")
+
+    async def aclose(self) -> None:  # noqa: B027 (optional hook, no-op by default)
+        """Release the adapter's HTTP client; the adapter is not used afterwards.
+
+        Call it from the event loop the adapter streamed on, before that loop closes,
+        so no connection is left for the garbage collector to close on a dead loop.
+        Raises nothing.
+        """

@@ -29,9 +29,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
-import httpx
 from google import genai
-from google.genai import errors as genai_errors
 from google.genai import types
 
 from agentcore.events import (
@@ -55,7 +53,8 @@ from agentcore.providers.base import (
     TurnEnd,
     Usage,
 )
-from agentcore.providers.registry import check_model_request_allowed, error_for_status
+from agentcore.providers.errors import sanitized_errors
+from agentcore.providers.registry import check_model_request_allowed
 
 __all__ = ["GeminiProvider"]
 
@@ -124,16 +123,35 @@ class GeminiProvider(Provider):
         api_key: str,
         base_url: str | None = None,
         api_version: str | None = None,
+        timeout: float | None = 120.0,
         timeout_ms: int | None = None,
+        max_retries: int = 0,
+        headers: dict[str, str] | None = None,
     ) -> None:
+        """Configure the client; see :mod:`agentcore.providers.base` (client options).
+
+        ``timeout_ms`` (the SDK's own unit) wins over ``timeout`` when both are given.
+        """
         self.model = model
         self.base_url = base_url
+        if timeout_ms is None and timeout is not None:
+            timeout_ms = round(timeout * 1000)
         self._client = genai.Client(
             api_key=api_key,
             http_options=types.HttpOptions(
-                base_url=base_url, api_version=api_version, timeout=timeout_ms
+                base_url=base_url,
+                api_version=api_version,
+                timeout=timeout_ms,
+                headers=headers,
+                retry_options=types.HttpRetryOptions(attempts=max_retries + 1)
+                if max_retries > 0
+                else None,
             ),
         )
+
+    async def aclose(self) -> None:
+        """Close the SDK client (see :meth:`Provider.aclose`). Raises nothing."""
+        await self._client.aio.aclose()
 
     # -- request -------------------------------------------------------------
 
@@ -295,7 +313,7 @@ class GeminiProvider(Provider):
         n_calls = 0
         finish: str | None = None
         usage: Usage | None = None
-        try:
+        with sanitized_errors(self.name):
             stream = await self._client.aio.models.generate_content_stream(
                 model=model, contents=contents, config=config
             )
@@ -324,16 +342,6 @@ class GeminiProvider(Provider):
                                 candidate.finish_reason,
                             )
                         )
-        except genai_errors.APIError as exc:
-            raise error_for_status(exc.code, provider=self.name) from None
-        except httpx.TimeoutException:
-            raise ProviderError(
-                f"{self.name}: request timed out", code="timeout"
-            ) from None
-        except httpx.HTTPError:
-            raise error_for_status(
-                None, provider=self.name, during_stream=True
-            ) from None
 
         if finish is None:
             raise ProviderError(

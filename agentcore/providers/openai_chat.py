@@ -48,10 +48,8 @@ from agentcore.providers.base import (
     TurnEnd,
     Usage,
 )
-from agentcore.providers.registry import (
-    check_model_request_allowed,
-    error_from_sdk,
-)
+from agentcore.providers.errors import sanitized_errors
+from agentcore.providers.registry import check_model_request_allowed
 
 __all__ = ["IdStyle", "OpenAIChatProvider"]
 
@@ -110,9 +108,11 @@ class OpenAIChatProvider(Provider):
             "max_completion_tokens"
         ),
         parallel_tool_calls: bool | None = None,
-        max_retries: int = 2,
+        max_retries: int = 0,
         timeout: float = 120.0,
+        headers: dict[str, str] | None = None,
     ) -> None:
+        """Configure the client; see :mod:`agentcore.providers.base` (client options)."""
         self.model = model
         self.base_url = base_url
         self.id_style: IdStyle = id_style
@@ -120,8 +120,16 @@ class OpenAIChatProvider(Provider):
         self.max_tokens_param = max_tokens_param
         self.parallel_tool_calls = parallel_tool_calls
         self._client = openai.AsyncOpenAI(
-            api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=max_retries,
+            timeout=timeout,
+            default_headers=headers,
         )
+
+    async def aclose(self) -> None:
+        """Close the SDK client (see :meth:`Provider.aclose`). Raises nothing."""
+        await self._client.close()
 
     # -- request -------------------------------------------------------------
 
@@ -274,7 +282,7 @@ class OpenAIChatProvider(Provider):
         calls: list[_OpenCall] = []
         finish: str | None = None
         usage: Usage | None = None
-        try:
+        with sanitized_errors(self.name):
             stream = await self._client.chat.completions.create(**body, stream=True)
             async for chunk in stream:
                 chunk_usage = getattr(chunk, "usage", None)
@@ -300,8 +308,6 @@ class OpenAIChatProvider(Provider):
                     reason = getattr(choice, "finish_reason", None)
                     if reason:
                         finish = reason
-        except openai.APIError as exc:
-            raise error_from_sdk(exc, openai, provider=self.name) from None
 
         for call in calls:
             if not call.begun:

@@ -44,10 +44,8 @@ from agentcore.providers.base import (
     TurnEnd,
     Usage,
 )
-from agentcore.providers.registry import (
-    check_model_request_allowed,
-    error_from_sdk,
-)
+from agentcore.providers.errors import sanitized_errors
+from agentcore.providers.registry import check_model_request_allowed
 
 __all__ = ["OpenAIResponsesProvider"]
 
@@ -91,16 +89,26 @@ class OpenAIResponsesProvider(Provider):
         base_url: str | None = None,
         store: bool = False,
         parallel_tool_calls: bool | None = None,
-        max_retries: int = 2,
+        max_retries: int = 0,
         timeout: float = 120.0,
+        headers: dict[str, str] | None = None,
     ) -> None:
+        """Configure the client; see :mod:`agentcore.providers.base` (client options)."""
         self.model = model
         self.base_url = base_url
         self.store = store
         self.parallel_tool_calls = parallel_tool_calls
         self._client = openai.AsyncOpenAI(
-            api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=max_retries,
+            timeout=timeout,
+            default_headers=headers,
         )
+
+    async def aclose(self) -> None:
+        """Close the SDK client (see :meth:`Provider.aclose`). Raises nothing."""
+        await self._client.close()
 
     # -- request -------------------------------------------------------------
 
@@ -232,7 +240,7 @@ class OpenAIResponsesProvider(Provider):
         by_index: dict[int, _Call] = {}
         calls: list[_Call] = []
         final: TurnEnd | None = None
-        try:
+        with sanitized_errors(self.name):
             stream = await self._client.responses.create(**body, stream=True)
             async for event in stream:
                 kind = getattr(event, "type", None)
@@ -304,8 +312,6 @@ class OpenAIResponsesProvider(Provider):
                     raise self._event_error(getattr(error, "code", None))
                 elif kind == "error":
                     raise self._event_error(getattr(event, "code", None))
-        except openai.APIError as exc:
-            raise error_from_sdk(exc, openai, provider=self.name) from None
         if final is None:
             raise ProviderError(
                 f"{self.name}: the stream ended before response.completed",

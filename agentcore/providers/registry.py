@@ -1,21 +1,24 @@
 """Look up a provider adapter by name, importing its module (and SDK) only then.
 
-Also the one place that turns transport failures into sanitized
-:class:`~agentcore.providers.base.ProviderError` codes (SEC-06), and the
-``ALLOW_MODEL_REQUESTS`` switch tests turn off so no adapter reaches a real model
-(STYLE 16): with it off, only loopback base URLs are allowed.
+Also the ``ALLOW_MODEL_REQUESTS`` switch tests turn off so no adapter reaches a real model
+(STYLE 16): with it off, only loopback base URLs are allowed. The
+error mapping (SEC-06) lives in :mod:`agentcore.providers.errors`; its two oldest
+functions are re-exported here for earlier callers.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import ipaddress
 import os
+import typing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, overload
 from urllib.parse import urlsplit
 
 from agentcore.providers.base import Provider, ProviderError
+from agentcore.providers.errors import error_for_status, error_from_sdk
 
 if TYPE_CHECKING:
     from agentcore.agents import Agent
@@ -26,8 +29,15 @@ __all__ = [
     "ProviderConfigError",
     "check_model_request_allowed",
     "error_for_status",
+    "error_from_sdk",
     "get_provider",
+    "provider_options",
 ]
+
+#: Constructor parameters set by the registry or the caller, never by configuration.
+_NOT_OPTIONS: Final = frozenset(
+    {"self", "model", "api_key", "base_url", "url", "turns", "transport"}
+)
 
 #: When ``False``, adapters refuse any base URL that is not a loopback address.
 ALLOW_MODEL_REQUESTS: bool = True
@@ -152,6 +162,46 @@ def get_provider(
     return provider
 
 
+def provider_options(name: str) -> dict[str, Any]:
+    """Return the options adapter ``name`` accepts, as ``{option: type annotation}``.
+
+    These are its constructor's keyword parameters, less those the registry fills
+    (``model``, ``api_key``, ``base_url``, ``url``) and objects no configuration
+    can hold (``transport``, a script). Imports the adapter's module (and SDK).
+    Raises :class:`ProviderConfigError` for an unknown name. Implements STYLE 15.
+    """
+    entry = PROVIDERS.get(name)
+    if entry is None:
+        known = ", ".join(sorted(PROVIDERS))
+        raise ProviderConfigError(f"unknown provider {name!r}; expected one of {known}")
+    cls = getattr(importlib.import_module(entry.module), entry.cls)
+    return callable_options(cls)
+
+
+def callable_options(factory: Any) -> dict[str, Any]:
+    """Return ``factory``'s configurable keyword parameters as ``{name: annotation}``.
+
+    ``factory`` is a class (its ``__init__`` is read) or a function. A parameter
+    without an annotation maps to :data:`typing.Any`; a ``**kwargs`` parameter
+    adds the key ``"**"`` (anything is accepted). Raises nothing.
+    """
+    target = factory.__init__ if inspect.isclass(factory) else factory
+    try:
+        hints = typing.get_type_hints(target)
+    except (NameError, TypeError):
+        hints = {}
+    options: dict[str, Any] = {}
+    for param in inspect.signature(target).parameters.values():
+        if param.kind is inspect.Parameter.VAR_KEYWORD:
+            options["**"] = Any
+        elif param.name not in _NOT_OPTIONS and param.kind in (
+            inspect.Parameter.KEYWORD_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        ):
+            options[param.name] = hints.get(param.name, Any)
+    return options
+
+
 def check_model_request_allowed(base_url: str | None, *, provider: str) -> None:
     """Raise :class:`ProviderError` (``model_requests_disabled``) when requests are off.
 
@@ -172,50 +222,3 @@ def check_model_request_allowed(base_url: str | None, *, provider: str) -> None:
         f"{provider}: model requests are disabled (ALLOW_MODEL_REQUESTS is False)",
         code="model_requests_disabled",
     )
-
-
-_STATUS_CODES: Final[dict[int, str]] = {
-    400: "bad_request",
-    401: "authentication",
-    403: "authentication",
-    404: "bad_request",
-    408: "timeout",
-    409: "bad_request",
-    413: "bad_request",
-    422: "bad_request",
-    429: "rate_limited",
-}
-
-
-def error_from_sdk(exc: BaseException, sdk: Any, *, provider: str) -> ProviderError:
-    """Map an exception of a Stainless-generated SDK (``openai``, ``anthropic``) to a ProviderError.
-
-    ``sdk`` is the SDK module; its ``APIStatusError``, ``APITimeoutError``,
-    ``APIConnectionError`` and ``APIError`` classes are checked in that order (a
-    timeout is a connection error too). Messages stay sanitized (SEC-06).
-    """
-    if isinstance(exc, sdk.APIStatusError):
-        return error_for_status(exc.status_code, provider=provider)
-    if isinstance(exc, sdk.APITimeoutError):
-        return ProviderError(f"{provider}: request timed out", code="timeout")
-    if isinstance(exc, sdk.APIConnectionError):
-        return error_for_status(None, provider=provider)
-    return error_for_status(None, provider=provider, during_stream=True)
-
-
-def error_for_status(
-    status: int | None, *, provider: str, during_stream: bool = False
-) -> ProviderError:
-    """Return a sanitized :class:`ProviderError` for an HTTP ``status`` from ``provider``.
-
-    ``None`` means no status (connection failure or an error event inside the
-    stream). The message names the provider and status only: never the key, the
-    URL or the upstream's text. Codes: ``bad_request``, ``authentication``,
-    ``rate_limited``, ``timeout``, ``upstream_unavailable``. Implements SEC-06.
-    """
-    if status is None:
-        code = "upstream_unavailable"
-        where = "the stream failed" if during_stream else "the request failed"
-        return ProviderError(f"{provider}: {where} ({code})", code=code)
-    code = _STATUS_CODES.get(status, "upstream_unavailable")
-    return ProviderError(f"{provider}: HTTP {status} ({code})", code=code)

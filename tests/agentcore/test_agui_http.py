@@ -482,7 +482,7 @@ async def test_cancel_closes_the_connection_and_finishes_cancelled(
 
 def test_url_must_be_http() -> None:
     """Only absolute http(s) URLs are accepted."""
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="absolute http"):
         RemoteAgent("file:///etc/passwd")
     assert (
         RemoteAgent("https://u:p@example.com:8443/agui?token=x").endpoint

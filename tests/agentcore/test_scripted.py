@@ -43,6 +43,7 @@ from tests.agentcore.helpers import (
     make_input,
     of_type,
 )
+from tests.agentcore.providers.contract import drain
 
 APPLICATION_TOOLS = [lookup_order.agui_tool(), refund_order.agui_tool()]
 
@@ -314,8 +315,7 @@ async def test_script_raw_text_truncation_usage_and_errors() -> None:
     )
     seen: list[ModelEvent] = []
     with pytest.raises(ProviderError, match="down"):
-        async for event in provider.stream_turn(request("y")):
-            seen.append(event)
+        await drain(provider.stream_turn(request("y")), seen)
     assert text_of(seen) == "Hel"
 
 

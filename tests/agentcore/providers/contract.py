@@ -8,7 +8,7 @@ Each adapter's test class inherits :class:`ProviderContract` and sets
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, ClassVar
 
 import pytest
@@ -51,6 +51,12 @@ def user_request(text: str = "hi", **kwargs: Any) -> ModelRequest:
 async def collect(provider: Provider, request: ModelRequest) -> list[ModelEvent]:
     """Return every event of one streamed turn."""
     return [event async for event in provider.stream_turn(request)]
+
+
+async def drain(events: AsyncIterator[ModelEvent], into: list[ModelEvent]) -> None:
+    """Append each event of ``events`` to ``into``, so a test keeps what came before a raise."""
+    async for event in events:
+        into.append(event)
 
 
 def tool_calls(events: Sequence[ModelEvent]) -> list[dict[str, Any]]:

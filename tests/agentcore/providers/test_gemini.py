@@ -20,6 +20,7 @@ from agentcore.providers.gemini import GeminiProvider
 from tests.agentcore.providers.contract import (
     ProviderContract,
     collect,
+    drain,
     text_of,
     tool_calls,
     turn_end,
@@ -347,8 +348,7 @@ async def test_stream_cut_before_finish_reason_raises_malformed_stream(
     server.replies.append(Reply(body=sse([chunk([{"text": "Hi"}])])))
     seen = []
     with pytest.raises(ProviderError) as info:
-        async for event in factory(server.url).stream_turn(user_request()):
-            seen.append(event)
+        await drain(factory(server.url).stream_turn(user_request()), seen)
     assert text_of(seen) == "Hi"
     assert info.value.code == "malformed_stream"
 
@@ -426,8 +426,7 @@ async def test_error_object_mid_stream_raises_sanitized_provider_error(
     server.replies.append(Reply(body=sse([chunk([{"text": "Hi"}]), error])))
     seen = []
     with pytest.raises(ProviderError) as info:
-        async for event in factory(server.url).stream_turn(user_request()):
-            seen.append(event)
+        await drain(factory(server.url).stream_turn(user_request()), seen)
     assert text_of(seen) == "Hi"
     assert info.value.code == "upstream_unavailable"
     assert "sk-test-secret" not in str(info.value)

@@ -25,6 +25,7 @@ from agentcore.providers.openai_chat import OpenAIChatProvider
 from tests.agentcore.providers.contract import (
     ProviderContract,
     collect,
+    drain,
     raw_arguments,
     text_of,
     tool_calls,
@@ -362,8 +363,7 @@ async def test_error_event_mid_stream_raises_sanitized_provider_error(
     server.replies.append(Reply(body=body))
     seen = []
     with pytest.raises(ProviderError) as info:
-        async for event in factory(server.url).stream_turn(user_request()):
-            seen.append(event)
+        await drain(factory(server.url).stream_turn(user_request()), seen)
     assert text_of(seen) == "Hi"
     assert info.value.code == "upstream_unavailable"
     assert "sk-test-secret" not in str(info.value)

@@ -25,6 +25,7 @@ from agentcore.providers.openai_responses import OpenAIResponsesProvider
 from tests.agentcore.providers.contract import (
     ProviderContract,
     collect,
+    drain,
     text_of,
     tool_calls,
     turn_end,
@@ -299,8 +300,7 @@ async def test_error_event_mid_stream_raises_sanitized_provider_error(
     server.replies.append(Reply(body=named_sse([created(), *text_events(["Hi"]), err])))
     seen = []
     with pytest.raises(ProviderError) as info:
-        async for event in factory(server.url).stream_turn(user_request()):
-            seen.append(event)
+        await drain(factory(server.url).stream_turn(user_request()), seen)
     assert text_of(seen) == "Hi"
     assert info.value.code == "rate_limited"
     assert "sk-test-secret" not in str(info.value)

@@ -54,7 +54,7 @@ def test_missing_key_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_unknown_provider_is_a_config_error() -> None:
     """An unknown name raises ProviderConfigError (a ValueError) listing the known ones."""
-    with pytest.raises(ValueError, match="unknown provider 'cohere'.*openai_chat"):
+    with pytest.raises(ValueError, match=r"unknown provider 'cohere'.*openai_chat"):
         get_provider("cohere", model="m")
 
 
