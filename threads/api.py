@@ -25,6 +25,7 @@ from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
+from approvals.services import thread_pending_calls_cancel
 from threads.agent_config import agent_settings
 from threads.exceptions import UnknownAgent
 from threads.idempotency import MAX_KEY_LENGTH, idempotent_response
@@ -306,8 +307,6 @@ class ThreadCancelPendingApi(APIView):
         responses={200: OutputSerializer, **errors(400, 403, 404)},
     )
     def post(self, request: Request, thread_id: str) -> Response:
-        from approvals.services import thread_pending_calls_cancel
-
         thread = visible_thread(request, thread_id)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)

@@ -28,8 +28,11 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from approvals.models import ApprovalRequest
+from approvals.services import APPROVALS_GROUP, approval_snapshot
 from threads.conf import countersign_settings
-from threads.realtime import register_server_loop
+from threads.realtime import register_server_loop, thread_group_name
+from threads.selectors import thread_events_after, thread_visible_to
 
 CLOSE_BAD_REQUEST = 4400
 CLOSE_UNAUTHENTICATED = 4401
@@ -44,15 +47,11 @@ APPROVAL_WATCH_PERMISSIONS = (
 
 @database_sync_to_async
 def _visible_thread(user: Any, thread_id: str) -> Any:
-    from threads.selectors import thread_visible_to
-
     return thread_visible_to(user=user).filter(thread_id=thread_id).first()
 
 
 @database_sync_to_async
 def _events_after(thread: Any, after: int) -> list[dict[str, Any]]:
-    from threads.selectors import thread_events_after
-
     return [
         e.as_wire()
         for e in thread_events_after(thread=thread, after=after, limit=BATCH)
@@ -105,8 +104,6 @@ class ThreadEventsConsumer(AsyncJsonWebsocketConsumer):
         self.last_seq = after
         self.lock = asyncio.Lock()
         self.last_doorbell = 0.0
-        from threads.services import thread_group_name
-
         self.group = thread_group_name(self.thread.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
@@ -185,9 +182,6 @@ def _may_watch_approvals(user: Any) -> bool:
 
 @database_sync_to_async
 def _pending_approvals() -> list[dict[str, Any]]:
-    from approvals.models import ApprovalRequest
-    from approvals.services import approval_snapshot
-
     pending = (
         ApprovalRequest.objects.filter(status=ApprovalRequest.Status.PENDING)
         .select_related("tool_call", "thread", "decided_by")
@@ -214,8 +208,6 @@ class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
         if not await _may_watch_approvals(user):
             await _refuse(self, CLOSE_FORBIDDEN)
             return
-        from approvals.services import APPROVALS_GROUP
-
         self.group = APPROVALS_GROUP
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()

@@ -20,6 +20,8 @@ from django.db.models import (
     When,
 )
 
+from agentcore.arguments import ParsedArguments, parse_arguments
+from agentcore.tools import Tool
 from threads.models import Event, Message, Run, Thread, ToolCall
 
 ThreadStatus = Literal[
@@ -40,11 +42,9 @@ def thread_visible_to(*, user: Any) -> QuerySet[Thread]:
     if not getattr(user, "is_authenticated", False):
         return threads.none()
     if user.has_perm("approvals.decide_approvalrequest"):
-        from django.db.models import Q
-
-        from approvals.models import ApprovalRequest
-
-        with_requests = ApprovalRequest.objects.values("thread_id")
+        # Through the reverse relation the approvals app declares: threads never
+        # import approvals (docs/architecture.md, layers).
+        with_requests = Thread.objects.filter(approvals__isnull=False).values("pk")
         return threads.filter(Q(owner=user) | Q(pk__in=with_requests))
     return threads.filter(owner=user)
 
@@ -293,6 +293,19 @@ def tool_call_result(*, call: ToolCall) -> Message | None:
     ).first()
 
 
+def tool_call_arguments(*, call: ToolCall, tool: Tool) -> ParsedArguments:
+    """Parse and validate ``call``'s streamed argument text against ``tool``'s schema.
+
+    The one parse between the provider and execution: its ``params`` are what the
+    policy, the approval request (and so the approved hash) and the execution
+    record use; ``ToolCall.arguments`` is only the raw JSON for display. A call
+    cut off by the token limit (``metadata.truncated``) is refused. Implements
+    RT-05, RT-06, SEC-01.
+    """
+    truncated = bool((call.metadata or {}).get("truncated"))
+    return parse_arguments(call.arguments_text, tool=tool, truncated=truncated)
+
+
 def tool_call_validation(*, call: ToolCall) -> dict[str, Any]:
     """Return the verdict of the agent's argument ladder on ``call``'s argument text.
 
@@ -300,7 +313,6 @@ def tool_call_validation(*, call: ToolCall) -> dict[str, Any]:
     "repair": <rung names> | None, "error": <sentence> | None, "params": <dict> | None}``;
     the same parse the approval workflow applies (RT-05, RT-06, SEC-01).
     """
-    from agentcore.arguments import parse_arguments
     from threads.agent_config import agent_toolset
     from threads.exceptions import UnknownAgent
 
@@ -322,8 +334,7 @@ def tool_call_validation(*, call: ToolCall) -> dict[str, Any]:
             "verdict": "unknown_tool",
             "error": f"tool {call.name!r} is not configured for agent {call.run.agent!r}",
         }
-    truncated = bool((call.metadata or {}).get("truncated"))
-    parsed = parse_arguments(call.arguments_text, tool=tool, truncated=truncated)
+    parsed = tool_call_arguments(call=call, tool=tool)
     if not parsed.ok:
         return {**verdict, "error": parsed.error}
     return {

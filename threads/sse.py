@@ -13,9 +13,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
 
 from agentcore.events import EventEncoder, event_from_dict
 from threads.conf import countersign_settings
+from threads.realtime import register_server_loop, thread_group_name
+from threads.selectors import thread_events_after
 
 logger = logging.getLogger(__name__)
 
@@ -48,12 +51,6 @@ async def follow_log(
     ``SOCKET_POLL_SECONDS`` when no doorbell rang (a lost doorbell costs latency,
     never events).
     """
-    from channels.layers import get_channel_layer
-
-    from threads.realtime import register_server_loop
-    from threads.selectors import thread_events_after
-    from threads.services import thread_group_name
-
     register_server_loop(asyncio.get_running_loop())
     interval = (
         keepalive
