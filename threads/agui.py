@@ -23,6 +23,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import ValidationError
+from rest_framework.authtoken.models import Token
 
 from agentcore.events import RunAgentInput
 from threads.exceptions import ThreadsError
@@ -30,6 +31,7 @@ from threads.models import Thread
 from threads.selectors import thread_visible_to
 from threads.services import run_start_from_agui
 from threads.sse import follow_log
+from threads.validation import MAX_ID_LENGTH, PUBLIC_ID, find_nul
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -46,7 +48,6 @@ def _authenticate(request: HttpRequest) -> tuple[Any, str | None]:
         parts = header.split()
         if len(parts) != 2 or parts[0] not in ("Token", "Bearer"):
             return None, "Authorization header must be 'Token <key>'"
-        from rest_framework.authtoken.models import Token
 
         token = Token.objects.select_related("user").filter(key=parts[1]).first()
         if token is None or not token.user.is_active:
@@ -78,7 +79,6 @@ def _input_problem(
     Thread and run ids must be URL-safe (they appear in URLs), ids at most 200
     characters, message ids unique within the input, and no string may hold NUL.
     """
-    from threads.validation import MAX_ID_LENGTH, PUBLIC_ID, find_nul
 
     where = find_nul(body)
     if where is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -96,7 +97,6 @@ def wait_embedded(timeout: float = 30.0) -> None:
 
     For tests and management commands in the embedded mode; a no-op with Celery.
     """
-    import time
 
     deadline = time.monotonic() + timeout
     while _inflight and time.monotonic() < deadline:
@@ -136,7 +136,6 @@ def start_embedded_beat(*, interval_scale: float = 1.0) -> bool:
         _beat_stop.clear()
 
         def loop() -> None:
-            import time
 
             due = {task: time.monotonic() + every for task, every in schedule}
             while not _beat_stop.wait(0.1 if interval_scale < 1 else 1.0):

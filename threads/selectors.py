@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from django.conf import settings
 from django.db.models import (
     Case,
     CharField,
@@ -22,6 +23,8 @@ from django.db.models import (
 
 from agentcore.arguments import ParsedArguments, parse_arguments
 from agentcore.tools import Tool
+from threads.agent_config import agent_settings, agent_toolset
+from threads.exceptions import UnknownAgent
 from threads.models import Event, Message, Run, Thread, ToolCall
 
 ThreadStatus = Literal[
@@ -313,8 +316,6 @@ def tool_call_validation(*, call: ToolCall) -> dict[str, Any]:
     "repair": <rung names> | None, "error": <sentence> | None, "params": <dict> | None}``;
     the same parse the approval workflow applies (RT-05, RT-06, SEC-01).
     """
-    from threads.agent_config import agent_toolset
-    from threads.exceptions import UnknownAgent
 
     verdict: dict[str, Any] = {
         "verdict": "error",
@@ -347,9 +348,6 @@ def tool_call_validation(*, call: ToolCall) -> dict[str, Any]:
 
 def agent_list() -> list[dict[str, Any]]:
     """Return the configured agents: name, provider, model and tool names (no secrets)."""
-    from django.conf import settings
-
-    from threads.agent_config import agent_settings, agent_toolset
 
     agents = []
     for name in sorted(getattr(settings, "COUNTERSIGN_AGENTS", {})):
@@ -371,9 +369,6 @@ def tool_list(*, agent: str | None = None) -> list[dict[str, Any]]:
     A callable policy is shown as ``"conditional"``. Raises
     :class:`threads.exceptions.UnknownAgent` for an unknown agent. Implements RT-01.
     """
-    from django.conf import settings
-
-    from threads.agent_config import agent_settings, agent_toolset
 
     if agent is not None:
         agent_settings(agent)

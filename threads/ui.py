@@ -25,6 +25,8 @@ from django.views.decorators.http import require_GET
 
 from approvals.models import ApprovalRequest
 from approvals.services import approval_snapshot
+from threads.agent_config import agent_toolset
+from threads.exceptions import UnknownAgent
 from threads.models import Message, Thread, ToolCall
 from threads.selectors import thread_status, thread_visible_to
 
@@ -98,8 +100,6 @@ def thread_ui_state(*, thread: Thread) -> dict[str, Any]:
     run has not started yet (their ``RUN_STARTED`` echo is not in the log);
     ``status`` is :func:`threads.selectors.thread_status`.
     """
-    from threads.agent_config import agent_toolset
-    from threads.exceptions import UnknownAgent
 
     try:
         toolset = agent_toolset(thread.agent)
