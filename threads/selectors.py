@@ -59,12 +59,9 @@ def thread_latest_run(*, thread: Thread) -> Run | None:
 
 def thread_unanswered_calls(*, thread: Thread) -> list[ToolCall]:
     """Return the thread's completed calls with no tool message, oldest first (FT-05)."""
-    answered = Message.objects.filter(thread=thread, role=Message.Role.TOOL).values(
-        "tool_call_id"
-    )
     return list(
         ToolCall.objects.filter(thread=thread)
-        .exclude(tool_call_id__in=answered)
+        .unanswered()
         .exclude(state__in=[ToolCall.State.STREAMING, ToolCall.State.CANCELLED])
         .order_by("run__created_at", "run_id", "position", "id")
     )
@@ -175,15 +172,10 @@ def thread_list(
     are left out unless ``archived``. Newest first.
     """
     latest = Run.objects.filter(thread=OuterRef("pk")).order_by("-created_at", "-id")
-    answered = Message.objects.filter(
-        thread_id=OuterRef("thread_id"),
-        role=Message.Role.TOOL,
-        tool_call_id=OuterRef("tool_call_id"),
-    )
     unanswered = (
         ToolCall.objects.filter(thread=OuterRef("pk"))
         .exclude(state__in=[ToolCall.State.STREAMING, ToolCall.State.CANCELLED])
-        .exclude(Exists(answered))
+        .unanswered()
     )
     threads = (
         thread_visible_to(user=user)
