@@ -176,11 +176,14 @@ def _status_writes(module: str, path: Path) -> Iterator[str]:
         for target in targets:
             if isinstance(target, ast.Attribute) and target.attr in STATUS_FIELDS:
                 yield f"{module}:{node.lineno} assigns .{target.attr}"
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            if node.func.attr in {"update", "bulk_update"}:
-                for keyword in node.keywords:
-                    if keyword.arg in STATUS_FIELDS:
-                        yield f"{module}:{node.lineno} .update({keyword.arg}=...)"
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in {"update", "bulk_update"}
+        ):
+            for keyword in node.keywords:
+                if keyword.arg in STATUS_FIELDS:
+                    yield f"{module}:{node.lineno} .update({keyword.arg}=...)"
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)
@@ -226,3 +229,21 @@ def _status_writes_in(node: ast.AST) -> Iterator[ast.AST]:
             for t in child.targets
         ):
             yield child
+
+
+#: The modules that take row locks (``docs/architecture.md``, "Lock order").
+LOCK_MODULES = frozenset(
+    {"threads.locks", "approvals.locks", "approvals.services.audit"}
+)
+
+
+def test_row_locks_are_taken_only_in_the_lock_modules() -> None:
+    """``select_for_update`` appears only in the lock modules (and the audit chain head)."""
+    found = sorted(
+        f"{module}:{node.lineno}"
+        for module, path in MODULES.items()
+        if module not in LOCK_MODULES
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and node.attr == "select_for_update"
+    )
+    assert found == []
