@@ -6,6 +6,10 @@ has one handler per event type, like :class:`agentcore.stream.RunStream`, and
 writes each touched row once at the end of a flush. Status changes go through
 :mod:`threads.transitions` (``save=False``: the write-back persists them).
 Implements DC-01, FT-04, FT-05, TC-06.
+
+Over 400 lines because it holds one handler per AG-UI event type plus the two
+helpers those handlers share (AG-UI message JSON to rows, JSON Patch); splitting
+them would scatter one projection over several files.
 """
 
 from __future__ import annotations

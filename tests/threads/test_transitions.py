@@ -21,11 +21,6 @@ def _run(user, status: str = Run.Status.QUEUED) -> Run:
     return Run.objects.create(thread=thread, run_id="r-1", status=status)
 
 
-@pytest.fixture
-def user(django_user_model):
-    return django_user_model.objects.create_user(username="olivia", password="pw")
-
-
 def test_every_status_has_a_row_in_its_table() -> None:
     """Each table lists every status of its model, terminal ones with no way out."""
     assert set(RUN_TRANSITIONS) == set(Run.Status.values)
