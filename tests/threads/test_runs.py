@@ -1,6 +1,6 @@
 """Runs: one at a time per thread, cancellation at an event boundary, lost workers, coalescing.
 
-Cancellation drives ``threads.services.drive_agent`` with a :class:`LoopAgent` over a
+Cancellation drives ``orchestration.runs.drive_agent`` with a :class:`LoopAgent` over a
 slow :class:`ScriptedProvider` script, exactly as ``run_execute`` does, and cancels
 through ``run_cancel`` from another thread. Implements DC-01, FT-06, ER-01, LP-06.
 """
