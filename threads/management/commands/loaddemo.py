@@ -40,11 +40,14 @@ class Command(BaseCommand):
             if not uses_celery():
                 wait_embedded(timeout=max(0.1, deadline - time.monotonic()))
             latest = thread.runs.order_by("-created_at", "-id").first()
-            if latest is not None and latest.status not in Run.ACTIVE_STATUSES:
-                if not ToolCall.objects.filter(
+            if (
+                latest is not None
+                and latest.status not in Run.ACTIVE_STATUSES
+                and not ToolCall.objects.filter(
                     thread=thread, state="approved"
-                ).exists():
-                    break
+                ).exists()
+            ):
+                break
             time.sleep(0.2)
         calls = ", ".join(
             f"{c.name}={c.state}"
