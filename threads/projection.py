@@ -15,6 +15,7 @@ them would scatter one projection over several files.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +25,8 @@ from django.utils import timezone
 from agentcore.events import BaseEvent, EventType
 from threads.models import Message, Run, Thread, ToolCall
 from threads.transitions import run_transition, tool_call_transition
+
+logger = logging.getLogger(__name__)
 
 _Handler = Callable[["Projection", Any, int], None]
 
@@ -146,8 +149,17 @@ class Projection:
                 position=seq,
                 metadata=event.metadata,
             )
-        else:  # TC-06 reopen: arguments append, the original name is kept
+        elif existing.state in (ToolCall.State.COMPLETE, ToolCall.State.STREAMING):
+            # TC-06 reopen: arguments append, the original name is kept
             self._call_to(existing, ToolCall.State.STREAMING)
+        else:
+            # An answered call is never reopened (DC-04); its arguments still append
+            # to the log's record of what the agent sent.
+            logger.warning(
+                "call %s reopened after it was answered (%s); state kept",
+                existing.tool_call_id,
+                existing.state,
+            )
 
     def tool_call_args(self, event: Any, seq: int) -> None:
         row = self.tool_call(event.tool_call_id)
