@@ -16,6 +16,9 @@ from django.db import models
 
 from threads.models import Run, Thread, ToolCall
 
+#: The permission an operator needs to decide, resolve or cancel tool calls.
+DECIDE_PERMISSION = "approvals.decide_approvalrequest"
+
 
 def arguments_hash(arguments: Any) -> str:
     """Return the SHA-256 hex digest of ``arguments`` in canonical JSON form."""

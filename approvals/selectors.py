@@ -12,7 +12,7 @@ from typing import Any
 from django.db.models import Case, IntegerField, QuerySet, Value, When
 from django.utils import timezone
 
-from approvals.models import ApprovalRequest
+from approvals.models import DECIDE_PERMISSION, ApprovalRequest
 from threads.selectors import thread_visible_to
 
 VIEW_PERMISSION = "approvals.view_approvalrequest"
@@ -24,8 +24,6 @@ def approval_visible_to(*, user: Any) -> QuerySet[ApprovalRequest]:
     Staff and holders of the decide or view permission see every request; other
     users see the requests on their own threads.
     """
-    from approvals.services import DECIDE_PERMISSION
-
     approvals = ApprovalRequest.objects.select_related(
         "tool_call", "thread", "run", "decided_by"
     )

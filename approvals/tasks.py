@@ -1,8 +1,11 @@
-"""Celery tasks of the approval workflow: thin shells around services."""
+"""Celery tasks of the approval workflow: thin shells around services (STYLE.md 6)."""
 
 from __future__ import annotations
 
 from celery import shared_task
+
+from approvals.services import approvals_expire
+from orchestration.executions import tool_call_execute_supervised
 
 
 @shared_task(
@@ -17,23 +20,10 @@ def execute_tool_call(*, tool_call_pk: int) -> None:
     A delivery that finds another one holding the execution lease is scheduled
     again for when the lease ends, so a dead worker's call is still finished.
     """
-    from approvals.exceptions import ExecutionInProgress
-    from approvals.services import tool_call_execute
-    from threads.execution import enqueue_later
-
-    try:
-        tool_call_execute(tool_call_pk=tool_call_pk)
-    except ExecutionInProgress as busy:
-        enqueue_later(
-            "approvals.tasks.execute_tool_call",
-            countdown=busy.retry_after,
-            tool_call_pk=tool_call_pk,
-        )
+    tool_call_execute_supervised(tool_call_pk=tool_call_pk)
 
 
 @shared_task(name="approvals.tasks.expire_approvals", ignore_result=True)
 def expire_approvals() -> int:
     """Expire pending approval requests past their deadline (run by Celery beat)."""
-    from approvals.services import approvals_expire
-
     return approvals_expire()

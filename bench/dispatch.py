@@ -164,7 +164,8 @@ def queries_per_call(toolset: Any) -> dict[int, float]:
 
     from bench.common import bench_user
     from threads.models import Run
-    from threads.services import RunRecorder, thread_create
+    from threads.recording import RunRecorder
+    from threads.services import thread_create
 
     user = bench_user()
     counts: dict[int, int] = {}

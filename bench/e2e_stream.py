@@ -198,8 +198,10 @@ def run_ours(
     server: Any, cookie: str, n: int, plan: list[dict[str, Any]], rate: float | None
 ) -> dict[str, float]:
     from agentcore.events import RunAgentInput
+    from orchestration.runs import drive_agent
     from threads.models import Run
-    from threads.services import RunRecorder, drive_agent, thread_create
+    from threads.recording import RunRecorder
+    from threads.services import thread_create
 
     user = bench_user()
     thread = thread_create(owner=user, title=f"B1 n={n}")

@@ -61,7 +61,8 @@ def coalesced(user: Any) -> dict[str, Any]:
     from django.test.utils import CaptureQueriesContext
 
     from threads.models import Event, Message, Run, ToolCall
-    from threads.services import RunRecorder, thread_create, thread_replay
+    from threads.recording import RunRecorder, thread_replay
+    from threads.services import thread_create
 
     thread = thread_create(owner=user, title="B4")
     run = Run.objects.create(thread=thread, status=Run.Status.RUNNING)

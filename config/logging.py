@@ -9,7 +9,7 @@ Context lives in :mod:`contextvars`, so it follows asyncio tasks; a worker threa
 started inside a context gets a copy when started with ``contextvars.copy_context``.
 
 Nothing here imports Django: ``settings.LOGGING`` names these classes, and
-:func:`log_context` is used by ``threads.services.run_execute`` and
+:func:`log_context` is used by ``orchestration.runs.run_execute`` and
 ``approvals.services.tool_call_execute``.
 """
 

@@ -71,6 +71,8 @@ class WorkerProcess:
                 "--without-gossip",
                 "--without-mingle",
                 "--without-heartbeat",
+                "-I",
+                "tests.crashpoints",
                 "-l",
                 "info",
                 "-n",

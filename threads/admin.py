@@ -7,6 +7,7 @@ from typing import Any
 
 from django.contrib import admin
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils.html import format_html
 
 from threads.models import Event, Message, Run, Thread, ToolCall
@@ -85,7 +86,6 @@ class ThreadAdmin(admin.ModelAdmin):
 
     @admin.display(description="event log")
     def events_link(self, obj: Thread) -> str:
-        from django.urls import reverse
 
         url = reverse("admin:threads_event_changelist") + f"?thread__id__exact={obj.pk}"
         return format_html('<a href="{}">{} events</a>', url, obj.events.count())

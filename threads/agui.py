@@ -18,16 +18,20 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import ValidationError
+from rest_framework.authtoken.models import Token
 
 from agentcore.events import RunAgentInput
-from threads.exceptions import RunConflict, ThreadsError
-from threads.models import Message, Run, Thread
+from threads.exceptions import ThreadsError
+from threads.models import Thread
+from threads.selectors import thread_visible_to
+from threads.services import run_start_from_agui
 from threads.sse import follow_log
+from threads.validation import MAX_ID_LENGTH, PUBLIC_ID, find_nul
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -44,7 +48,6 @@ def _authenticate(request: HttpRequest) -> tuple[Any, str | None]:
         parts = header.split()
         if len(parts) != 2 or parts[0] not in ("Token", "Bearer"):
             return None, "Authorization header must be 'Token <key>'"
-        from rest_framework.authtoken.models import Token
 
         token = Token.objects.select_related("user").filter(key=parts[1]).first()
         if token is None or not token.user.is_active:
@@ -76,7 +79,6 @@ def _input_problem(
     Thread and run ids must be URL-safe (they appear in URLs), ids at most 200
     characters, message ids unique within the input, and no string may hold NUL.
     """
-    from threads.validation import MAX_ID_LENGTH, PUBLIC_ID, find_nul
 
     where = find_nul(body)
     if where is not None:
@@ -128,107 +130,6 @@ def _validation_fields(error: ValidationError) -> dict[str, str]:
     }
 
 
-def _start_run(
-    *, user: Any, agent: str, run_input: RunAgentInput
-) -> tuple[Thread, Run, int]:
-    """Merge ``run_input`` into its thread and create the run; return thread, run, start seq."""
-    from threads.agent_config import agent_settings
-    from threads.execution import enqueue
-    from threads.selectors import thread_visible_to
-    from threads.services import message_create_from_agui, thread_check_can_start_run
-
-    agent_settings(agent)
-    with transaction.atomic():
-        thread = (
-            Thread.objects.select_for_update()
-            .filter(thread_id=run_input.thread_id)
-            .first()
-        )
-        if thread is None:
-            thread = Thread.objects.create(
-                thread_id=run_input.thread_id, owner=user, agent=agent
-            )
-            thread = Thread.objects.select_for_update().get(pk=thread.pk)
-        elif not thread_visible_to(user=user).filter(pk=thread.pk).exists():
-            raise ThreadNotFound(f"thread {run_input.thread_id!r} was not found")
-        if thread.runs.filter(run_id=run_input.run_id).exists():
-            raise RunConflict(
-                f"runId {run_input.run_id!r} was already used on this thread; "
-                "send a new runId for every run"
-            )
-        known = set(thread.messages.values_list("message_id", flat=True))
-        for message in run_input.messages:
-            data = message.model_dump(mode="json", by_alias=True, exclude_none=True)
-            if data.get("id") in known or data.get("role") not in Message.Role.values:
-                continue
-            if data["role"] == Message.Role.TOOL:
-                _check_client_tool_answer(thread=thread, data=data)
-            message_create_from_agui(
-                thread=thread, data=data, run=None, position=thread.next_seq
-            )
-            known.add(data["id"])
-        thread_check_can_start_run(thread=thread)
-        latest = thread.runs.order_by("-created_at", "-id").first()
-        continues = None
-        if latest is not None and latest.status == Run.Status.AWAITING_TOOLS:
-            # The client answered the calls its last run left pending (FT-06): this
-            # run is that run's continuation.
-            latest.status = Run.Status.FINISHED
-            latest.save(update_fields=["status"])
-            if not Run.objects.filter(continues=latest).exists():
-                continues = latest
-        # What the client brings to this run besides history: its own frontend tools
-        # (FT-01), context, forwarded props and state; merged by run_input_build.
-        client = run_input.model_dump(
-            mode="json",
-            by_alias=True,
-            exclude_none=True,
-            include={"tools", "context", "forwarded_props", "state"},
-        )
-        run = Run.objects.create(
-            thread=thread,
-            run_id=run_input.run_id,
-            agent=agent,
-            parent_run=latest,
-            status=Run.Status.QUEUED,
-            continues=continues,
-            input={"client": client},
-        )
-        enqueue("threads.tasks.run_agent", run_pk=run.pk)
-        start = thread.next_seq - 1
-    return thread, run, start
-
-
-def _check_client_tool_answer(*, thread: Thread, data: dict[str, Any]) -> None:
-    """Refuse a client's tool message for a call that an operator must decide (SEC-02)."""
-    from threads.models import ToolCall
-
-    call = ToolCall.objects.filter(
-        thread=thread, tool_call_id=data.get("toolCallId")
-    ).first()
-    if call is None:
-        raise ThreadsError(
-            f"tool message {data.get('id')!r} answers toolCallId {data.get('toolCallId')!r}, "
-            "which this thread never made"
-        )
-    if call.state in (
-        ToolCall.State.AWAITING_APPROVAL,
-        ToolCall.State.APPROVED,
-        ToolCall.State.EXECUTING,
-    ):
-        raise RunConflict(
-            f"tool call {call.tool_call_id!r} is {call.get_state_display()} in the approval "
-            "queue; Countersign answers it once an operator decides"
-        )
-
-
-class ThreadNotFound(ThreadsError):
-    """The thread does not exist or is not visible to the user (answered as 404)."""
-
-    code = "not_found"
-    status = 404
-
-
 @csrf_exempt
 async def agui_run(request: HttpRequest, agent: str) -> HttpResponse:
     """Start a run of ``agent`` from a ``RunAgentInput`` and stream its events as SSE."""
@@ -274,7 +175,7 @@ async def agui_run(request: HttpRequest, agent: str) -> HttpResponse:
         field, detail = problem
         return error_response(400, "invalid_input", detail, fields={field: detail})
     try:
-        thread, run, start = await sync_to_async(_start_run)(
+        thread, run, start = await sync_to_async(run_start_from_agui)(
             user=user, agent=agent, run_input=run_input
         )
     except ThreadsError as error:
@@ -308,8 +209,6 @@ async def agui_thread_events(request: HttpRequest, thread_id: str) -> HttpRespon
         )
 
     def visible() -> Thread | None:
-        from threads.selectors import thread_visible_to
-
         return thread_visible_to(user=user).filter(thread_id=thread_id).first()
 
     thread = await sync_to_async(visible)()

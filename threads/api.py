@@ -10,13 +10,15 @@ Implements DC-05 (a REST API for integrations).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from typing import Any
 
-from django.http import Http404
+from django.http import Http404, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound
 from rest_framework.pagination import CursorPagination, LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -25,6 +27,8 @@ from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
+from approvals.services import thread_pending_calls_cancel
+from config.exception_handler import error_body
 from threads.agent_config import agent_settings
 from threads.exceptions import UnknownAgent
 from threads.idempotency import MAX_KEY_LENGTH, idempotent_response
@@ -140,8 +144,6 @@ class ThreadCursorPagination(CursorPagination):
         if position is not None and not (
             str(position).isdigit() and int(position) <= MAX_INT
         ):
-            from rest_framework.exceptions import NotFound
-
             raise NotFound(self.invalid_cursor_message)
         return cursor
 
@@ -173,8 +175,6 @@ class MessageRateThrottle(SimpleRateThrottle):
     def get_cache_key(self, request: Request, view: Any) -> str | None:
         token = getattr(request.auth, "key", None)
         if token:
-            import hashlib
-
             ident = "token:" + hashlib.sha256(token.encode()).hexdigest()[:32]
         elif request.user and request.user.is_authenticated:
             ident = f"user:{request.user.pk}"
@@ -306,8 +306,6 @@ class ThreadCancelPendingApi(APIView):
         responses={200: OutputSerializer, **errors(400, 403, 404)},
     )
     def post(self, request: Request, thread_id: str) -> Response:
-        from approvals.services import thread_pending_calls_cancel
-
         thread = visible_thread(request, thread_id)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -578,9 +576,6 @@ class AgentListApi(APIView):
 @csrf_exempt  # answers 404 whatever the method; nothing to protect
 def api_not_found(request: Any, path: str = "") -> Any:
     """Answer unknown ``/api/`` paths with the API's 404 body (not Django's HTML page)."""
-    from django.http import JsonResponse
-
-    from config.exception_handler import error_body
 
     return JsonResponse(
         error_body(

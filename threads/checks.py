@@ -1,4 +1,14 @@
-"""System checks for Countersign's configuration, with stable ids (STYLE.md 18)."""
+"""System checks for Countersign's configuration, with stable ids (STYLE.md 18).
+
+One id per problem:
+
+- ``threads.E001``: ``COUNTERSIGN_AGENTS`` is missing or empty;
+- ``threads.E002``: an agent's provider needs an API key that is not set;
+- ``threads.E003``: an agent's toolset path does not import;
+- ``threads.E004``: ``CHANNEL_LAYERS['default']`` is missing;
+- ``threads.E005``: an agent names an unknown provider;
+- ``threads.E006``: an ``agui_http`` agent has no ``url``.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +17,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from threads.agent_config import KEY_ENV, PROVIDERS, config_problems
@@ -35,7 +46,7 @@ def check_agents(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
                 checks.Error(
                     f"COUNTERSIGN_AGENTS[{name!r}]['provider'] is {provider!r}",
                     hint=f"Use one of {', '.join(PROVIDERS)}.",
-                    id="threads.E001",
+                    id="threads.E005",
                 )
             )
             continue
@@ -53,7 +64,7 @@ def check_agents(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
                 checks.Error(
                     f"COUNTERSIGN_AGENTS[{name!r}] uses 'agui_http' without 'url'",
                     hint="Set 'url' to the remote agent's AG-UI endpoint.",
-                    id="threads.E001",
+                    id="threads.E006",
                 )
             )
         errors.extend(
@@ -98,7 +109,6 @@ def raise_on_configuration_errors() -> None:
     ``worker_init`` signal), so misconfiguration stops it at once with a message
     naming the setting, instead of failing the first run.
     """
-    from django.core.exceptions import ImproperlyConfigured
 
     problems = [*check_agents(), *check_channel_layer()]
     errors = [p for p in problems if p.level >= checks.ERROR]

@@ -28,14 +28,17 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from approvals.models import ApprovalRequest
+from approvals.services import APPROVALS_GROUP, approval_snapshot
 from threads.conf import countersign_settings
-from threads.realtime import register_server_loop
+from threads.logreader import log_after
+from threads.realtime import register_server_loop, thread_group_name
+from threads.selectors import thread_visible_to
 
 CLOSE_BAD_REQUEST = 4400
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
-BATCH = 500
 APPROVAL_WATCH_PERMISSIONS = (
     "approvals.decide_approvalrequest",
     "approvals.view_approvalrequest",
@@ -44,19 +47,7 @@ APPROVAL_WATCH_PERMISSIONS = (
 
 @database_sync_to_async
 def _visible_thread(user: Any, thread_id: str) -> Any:
-    from threads.selectors import thread_visible_to
-
     return thread_visible_to(user=user).filter(thread_id=thread_id).first()
-
-
-@database_sync_to_async
-def _events_after(thread: Any, after: int) -> list[dict[str, Any]]:
-    from threads.selectors import thread_events_after
-
-    return [
-        e.as_wire()
-        for e in thread_events_after(thread=thread, after=after, limit=BATCH)
-    ]
 
 
 async def _refuse(consumer: AsyncJsonWebsocketConsumer, code: int) -> None:
@@ -105,8 +96,6 @@ class ThreadEventsConsumer(AsyncJsonWebsocketConsumer):
         self.last_seq = after
         self.lock = asyncio.Lock()
         self.last_doorbell = 0.0
-        from threads.services import thread_group_name
-
         self.group = thread_group_name(self.thread.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
@@ -134,13 +123,9 @@ class ThreadEventsConsumer(AsyncJsonWebsocketConsumer):
     async def catch_up(self) -> None:
         """Send every log row after ``last_seq``, in order."""
         async with self.lock:
-            while True:
-                rows = await _events_after(self.thread, self.last_seq)
-                for row in rows:
-                    await self.send_json(row)
-                    self.last_seq = row["seq"]
-                if len(rows) < BATCH:
-                    return
+            async for row in log_after(thread=self.thread, after=self.last_seq):
+                await self.send_json(row.as_wire())
+                self.last_seq = row.seq
 
     async def poll(self) -> None:
         """Re-read the log when no doorbell rang for a while: a lost one costs latency only.
@@ -185,9 +170,6 @@ def _may_watch_approvals(user: Any) -> bool:
 
 @database_sync_to_async
 def _pending_approvals() -> list[dict[str, Any]]:
-    from approvals.models import ApprovalRequest
-    from approvals.services import approval_snapshot
-
     pending = (
         ApprovalRequest.objects.filter(status=ApprovalRequest.Status.PENDING)
         .select_related("tool_call", "thread", "decided_by")
@@ -214,8 +196,6 @@ class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
         if not await _may_watch_approvals(user):
             await _refuse(self, CLOSE_FORBIDDEN)
             return
-        from approvals.services import APPROVALS_GROUP
-
         self.group = APPROVALS_GROUP
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()

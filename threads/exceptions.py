@@ -47,3 +47,17 @@ class IdempotencyKeyReused(ThreadsError):
 
     code = "idempotency_key_reused"
     status = 422
+
+
+class IllegalTransition(ThreadsError):
+    """A status change the model's transition table does not allow; nothing was written."""
+
+    code = "illegal_transition"
+    status = 409
+
+
+class ThreadNotFound(ThreadsError):
+    """The thread does not exist or is not visible to the user (answered as 404)."""
+
+    code = "not_found"
+    status = 404

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 
+import redis
 from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
@@ -38,7 +39,6 @@ def _check_redis() -> str:
     url = getattr(settings, "REDIS_URL", "")
     if not url:
         return "not configured"
-    import redis
 
     client = redis.Redis.from_url(
         url,

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 
 
 def new_public_id() -> str:
@@ -46,6 +46,15 @@ class Thread(models.Model):
 
     def __str__(self) -> str:
         return self.title or self.thread_id
+
+    def replace_state(self, state: Any) -> None:
+        """Replace the thread's AG-UI shared ``state`` (in memory and in the database).
+
+        ``Thread.state`` is the agent's shared state (STATE_SNAPSHOT, STATE_DELTA),
+        not a status; this is the one place it is written.
+        """
+        self.state = state
+        Thread.objects.filter(pk=self.pk).update(state=state)
 
 
 class Run(models.Model):
@@ -157,6 +166,26 @@ class Message(models.Model):
         return f"{self.role} {self.message_id}"
 
 
+class ToolCallQuerySet(models.QuerySet["ToolCall"]):
+    """Queries on tool calls; :meth:`answered` is the one "is this call answered?" test."""
+
+    def answered(self) -> ToolCallQuerySet:
+        """Calls that have their one tool message (DC-04, FT-06)."""
+        return self.filter(Exists(_answer_of_outer_call()))
+
+    def unanswered(self) -> ToolCallQuerySet:
+        """Calls that have no tool message yet."""
+        return self.filter(~Exists(_answer_of_outer_call()))
+
+
+def _answer_of_outer_call() -> models.QuerySet[Message]:
+    return Message.objects.filter(
+        thread_id=OuterRef("thread_id"),
+        role=Message.Role.TOOL,
+        tool_call_id=OuterRef("tool_call_id"),
+    )
+
+
 class ToolCall(models.Model):
     """One tool call; ``tool_call_id`` is AG-UI's ``toolCallId``.
 
@@ -194,6 +223,8 @@ class ToolCall(models.Model):
     metadata = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = ToolCallQuerySet.as_manager()
 
     class Meta:
         ordering = ["run_id", "position", "id"]

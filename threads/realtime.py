@@ -26,10 +26,12 @@ import asyncio
 import logging
 import os
 import threading
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from channels.layers import get_channel_layer
+
+from threads.models import Event
 
 logger = logging.getLogger(__name__)
 
@@ -154,3 +156,29 @@ def group_send(group: str, message: dict[str, Any]) -> None:
             group,
             exc_info=True,
         )
+
+
+# -- groups and what is published to them ----------------------------------------
+
+
+def thread_group_name(thread_pk: int) -> str:
+    """Return the Channels group that carries thread ``thread_pk``'s events."""
+    return f"thread.{thread_pk}"
+
+
+def publish_events(*, thread_pk: int, events: Sequence[Event]) -> None:
+    """Ring the thread group's doorbell with ``events`` (at-most-once; the log is the truth)."""
+    if not events:
+        return
+    group_send(
+        thread_group_name(thread_pk),
+        {"type": "thread.events", "events": [e.as_wire() for e in events]},
+    )
+
+
+def publish_notification(*, thread_pk: int, payload: dict[str, Any]) -> None:
+    """Send an application notification (not an AG-UI event) to thread ``thread_pk``'s group."""
+    group_send(
+        thread_group_name(thread_pk),
+        {"type": "thread.notification", "payload": payload},
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from django.conf import settings
 from django.db.models import (
     Case,
     CharField,
@@ -20,6 +21,10 @@ from django.db.models import (
     When,
 )
 
+from agentcore.arguments import ParsedArguments, parse_arguments
+from agentcore.tools import Tool
+from threads.agent_config import agent_settings, agent_toolset
+from threads.exceptions import UnknownAgent
 from threads.models import Event, Message, Run, Thread, ToolCall
 
 ThreadStatus = Literal[
@@ -40,11 +45,9 @@ def thread_visible_to(*, user: Any) -> QuerySet[Thread]:
     if not getattr(user, "is_authenticated", False):
         return threads.none()
     if user.has_perm("approvals.decide_approvalrequest"):
-        from django.db.models import Q
-
-        from approvals.models import ApprovalRequest
-
-        with_requests = ApprovalRequest.objects.values("thread_id")
+        # Through the reverse relation the approvals app declares: threads never
+        # import approvals (docs/architecture.md, layers).
+        with_requests = Thread.objects.filter(approvals__isnull=False).values("pk")
         return threads.filter(Q(owner=user) | Q(pk__in=with_requests))
     return threads.filter(owner=user)
 
@@ -56,12 +59,9 @@ def thread_latest_run(*, thread: Thread) -> Run | None:
 
 def thread_unanswered_calls(*, thread: Thread) -> list[ToolCall]:
     """Return the thread's completed calls with no tool message, oldest first (FT-05)."""
-    answered = Message.objects.filter(thread=thread, role=Message.Role.TOOL).values(
-        "tool_call_id"
-    )
     return list(
         ToolCall.objects.filter(thread=thread)
-        .exclude(tool_call_id__in=answered)
+        .unanswered()
         .exclude(state__in=[ToolCall.State.STREAMING, ToolCall.State.CANCELLED])
         .order_by("run__created_at", "run_id", "position", "id")
     )
@@ -172,15 +172,10 @@ def thread_list(
     are left out unless ``archived``. Newest first.
     """
     latest = Run.objects.filter(thread=OuterRef("pk")).order_by("-created_at", "-id")
-    answered = Message.objects.filter(
-        thread_id=OuterRef("thread_id"),
-        role=Message.Role.TOOL,
-        tool_call_id=OuterRef("tool_call_id"),
-    )
     unanswered = (
         ToolCall.objects.filter(thread=OuterRef("pk"))
         .exclude(state__in=[ToolCall.State.STREAMING, ToolCall.State.CANCELLED])
-        .exclude(Exists(answered))
+        .unanswered()
     )
     threads = (
         thread_visible_to(user=user)
@@ -293,6 +288,19 @@ def tool_call_result(*, call: ToolCall) -> Message | None:
     ).first()
 
 
+def tool_call_arguments(*, call: ToolCall, tool: Tool) -> ParsedArguments:
+    """Parse and validate ``call``'s streamed argument text against ``tool``'s schema.
+
+    The one parse between the provider and execution: its ``params`` are what the
+    policy, the approval request (and so the approved hash) and the execution
+    record use; ``ToolCall.arguments`` is only the raw JSON for display. A call
+    cut off by the token limit (``metadata.truncated``) is refused. Implements
+    RT-05, RT-06, SEC-01.
+    """
+    truncated = bool((call.metadata or {}).get("truncated"))
+    return parse_arguments(call.arguments_text, tool=tool, truncated=truncated)
+
+
 def tool_call_validation(*, call: ToolCall) -> dict[str, Any]:
     """Return the verdict of the agent's argument ladder on ``call``'s argument text.
 
@@ -300,9 +308,6 @@ def tool_call_validation(*, call: ToolCall) -> dict[str, Any]:
     "repair": <rung names> | None, "error": <sentence> | None, "params": <dict> | None}``;
     the same parse the approval workflow applies (RT-05, RT-06, SEC-01).
     """
-    from agentcore.arguments import parse_arguments
-    from threads.agent_config import agent_toolset
-    from threads.exceptions import UnknownAgent
 
     verdict: dict[str, Any] = {
         "verdict": "error",
@@ -322,8 +327,7 @@ def tool_call_validation(*, call: ToolCall) -> dict[str, Any]:
             "verdict": "unknown_tool",
             "error": f"tool {call.name!r} is not configured for agent {call.run.agent!r}",
         }
-    truncated = bool((call.metadata or {}).get("truncated"))
-    parsed = parse_arguments(call.arguments_text, tool=tool, truncated=truncated)
+    parsed = tool_call_arguments(call=call, tool=tool)
     if not parsed.ok:
         return {**verdict, "error": parsed.error}
     return {
@@ -336,9 +340,6 @@ def tool_call_validation(*, call: ToolCall) -> dict[str, Any]:
 
 def agent_list() -> list[dict[str, Any]]:
     """Return the configured agents: name, provider, model and tool names (no secrets)."""
-    from django.conf import settings
-
-    from threads.agent_config import agent_settings, agent_toolset
 
     agents = []
     for name in sorted(getattr(settings, "COUNTERSIGN_AGENTS", {})):
@@ -360,9 +361,6 @@ def tool_list(*, agent: str | None = None) -> list[dict[str, Any]]:
     A callable policy is shown as ``"conditional"``. Raises
     :class:`threads.exceptions.UnknownAgent` for an unknown agent. Implements RT-01.
     """
-    from django.conf import settings
-
-    from threads.agent_config import agent_settings, agent_toolset
 
     if agent is not None:
         agent_settings(agent)

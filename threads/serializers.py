@@ -21,6 +21,7 @@ from threads.selectors import (
     tool_call_result,
     tool_call_validation,
 )
+from threads.validation import find_nul
 
 #: Longest message text accepted, in characters.
 MAX_CONTENT_CHARS = 100_000
@@ -104,7 +105,6 @@ class ContentField(serializers.Field):
     }
 
     def to_internal_value(self, data: Any) -> str | list[dict[str, Any]]:
-        from threads.validation import find_nul
 
         where = find_nul(data)
         if where is not None:

@@ -12,10 +12,12 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
 
 from agentcore.events import EventEncoder, event_from_dict
 from threads.conf import countersign_settings
+from threads.logreader import log_after
+from threads.realtime import register_server_loop, thread_group_name
 
 logger = logging.getLogger(__name__)
 
@@ -48,12 +50,6 @@ async def follow_log(
     ``SOCKET_POLL_SECONDS`` when no doorbell rang (a lost doorbell costs latency,
     never events).
     """
-    from channels.layers import get_channel_layer
-
-    from threads.realtime import register_server_loop
-    from threads.selectors import thread_events_after
-    from threads.services import thread_group_name
-
     register_server_loop(asyncio.get_running_loop())
     interval = (
         keepalive
@@ -66,14 +62,12 @@ async def follow_log(
     group = thread_group_name(thread.pk)
     if channel is not None:
         await layer.group_add(group, channel)
-    read = sync_to_async(thread_events_after, thread_sensitive=True)
     last = after
     silent_for = 0.0
     try:
         yield KEEPALIVE
         while True:
-            rows = await read(thread=thread, after=last, limit=500)
-            for row in rows:
+            async for row in log_after(thread=thread, after=last):
                 last = row.seq
                 if run is not None and row.run_id != run.pk:
                     continue
@@ -81,8 +75,6 @@ async def follow_log(
                 silent_for = 0.0
                 if run is not None and row.type in ("RUN_FINISHED", "RUN_ERROR"):
                     return
-            if len(rows) == 500:
-                continue
             wait = min(poll, interval)
             if channel is not None:
                 try:

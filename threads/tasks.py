@@ -1,8 +1,10 @@
-"""Celery tasks of the threads app: thin shells around services (STYLE.md 6)."""
+"""Celery tasks of the threads app: thin shells around orchestration (STYLE.md 6)."""
 
 from __future__ import annotations
 
 from celery import shared_task
+
+from orchestration.runs import run_execute
 
 
 @shared_task(
@@ -12,11 +14,9 @@ from celery import shared_task
     ignore_result=True,
 )
 def run_agent(*, run_pk: int) -> None:
-    """Execute run ``run_pk`` and record its events (see ``threads.services.run_execute``).
+    """Execute run ``run_pk`` and record its events (``orchestration.runs.run_execute``).
 
     A redelivered message finds the run claimed and finishes it with an error
     instead of running the agent twice.
     """
-    from threads.services import run_execute
-
     run_execute(run_pk=run_pk)

@@ -23,6 +23,10 @@ from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET
 
+from approvals.models import ApprovalRequest
+from approvals.services import approval_snapshot
+from threads.agent_config import agent_toolset
+from threads.exceptions import UnknownAgent
 from threads.models import Message, Thread, ToolCall
 from threads.selectors import thread_status, thread_visible_to
 
@@ -96,8 +100,6 @@ def thread_ui_state(*, thread: Thread) -> dict[str, Any]:
     run has not started yet (their ``RUN_STARTED`` echo is not in the log);
     ``status`` is :func:`threads.selectors.thread_status`.
     """
-    from threads.agent_config import agent_toolset
-    from threads.exceptions import UnknownAgent
 
     try:
         toolset = agent_toolset(thread.agent)
@@ -219,9 +221,6 @@ def thread_state_json(request: HttpRequest, thread_id: str) -> JsonResponse:
 @ensure_csrf_cookie
 def approval_queue(request: HttpRequest) -> HttpResponse:
     """Render the approval queue; read-only for users without the decide permission."""
-    from approvals.models import ApprovalRequest
-    from approvals.services import approval_snapshot
-
     if not _can_see_queue(request.user):
         # A page that says why and what to do, with the status a client can read.
         return render(request, "ui/no_queue.html", {"nav": "approvals"}, status=403)

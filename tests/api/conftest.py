@@ -71,7 +71,8 @@ def pending_refund(
     worker runs: callbacks on commit do not fire inside a test transaction).
     """
     from approvals.services import pending_calls_dispatch
-    from threads.services import record_events, run_input_build, thread_create
+    from threads.recording import record_events
+    from threads.services import run_input_build, thread_create
 
     thread = thread_create(owner=owner, title="refund", thread_id=thread_id)
     run = Run.objects.create(

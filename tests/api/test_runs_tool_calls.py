@@ -7,7 +7,7 @@ from rest_framework.test import APIClient
 
 from tests.api.conftest import REFUND_ARGS, pending_refund
 from threads.models import Run, Thread, ToolCall
-from threads.services import record_events
+from threads.recording import record_events
 
 pytestmark = pytest.mark.django_db
 

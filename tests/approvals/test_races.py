@@ -141,7 +141,7 @@ def test_bc32_duplicate_task_delivery_executes_once(approver, pending_refund, ex
 
 
 @pytest.mark.parametrize("executor", ["celery"], indirect=True)
-@pytest.mark.parametrize("hook", ["1", "after_tool"])
+@pytest.mark.parametrize("hook", ["after_reservation", "after_tool"])
 def test_bc32_worker_killed_between_reservation_and_outcome(
     approver, pending_refund, executor, hook
 ):
@@ -157,7 +157,7 @@ def test_bc32_worker_killed_between_reservation_and_outcome(
     worker.env["CELERY_VISIBILITY_TIMEOUT"] = "1"
     # The execution lease is the tool's timeout (10 s) plus this grace.
     worker.env["COUNTERSIGN_EXECUTION_LEASE_GRACE_SECONDS"] = "0"
-    worker.start(COUNTERSIGN_TEST_CRASH_AFTER_RESERVATION=hook)
+    worker.start(COUNTERSIGN_TEST_CRASH_AT=hook)
     approval = ApprovalRequest.objects.get(tool_call=call)
     approval_decide(approval=approval, decided_by=approver, decision="approve")
 

@@ -167,7 +167,8 @@ def test_bc20_cancel_while_tools_execute_persists_interrupted_results(
 
 def test_bc20_calls_left_open_by_a_dead_run_get_the_interrupted_answer(user, executor):
     """A run that died mid-call is failed and its open calls answered (BC20, FT-06)."""
-    from threads.services import RunRecorder, run_execute
+    from orchestration.runs import run_execute
+    from threads.recording import RunRecorder
 
     thread = thread_create(owner=user, title="bc20-dead")
     run = Run.objects.create(thread=thread, status=Run.Status.RUNNING)
@@ -242,8 +243,8 @@ def test_ft01_agui_client_tools_are_offered_and_left_for_the_client(
 ):
     """A client's own frontend tool is advertised, left pending, and answered by the client."""
     from agentcore.events import RunAgentInput
-    from threads.agui import _start_run
     from threads.models import Thread
+    from threads.services import run_start_from_agui
 
     confirm = {
         "name": "confirm",
@@ -264,7 +265,7 @@ def test_ft01_agui_client_tools_are_offered_and_left_for_the_client(
             "messages": [{"id": "u1", "role": "user", "content": "delete the file"}],
         }
     )
-    thread, run, _ = _start_run(user=user, agent="confirm", run_input=first)
+    thread, run, _ = run_start_from_agui(user=user, agent="confirm", run_input=first)
     # The call stays pending for the client, so wait for the embedded pool itself.
     from threads.execution import wait_embedded
 
@@ -297,7 +298,7 @@ def test_ft01_agui_client_tools_are_offered_and_left_for_the_client(
             ],
         }
     )
-    _, second, _ = _start_run(user=user, agent="confirm", run_input=answer)
+    _, second, _ = run_start_from_agui(user=user, agent="confirm", run_input=answer)
     executor.settle(thread)
 
     second.refresh_from_db()

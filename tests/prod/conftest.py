@@ -353,7 +353,7 @@ def stack(
         "COUNTERSIGN_TEST_LEDGER": str(tmp_path / "ledger.jsonl"),
         "PYTHONUNBUFFERED": "1",
     }
-    env.pop("COUNTERSIGN_TEST_CRASH_AFTER_RESERVATION", None)
+    env.pop("COUNTERSIGN_TEST_CRASH_AT", None)
     running = Stack(env=env, tmp=tmp_path, redis=private_redis)
     try:
         yield running

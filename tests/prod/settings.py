@@ -14,7 +14,12 @@ from __future__ import annotations
 import os
 
 from config.settings import *  # noqa: F403
-from config.settings import CELERY_BEAT_SCHEDULE, COUNTERSIGN, COUNTERSIGN_AGENTS
+from config.settings import (
+    CELERY_BEAT_SCHEDULE,
+    CELERY_IMPORTS,
+    COUNTERSIGN,
+    COUNTERSIGN_AGENTS,
+)
 
 COUNTERSIGN = {
     **COUNTERSIGN,
@@ -40,3 +45,7 @@ TEST_AGENTS = {
     },
 }
 COUNTERSIGN_AGENTS = {**COUNTERSIGN_AGENTS, **TEST_AGENTS}
+
+# Test workers load the crash-point hook (it does nothing unless
+# COUNTERSIGN_TEST_CRASH_AT is set in their environment).
+CELERY_IMPORTS = (*CELERY_IMPORTS, "tests.crashpoints")

@@ -118,7 +118,7 @@ def test_worker_killed_after_reservation_leaves_outcome_unknown_not_run_twice(
     stack.worker(
         "crashing-tools-worker",
         queues="tools",
-        COUNTERSIGN_TEST_CRASH_AFTER_RESERVATION="1",
+        COUNTERSIGN_TEST_CRASH_AT="after_reservation",
     )
     decided = api.post(f"/api/approvals/{approval['id']}/approve/", json={})
     assert decided.status_code == 200, decided.text

@@ -129,7 +129,7 @@ def _stale_running_run(user, *, seconds: int = 600) -> Run:
 @pytest.mark.django_db
 def test_janitor_ends_stale_run_without_heartbeat(user, settings):
     """No heartbeat, no event for the window: RUN_ERROR worker_lost, run in error."""
-    from threads.janitor import runs_reap
+    from orchestration.janitor import runs_reap
 
     settings.REDIS_URL = ""
     run = _stale_running_run(user)
@@ -156,7 +156,8 @@ def test_janitor_ends_stale_run_without_heartbeat(user, settings):
 @pytest.mark.django_db
 def test_janitor_spares_quiet_run_with_live_heartbeat(user, settings, redis_url):
     """A live heartbeat (a slow tool on a live worker) keeps a quiet run alive."""
-    from threads.janitor import run_heartbeat, runs_reap
+    from orchestration.janitor import runs_reap
+    from orchestration.supervision import run_heartbeat
 
     settings.REDIS_URL = redis_url
     run = _stale_running_run(user)

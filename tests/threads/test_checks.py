@@ -24,7 +24,7 @@ def test_default_configuration_is_clean():
     [
         (
             {"x": {"provider": "nonsense"}},
-            "threads.E001",
+            "threads.E005",
             "COUNTERSIGN_AGENTS['x']['provider']",
         ),
         (
@@ -32,7 +32,7 @@ def test_default_configuration_is_clean():
             "threads.E002",
             "ANTHROPIC_API_KEY",
         ),
-        ({"x": {"provider": "agui_http"}}, "threads.E001", "'url'"),
+        ({"x": {"provider": "agui_http"}}, "threads.E006", "'url'"),
         (
             {"x": {"provider": "scripted", "toolsets": ["demo.tools.NOPE"]}},
             "threads.E003",

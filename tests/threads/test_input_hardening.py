@@ -9,7 +9,8 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from threads.models import Event, Message, Run, Thread
-from threads.services import RunRecorder, thread_create
+from threads.recording import RunRecorder
+from threads.services import thread_create
 
 pytestmark = pytest.mark.django_db
 

@@ -1,6 +1,6 @@
 """Runs: one at a time per thread, cancellation at an event boundary, lost workers, coalescing.
 
-Cancellation drives ``threads.services.drive_agent`` with a :class:`LoopAgent` over a
+Cancellation drives ``orchestration.runs.drive_agent`` with a :class:`LoopAgent` over a
 slow :class:`ScriptedProvider` script, exactly as ``run_execute`` does, and cancels
 through ``run_cancel`` from another thread. Implements DC-01, FT-06, ER-01, LP-06.
 """
@@ -19,19 +19,13 @@ from agentcore.loop import LoopAgent
 from agentcore.providers.scripted import ScriptedProvider, text, tool_call
 from agentcore.tools import Toolset
 from demo.tools import DEMO_TOOLS
+from orchestration.runs import drive_agent, run_execute
 from threads.exceptions import RunConflict
 from threads.execution import enqueue
 from threads.models import Event, Message, Run, Thread, ToolCall
+from threads.recording import RunRecorder, thread_replay
 from threads.selectors import thread_status
-from threads.services import (
-    RunRecorder,
-    drive_agent,
-    message_post,
-    run_cancel,
-    run_execute,
-    run_input_build,
-    thread_replay,
-)
+from threads.services import message_post, run_cancel, run_input_build
 
 #: Queries of one RunRecorder flush of a run with one tool call (STYLE.md 24).
 FLUSH_QUERIES = 13

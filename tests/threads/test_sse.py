@@ -18,7 +18,8 @@ from asgiref.sync import sync_to_async
 from django.db import connections
 
 from threads.models import Event, Run, Thread
-from threads.services import RunRecorder, message_post, thread_create
+from threads.recording import RunRecorder
+from threads.services import message_post, thread_create
 from threads.sse import KEEPALIVE, follow_log, sse_frame
 
 pytestmark = pytest.mark.django_db(transaction=True)

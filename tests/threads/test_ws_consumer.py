@@ -31,7 +31,8 @@ from django.test import Client
 
 from config.asgi import application
 from threads.models import Event, Run, Thread, ToolCall
-from threads.services import RunRecorder, message_post, thread_create
+from threads.recording import RunRecorder
+from threads.services import message_post, thread_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -129,7 +129,8 @@ def test_dc05_edited_call_shows_both_versions_live(browser, ui_server):
     and the approved arguments, and the call then runs with the edited ones."""
     from approvals.services import pending_calls_dispatch
     from threads.models import Run
-    from threads.services import RunRecorder, thread_create
+    from threads.recording import RunRecorder
+    from threads.services import thread_create
 
     # Given a run that left a refund pending approval
     owner = make_user("olivia", "demo.add_refund")

@@ -10,7 +10,8 @@ from playwright.sync_api import expect
 
 from tests.ui.conftest import login, make_user, screenshot
 from threads.models import Run
-from threads.services import RunRecorder, thread_create
+from threads.recording import RunRecorder
+from threads.services import thread_create
 
 XSS = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">'
 # A 1x1 transparent PNG.

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
+
+from threads.execution import uses_celery, wait_embedded
+from threads.models import Run, ToolCall
+from threads.services import message_post, thread_create
 
 
 class Command(BaseCommand):
@@ -22,11 +27,6 @@ class Command(BaseCommand):
     def handle(
         self, *args: Any, user: str, message: str, timeout: float, **options: Any
     ) -> None:
-        import time
-
-        from threads.execution import uses_celery, wait_embedded
-        from threads.models import Run, ToolCall
-        from threads.services import message_post, thread_create
 
         owner = get_user_model().objects.filter(username=user).first()
         if owner is None:
@@ -40,11 +40,14 @@ class Command(BaseCommand):
             if not uses_celery():
                 wait_embedded(timeout=max(0.1, deadline - time.monotonic()))
             latest = thread.runs.order_by("-created_at", "-id").first()
-            if latest is not None and latest.status not in Run.ACTIVE_STATUSES:
-                if not ToolCall.objects.filter(
+            if (
+                latest is not None
+                and latest.status not in Run.ACTIVE_STATUSES
+                and not ToolCall.objects.filter(
                     thread=thread, state="approved"
-                ).exists():
-                    break
+                ).exists()
+            ):
+                break
             time.sleep(0.2)
         calls = ", ".join(
             f"{c.name}={c.state}"

@@ -7,7 +7,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from threads.janitor import lost_messages_requeue
+from orchestration.janitor import lost_messages_requeue
 from threads.models import Message, Run
 from threads.services import thread_create
 

@@ -6,7 +6,7 @@ import pytest
 from django.db import IntegrityError, transaction
 
 from threads.models import Event, Message, Run, Thread, ToolCall
-from threads.services import RunRecorder, record_events
+from threads.recording import RunRecorder, record_events
 
 pytestmark = pytest.mark.django_db
 
@@ -313,7 +313,7 @@ def test_event_log_replay_rebuilds_identical_rows(user):
     payloads = [e.payload for e in Event.objects.filter(thread=thread).order_by("seq")]
     thread.delete()  # an empty database for this thread
 
-    from threads.services import thread_replay
+    from threads.recording import thread_replay
 
     copy = thread_replay(payloads=payloads, thread_id="t1", owner=user)
 

@@ -1,0 +1,43 @@
+"""Row locks of the approval workflow, extending :mod:`threads.locks`.
+
+The one lock order is **thread → tool call → approval → execution** (documented in
+:mod:`threads.locks` and ``docs/architecture.md``). These helpers lock the thread
+and the call through :mod:`threads.locks` first, then the approval-side row, and
+return them all. Call them inside ``transaction.atomic()`` and re-check state
+after locking.
+"""
+
+from __future__ import annotations
+
+from approvals.models import ApprovalRequest, ToolExecution
+from threads.locks import tool_call_lock
+from threads.models import Thread, ToolCall
+
+
+def approval_lock(
+    *, approval: ApprovalRequest
+) -> tuple[Thread, ToolCall, ApprovalRequest]:
+    """Lock ``approval``'s thread, its call, then the request; return all three freshly read."""
+    thread, call = tool_call_lock(
+        thread_pk=approval.thread_id, tool_call_pk=approval.tool_call_id
+    )
+    locked = (
+        ApprovalRequest.objects.select_for_update(of=("self",))
+        .select_related("run")
+        .get(pk=approval.pk)
+    )
+    return thread, call, locked
+
+
+def execution_lock(
+    *, thread_pk: int, tool_call_pk: int
+) -> tuple[Thread, ToolCall, ToolExecution | None]:
+    """Lock the thread, call ``tool_call_pk``, then its execution record (``None`` if none)."""
+    thread, call = tool_call_lock(thread_pk=thread_pk, tool_call_pk=tool_call_pk)
+    execution = ToolExecution.objects.select_for_update().filter(tool_call=call).first()
+    return thread, call, execution
+
+
+def call_approval_lock(*, call: ToolCall) -> ApprovalRequest | None:
+    """Lock and return ``call``'s approval request, or ``None``; the call must be locked."""
+    return ApprovalRequest.objects.select_for_update().filter(tool_call=call).first()

@@ -1,0 +1,55 @@
+"""The audit chain: every decision and execution step, hash-chained (SEC-04)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from approvals.models import AuditChainHead, AuditEntry
+
+
+def audit_append(
+    *,
+    actor: Any,
+    action: str,
+    target: Any,
+    before: Any = None,
+    after: Any = None,
+) -> AuditEntry:
+    """Append an audit entry chained to the previous one; return it.
+
+    ``actor`` is a user or ``None`` (the system); ``target`` a model instance.
+    Appends are serialized by locking the chain head row (taken last, after any
+    thread/call/approval/execution lock). Implements SEC-04.
+    """
+    with transaction.atomic():
+        head, _ = AuditChainHead.objects.select_for_update().get_or_create(pk=1)
+        entry = AuditEntry(
+            actor=actor if getattr(actor, "pk", None) else None,
+            actor_label=getattr(actor, "username", None) or "system",
+            action=action,
+            target_type=target._meta.label_lower,
+            target_id=str(target.pk),
+            before=before,
+            after=after,
+            created_at=timezone.now(),
+            prev_hash=head.last_hash,
+        )
+        entry.hash = entry.compute_hash()
+        entry.save()
+        head.last_hash = entry.hash
+        head.save(update_fields=["last_hash"])
+    return entry
+
+
+def audit_verify() -> list[int]:
+    """Return the ids of audit entries whose hash or chain link does not match (empty = intact)."""
+    broken: list[int] = []
+    previous = "0" * 64
+    for entry in AuditEntry.objects.order_by("id"):
+        if entry.prev_hash != previous or entry.compute_hash() != entry.hash:
+            broken.append(entry.pk)
+        previous = entry.hash
+    return broken

@@ -1,0 +1,205 @@
+"""Policy dispatch: what happens to each pending call when a run ends (FT-06, SEC-01).
+
+``auto`` → an execution record, queued; ``require_approval`` → an
+:class:`ApprovalRequest`; ``deny`` → an error tool message; a name that was not
+advertised for the run, arguments that do not validate, or a call cut off by the
+token limit → an error tool message, never executed. The arguments are parsed and
+validated once (:func:`threads.selectors.tool_call_arguments`) and that value is
+what the policy, the approval request and the execution record use.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from agentcore.tools import Tool, Toolset
+from approvals.models import ApprovalRequest, ToolExecution, arguments_hash
+from approvals.services.audit import audit_append
+from approvals.services.notify import notify_call_changed
+from threads.agent_config import agent_toolset
+from threads.answers import error_content, refusal_content, tool_message_write
+from threads.conf import countersign_settings
+from threads.execution import enqueue
+from threads.locks import tool_calls_lock
+from threads.models import Run, ToolCall
+from threads.selectors import tool_call_arguments
+from threads.services import continuation_maybe_start
+from threads.transitions import tool_call_transition
+
+#: The Celery task (and its import path, for the embedded pool) that executes a call.
+EXECUTE_TASK = "approvals.tasks.execute_tool_call"
+
+
+def run_tools(run: Run) -> tuple[Toolset, set[str]]:
+    """Return the agent's toolset and the names advertised in ``run``'s input (FT-01)."""
+    toolset = agent_toolset(run.agent)
+    advertised = {
+        t.get("name") for t in (run.input or {}).get("tools", []) if isinstance(t, dict)
+    }
+    return toolset, advertised
+
+
+def call_answer_refused(
+    *,
+    call: ToolCall,
+    status: str,
+    reason: str,
+    error: str,
+    state: str,
+    actor: Any = None,
+) -> bool:
+    """Answer ``call`` as not executed (``status``, ``reason``) and audit it; return whether it was.
+
+    The one way a call is refused, rejected, denied, expired or cancelled: the
+    body is :func:`threads.answers.refusal_content`. ``False`` when the call was
+    already answered. Must run holding the call's row lock.
+    """
+    written = tool_message_write(
+        call=call,
+        content=refusal_content(status=status, reason=reason),
+        error=error,
+        state=state,
+    )
+    if written is None:
+        return False
+    audit_append(
+        actor=actor, action=f"tool_call.{status}", target=call, after={"reason": reason}
+    )
+    return True
+
+
+def execution_create(
+    *, call: ToolCall, arguments: dict[str, Any], authorized_by: str
+) -> None:
+    """Create ``call``'s execution record with the validated ``arguments`` and enqueue it.
+
+    ``authorized_by`` is ``"policy"`` or ``"approval"``. Idempotent: a second call
+    finds the record and enqueues nothing (BC34).
+    """
+    _, created = ToolExecution.objects.get_or_create(
+        tool_call=call,
+        defaults={
+            "authorized_by": authorized_by,
+            "arguments": arguments,
+            "arguments_hash": arguments_hash(arguments),
+            "idempotency_key": f"{call.thread.thread_id}:{call.tool_call_id}",
+        },
+    )
+    if created:
+        enqueue(EXECUTE_TASK, tool_call_pk=call.pk)
+
+
+def pending_calls_dispatch(*, run: Run) -> None:
+    """Apply each pending call's policy after ``run`` finished with calls pending.
+
+    ``auto`` → queued for execution; ``require_approval`` → an approval request
+    expiring after the tool's (or the default) approval timeout; ``deny`` → an
+    error tool message; a name that was not advertised for the run, arguments
+    that do not validate, or a call cut off by the token limit → an error tool
+    message, never executed. Policies that depend on the arguments are evaluated
+    on the validated arguments. Idempotent (only ``pending`` calls are handled).
+    Implements FT-06, SEC-01, SEC-04, LP-01.
+    """
+    toolset, advertised = run_tools(run)
+    with transaction.atomic():
+        _, calls = tool_calls_lock(
+            thread_pk=run.thread_id,
+            calls=ToolCall.objects.filter(
+                thread_id=run.thread_id, tool_call_id__in=run.pending_tool_call_ids
+            ),
+        )
+        by_id = {c.tool_call_id: c for c in calls}
+        for call_id in run.pending_tool_call_ids:
+            call = by_id.get(call_id)
+            if call is None or call.state != ToolCall.State.PENDING:
+                continue
+            _dispatch_one(call=call, run=run, toolset=toolset, advertised=advertised)
+        continuation_maybe_start(run=run)
+
+
+def _dispatch_one(
+    *, call: ToolCall, run: Run, toolset: Toolset, advertised: set[str]
+) -> None:
+    resolved = toolset.resolve(call.name)
+    if resolved is None and call.name in advertised:
+        # An AG-UI client's own frontend tool: the client answers it with a
+        # tool message in its next input (FT-02, FT-06). Left pending.
+        return
+    tool: Tool | None = (
+        resolved if resolved is not None and resolved.name in advertised else None
+    )
+    if tool is None or tool.runs_on != "application":
+        call_answer_refused(
+            call=call,
+            status="refused",
+            reason=f"tool {call.name!r} was not offered in this run; "
+            f"available tools: {sorted(advertised)}",
+            error="unknown_tool",
+            state=ToolCall.State.FAILED,
+        )
+        notify_call_changed(call)
+        return
+    parsed = tool_call_arguments(call=call, tool=tool)
+    if not parsed.ok:
+        tool_message_write(
+            call=call,
+            content=error_content(error=parsed.error_type, detail=parsed.error),
+            error=parsed.error_type,
+            state=ToolCall.State.FAILED,
+        )
+        audit_append(
+            actor=None,
+            action="tool_call.invalid_arguments",
+            target=call,
+            after={"detail": parsed.error},
+        )
+        notify_call_changed(call)
+        return
+    arguments = parsed.params or {}
+    policy = tool.policy_for(arguments)
+    if policy == "deny":
+        call_answer_refused(
+            call=call,
+            status="denied",
+            reason=f"policy refuses {tool.name!r} calls; do not retry it",
+            error="policy_denied",
+            state=ToolCall.State.DECLINED,
+        )
+        notify_call_changed(call)
+    elif policy == "auto":
+        execution_create(call=call, arguments=arguments, authorized_by="policy")
+        tool_call_transition(call=call, to=ToolCall.State.APPROVED)
+        audit_append(
+            actor=None,
+            action="tool_call.auto_approved",
+            target=call,
+            after={"arguments": parsed.params},
+        )
+        notify_call_changed(call)
+    else:
+        timeout = getattr(tool, "approval_timeout", None) or float(
+            countersign_settings.APPROVAL_TIMEOUT_SECONDS
+        )
+        approval = ApprovalRequest.objects.create(
+            tool_call=call,
+            thread_id=call.thread_id,
+            run=run,
+            tool_name=tool.name,
+            is_destructive=bool(tool.is_destructive),
+            requested_by=run.thread.owner,
+            expires_at=timezone.now() + timedelta(seconds=timeout),
+            proposed_arguments=arguments,
+            schema_valid=True,
+        )
+        tool_call_transition(call=call, to=ToolCall.State.AWAITING_APPROVAL)
+        audit_append(
+            actor=None,
+            action="approval.requested",
+            target=approval,
+            after={"arguments": parsed.params, "tool": tool.name},
+        )
+        notify_call_changed(call, approval=approval)

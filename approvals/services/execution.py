@@ -1,0 +1,313 @@
+"""Executing an approved call exactly once, and resolving an unknown outcome.
+
+:func:`tool_call_execute` reserves the execution under the call's row lock (commit
+before the side effect), runs the tool, then records the outcome and the one tool
+message. A reservation found by a later delivery means a worker died mid-call:
+idempotent tools run again with the same key; others become ``outcome_unknown``
+for an operator (:func:`execution_resolve`). Implements DC-04, LP-01, LP-05,
+LP-07, LP-08, BC32, BC34.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from agentcore.arguments import parse_arguments
+from agentcore.dispatch import ToolCallRequest, execute_call
+from agentcore.tools import Tool, ToolContext
+from approvals import crashpoints
+from approvals.exceptions import (
+    ApprovalAlreadyDecided,
+    ApprovalPermissionDenied,
+    ExecutionInProgress,
+)
+from approvals.locks import execution_lock
+from approvals.models import (
+    DECIDE_PERMISSION,
+    ApprovalRequest,
+    ToolExecution,
+    arguments_hash,
+)
+from approvals.services.audit import audit_append
+from approvals.services.dispatch import run_tools
+from approvals.services.notify import notify_call_changed
+from approvals.transitions import execution_transition
+from threads.answers import error_content, tool_message_write
+from threads.conf import countersign_settings
+from threads.models import ToolCall
+from threads.services import continuation_maybe_start
+from threads.transitions import tool_call_transition
+
+logger = logging.getLogger(__name__)
+
+_DONE_STATES = frozenset(
+    {
+        ToolExecution.State.SUCCEEDED,
+        ToolExecution.State.FAILED,
+        ToolExecution.State.OUTCOME_UNKNOWN,
+        ToolExecution.State.RESOLVED,
+    }
+)
+
+
+def tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
+    """Execute an approved (or auto-approved) application call exactly once.
+
+    Under the call's row lock: refuse anything not approved or already answered,
+    check that the arguments are exactly those approved (hash) and re-validate
+    them, check the permission the tool requires, and commit a reservation before
+    the side effect. Then run the tool with its timeout and an idempotency key
+    derived from thread and ``toolCallId`` (handed to the tool, never to the
+    model), record the outcome and write the one tool message. Returns the
+    execution record (``None`` when the call has none). Raises
+    :class:`ExecutionInProgress` while another delivery holds a live lease.
+    Implements DC-04, LP-01, LP-05, LP-07, LP-08, BC32, BC34.
+    """
+    thread_pk = ToolCall.objects.values_list("thread_id", flat=True).get(
+        pk=tool_call_pk
+    )
+    with transaction.atomic():
+        _, call, execution = execution_lock(
+            thread_pk=thread_pk, tool_call_pk=tool_call_pk
+        )
+        if execution is None:
+            logger.warning(
+                "call %s has no execution record; refusing", call.tool_call_id
+            )
+            return None
+        answered = ToolCall.objects.filter(pk=call.pk).answered().exists()
+        if answered or execution.state in _DONE_STATES:
+            return execution
+        toolset, _ = run_tools(call.run)
+        tool = toolset.resolve(call.name)
+        if execution.state == ToolExecution.State.RESERVED:
+            now = timezone.now()
+            if (
+                execution.lease_expires_at is not None
+                and now < execution.lease_expires_at
+            ):
+                raise ExecutionInProgress(
+                    f"call {call.tool_call_id!r} is being executed by another delivery",
+                    retry_after=min(
+                        (execution.lease_expires_at - now).total_seconds(), 5.0
+                    )
+                    + 0.1,
+                )
+            if not (tool and tool.idempotent):
+                _give_up_unknown(call=call, execution=execution)
+                return execution
+        refusal = _execution_refusal(call=call, execution=execution, tool=tool)
+        if refusal is not None or tool is None:
+            _refuse(call=call, execution=execution, detail=refusal or "")
+            return execution
+        _reserve(call=call, execution=execution, tool=tool)
+    crashpoints.crash_point("after_reservation")
+
+    # The tool's permission was checked above, against whoever authorized the call;
+    # the runtime gets no user object (its ORM is not usable from the tool's loop).
+    owner = call.thread.owner
+    context = ToolContext(
+        thread_id=call.thread.thread_id,
+        run_id=call.run.run_id,
+        tool_call_id=call.tool_call_id,
+        idempotency_key=execution.idempotency_key,
+        user=None,
+        extras={
+            "owner": getattr(owner, "username", None),
+            "authorized_by": execution.authorized_by,
+        },
+    )
+    request = ToolCallRequest(
+        tool_call_id=call.tool_call_id, name=call.name, arguments=execution.arguments
+    )
+    result = asyncio.run(
+        execute_call(request, tool=tool, toolset=toolset, context=context)
+    )
+    crashpoints.crash_point("after_tool")
+
+    with transaction.atomic():
+        _, call, locked = execution_lock(thread_pk=thread_pk, tool_call_pk=tool_call_pk)
+        assert locked is not None  # an execution record is never deleted
+        if locked.state not in (
+            ToolExecution.State.RESERVED,
+            ToolExecution.State.OUTCOME_UNKNOWN,
+        ):
+            return locked  # a late duplicate: the outcome was already recorded
+        # OUTCOME_UNKNOWN here means a redelivery gave up on this (slow, not dead)
+        # execution meanwhile: the outcome is known now, so it is recorded.
+        succeeded = result.error is None
+        execution_transition(
+            execution=locked,
+            to=ToolExecution.State.SUCCEEDED
+            if succeeded
+            else ToolExecution.State.FAILED,
+            save=False,
+        )
+        locked.error = result.error or ""
+        locked.details = result.details
+        locked.finished_at = timezone.now()
+        locked.save(update_fields=["state", "error", "details", "finished_at"])
+        tool_message_write(
+            call=call,
+            content=result.content,
+            error=result.error,
+            state=ToolCall.State.SUCCEEDED if succeeded else ToolCall.State.FAILED,
+        )
+        audit_append(
+            actor=None,
+            action=f"execution.{locked.state}",
+            target=locked,
+            after={"error": result.error, "details": result.details},
+        )
+        notify_call_changed(call, approval=getattr(call, "approval", None))
+        continuation_maybe_start(run=call.run)
+    return locked
+
+
+def _give_up_unknown(*, call: ToolCall, execution: ToolExecution) -> None:
+    """A dead worker's reservation of a non-idempotent tool: an operator decides (BC32)."""
+    execution_transition(execution=execution, to=ToolExecution.State.OUTCOME_UNKNOWN)
+    tool_call_transition(call=call, to=ToolCall.State.OUTCOME_UNKNOWN)
+    audit_append(
+        actor=None,
+        action="execution.outcome_unknown",
+        target=execution,
+        after={"attempts": execution.attempts},
+    )
+    notify_call_changed(call, approval=getattr(call, "approval", None))
+
+
+def _refuse(*, call: ToolCall, execution: ToolExecution, detail: str) -> None:
+    execution_transition(execution=execution, to=ToolExecution.State.FAILED, save=False)
+    execution.error = "refused"
+    execution.save(update_fields=["state", "error"])
+    tool_message_write(
+        call=call,
+        content=error_content(error="refused", detail=detail),
+        error="refused",
+        state=ToolCall.State.FAILED,
+    )
+    audit_append(
+        actor=None,
+        action="execution.refused",
+        target=execution,
+        after={"detail": detail},
+    )
+    notify_call_changed(call)
+    continuation_maybe_start(run=call.run)
+
+
+def _reserve(*, call: ToolCall, execution: ToolExecution, tool: Tool) -> None:
+    # An expired reservation of an idempotent tool is taken again (same key, LP-07).
+    if execution.state != ToolExecution.State.RESERVED:
+        execution_transition(
+            execution=execution, to=ToolExecution.State.RESERVED, save=False
+        )
+    execution.attempts += 1
+    execution.started_at = timezone.now()
+    execution.lease_expires_at = execution.started_at + timedelta(
+        seconds=float(tool.timeout or 60)
+        + float(countersign_settings.EXECUTION_LEASE_GRACE_SECONDS)
+    )
+    execution.save(
+        update_fields=["state", "attempts", "started_at", "lease_expires_at"]
+    )
+    tool_call_transition(call=call, to=ToolCall.State.EXECUTING)
+    audit_append(
+        actor=None,
+        action="execution.reserved",
+        target=execution,
+        after={"attempt": execution.attempts},
+    )
+    notify_call_changed(call)
+
+
+def _execution_refusal(
+    *, call: ToolCall, execution: ToolExecution, tool: Tool | None
+) -> str | None:
+    """Return why ``execution`` must not run, or ``None`` when it may (SEC-02, LP-01).
+
+    Checks the authorization and that the stored (validated, approved) arguments
+    still match their hash and still validate against the tool's current schema:
+    a tool reconfigured between approval and execution is refused, not guessed.
+    """
+    if tool is None:
+        return f"tool {call.name!r} is no longer configured"
+    approval: ApprovalRequest | None = None
+    if execution.authorized_by == "approval":
+        approval = ApprovalRequest.objects.filter(tool_call=call).first()
+        if approval is None or approval.status != ApprovalRequest.Status.APPROVED:
+            return "the call was not approved"
+        if (
+            approval.approved_arguments_hash != execution.arguments_hash
+            or arguments_hash(execution.arguments) != execution.arguments_hash
+        ):
+            return "the arguments differ from the ones an operator approved"
+    elif execution.authorized_by == "policy":
+        if tool.policy_for(execution.arguments) != "auto":
+            return "the tool's policy requires approval for these arguments"
+    else:
+        return f"unknown authorization {execution.authorized_by!r}"
+    parsed = parse_arguments(json.dumps(execution.arguments), tool=tool)
+    if not parsed.ok or parsed.params != execution.arguments:
+        return f"the arguments no longer validate: {parsed.error}"
+    permission = getattr(tool, "permission", None)
+    if permission:
+        # The person who authorized the side effect must hold the tool's permission:
+        # the approver for approved calls, the thread's owner for auto-approved ones.
+        if approval is not None:
+            who = approval.decided_by
+            role = "approver"
+        else:
+            who = call.thread.owner
+            role = "thread's owner"
+        if who is None or not who.has_perm(permission):
+            return f"the {role} lacks the permission {permission!r} this tool requires"
+    return None
+
+
+def execution_resolve(
+    *, tool_call: ToolCall, resolved_by: Any, succeeded: bool, content: str, reason: str
+) -> ToolExecution:
+    """Answer an ``outcome_unknown`` call as an operator determined it; return the execution.
+
+    Raises :class:`ApprovalPermissionDenied` without the decide permission and
+    :class:`ApprovalAlreadyDecided` when the call is not ``outcome_unknown``.
+    """
+    if not resolved_by.has_perm(DECIDE_PERMISSION):
+        raise ApprovalPermissionDenied(
+            "resolving an execution needs the decide permission"
+        )
+    with transaction.atomic():
+        _, call, execution = execution_lock(
+            thread_pk=tool_call.thread_id, tool_call_pk=tool_call.pk
+        )
+        if execution is None or execution.state != ToolExecution.State.OUTCOME_UNKNOWN:
+            found = execution.state if execution is not None else "not executed"
+            raise ApprovalAlreadyDecided(
+                f"call {call.tool_call_id!r} is {found!r}, not outcome_unknown; "
+                "only a call whose execution outcome is unknown can be resolved"
+            )
+        execution_transition(execution=execution, to=ToolExecution.State.RESOLVED)
+        tool_message_write(
+            call=call,
+            content=content,
+            error=None if succeeded else "outcome_unknown",
+            state=ToolCall.State.SUCCEEDED if succeeded else ToolCall.State.FAILED,
+        )
+        audit_append(
+            actor=resolved_by,
+            action="execution.resolved",
+            target=execution,
+            after={"succeeded": succeeded, "content": content, "reason": reason},
+        )
+        notify_call_changed(call)
+        continuation_maybe_start(run=call.run)
+    return execution

@@ -1,0 +1,64 @@
+"""Telling browsers what changed: the thread's group and the approval queue's.
+
+These are application notifications (``{"kind": "notification", ...}``), kept
+apart from the thread's AG-UI event log, and sent after commit (STYLE.md 5, 7).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from approvals.models import ApprovalRequest
+from threads.models import ToolCall
+from threads.realtime import group_send, publish_notification
+
+#: The Channels group of everyone watching the approval queue.
+APPROVALS_GROUP = "approvals"
+
+
+def approval_snapshot(approval: ApprovalRequest) -> dict[str, Any]:
+    """Return the JSON shape of ``approval`` sent to browsers and the REST API."""
+    return {
+        "id": approval.pk,
+        "toolCallId": approval.tool_call.tool_call_id,
+        "threadId": approval.thread.thread_id,
+        "tool": approval.tool_name,
+        "status": approval.status,
+        "isDestructive": approval.is_destructive,
+        "proposedArguments": approval.proposed_arguments,
+        "editedArguments": approval.edited_arguments,
+        "schemaValid": approval.schema_valid,
+        "schemaErrors": approval.schema_errors,
+        "requestedAt": approval.requested_at.isoformat()
+        if approval.requested_at
+        else None,
+        "expiresAt": approval.expires_at.isoformat(),
+        "decidedBy": getattr(approval.decided_by, "username", None),
+        "decidedAt": approval.decided_at.isoformat() if approval.decided_at else None,
+        "reason": approval.reason,
+    }
+
+
+def notify_call_changed(
+    call: ToolCall, *, approval: ApprovalRequest | None = None
+) -> None:
+    """After commit, tell browsers watching the call's thread and the queue what changed."""
+    payload = {
+        "kind": "notification",
+        "type": "tool_call.state",
+        "toolCallId": call.tool_call_id,
+        "state": call.state,
+        "approval": approval_snapshot(approval) if approval is not None else None,
+    }
+    thread_pk = call.thread_id
+
+    def send() -> None:
+        publish_notification(thread_pk=thread_pk, payload=payload)
+        if approval is not None:
+            group_send(
+                APPROVALS_GROUP, {"type": "approvals.changed", "payload": payload}
+            )
+
+    transaction.on_commit(send, robust=True)

@@ -1,0 +1,84 @@
+"""The one owner of ``ApprovalRequest.status`` and ``ToolExecution.state``.
+
+Transition tables and the functions that perform a move (STYLE.md 8), in the
+manner of :mod:`threads.transitions` (same rules: a move the table does not list
+raises :class:`threads.exceptions.IllegalTransition` naming both states; staying
+put is a no-op). ``tests/test_architecture.py`` asserts that no other module
+assigns these fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from approvals.models import ApprovalRequest, ToolExecution
+from threads.transitions import check_transition
+
+_A = ApprovalRequest.Status
+_E = ToolExecution.State
+
+APPROVAL_TRANSITIONS: Final[Mapping[str, frozenset[str]]] = {
+    # an operator decides, the deadline passes, or the call is cancelled (FT-06)
+    _A.PENDING: frozenset({_A.APPROVED, _A.REJECTED, _A.EXPIRED, _A.CANCELLED}),
+    _A.APPROVED: frozenset(),
+    _A.REJECTED: frozenset(),
+    _A.EXPIRED: frozenset(),
+    _A.CANCELLED: frozenset(),
+}
+
+EXECUTION_TRANSITIONS: Final[Mapping[str, frozenset[str]]] = {
+    # reserved before the side effect, or refused at execution time (SEC-02)
+    _E.QUEUED: frozenset({_E.RESERVED, _E.FAILED}),
+    # the outcome; a redelivery finding a dead worker's reservation (BC32) makes a
+    # non-idempotent call outcome_unknown, an idempotent one is reserved again
+    _E.RESERVED: frozenset({_E.SUCCEEDED, _E.FAILED, _E.OUTCOME_UNKNOWN}),
+    # a slow (not dead) worker's late outcome, or an operator's resolution
+    _E.OUTCOME_UNKNOWN: frozenset({_E.SUCCEEDED, _E.FAILED, _E.RESOLVED}),
+    _E.SUCCEEDED: frozenset(),
+    _E.FAILED: frozenset(),
+    _E.RESOLVED: frozenset(),
+}
+
+
+def approval_transition(
+    *, approval: ApprovalRequest, to: str, save: bool = True
+) -> bool:
+    """Move ``approval`` to status ``to`` (saved unless ``save`` is false); return whether it changed.
+
+    ``save=False`` lets a decision write the status with the decider, time and
+    reason in one UPDATE. Raises :class:`threads.exceptions.IllegalTransition`
+    for a move ``APPROVAL_TRANSITIONS`` does not allow. Implements STYLE.md 8.
+    """
+    changed = check_transition(
+        table=APPROVAL_TRANSITIONS,
+        what=f"approval {approval.pk!r}",
+        current=approval.status,
+        to=to,
+    )
+    if changed:
+        approval.status = to
+        if save:
+            approval.save(update_fields=["status"])
+    return changed
+
+
+def execution_transition(
+    *, execution: ToolExecution, to: str, save: bool = True
+) -> bool:
+    """Move ``execution`` to state ``to`` (saved unless ``save`` is false); return whether it changed.
+
+    Raises :class:`threads.exceptions.IllegalTransition` for a move
+    ``EXECUTION_TRANSITIONS`` does not allow. Implements STYLE.md 8.
+    """
+    changed = check_transition(
+        table=EXECUTION_TRANSITIONS,
+        what=f"execution of call {execution.tool_call_id!r}",
+        current=execution.state,
+        to=to,
+    )
+    if changed:
+        execution.state = to
+        if save:
+            execution.save(update_fields=["state"])
+    return changed

@@ -1,0 +1,189 @@
+"""Executing a run: claim it, drive its agent, record every event, dispatch its calls.
+
+:func:`run_execute` is what the ``threads.tasks.run_agent`` Celery task (and the
+embedded pool) runs. The agent's events enter through the one recording path
+(:class:`threads.recording.RunRecorder`); a run that ends with pending calls hands
+them to the approval workflow (:func:`approvals.services.pending_calls_dispatch`).
+Implements DESIGN.md "one path for every event", FT-06, ER-01.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import queue
+import threading
+import time
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from agentcore.events import RunAgentInput
+from approvals.services import pending_calls_dispatch
+from orchestration.supervision import run_supervision
+from threads.agent_config import agent_build
+from threads.answers import run_answer_dangling_calls
+from threads.locks import run_lock
+from threads.models import Run
+from threads.recording import RunRecorder, record_terminal_error
+from threads.services import run_fail, run_input_build
+from threads.transitions import run_transition
+
+logger = logging.getLogger(__name__)
+
+
+def run_execute(*, run_pk: int) -> Run:
+    """Claim run ``run_pk``, run its agent and record every event; return the run.
+
+    Idempotent under at-least-once delivery: a run that is no longer ``queued``
+    is not started again; one found ``running`` (its worker died) is finished with
+    a ``worker_lost`` error so it never stays running forever. Agent failures end
+    the run with ``RUN_ERROR``; nothing already recorded is lost. Log lines carry
+    the run and thread, and a heartbeat tells the janitor the worker is alive
+    (:mod:`orchestration.supervision`).
+    """
+    with run_supervision(run_pk=run_pk):
+        return _run_execute(run_pk=run_pk)
+
+
+def _run_claim(*, run_pk: int) -> tuple[Run, bool | None]:
+    """Lock run ``run_pk`` and claim it; return it and whether it was claimed.
+
+    ``None``: the run already moved on (nothing to do). ``False``: found
+    ``running`` (a dead worker's) or cancelled before it started.
+    """
+    with transaction.atomic():
+        run = run_lock(run_pk=run_pk)
+        if run.status == Run.Status.RUNNING:
+            return run, False
+        if run.status != Run.Status.QUEUED:
+            return run, None
+        run_transition(run=run, to=Run.Status.RUNNING, save=False)
+        run.started_at = timezone.now()
+        run.save(update_fields=["status", "started_at"])
+        return run, not run.cancel_requested
+
+
+def _run_execute(*, run_pk: int) -> Run:
+    run, claimed = _run_claim(run_pk=run_pk)
+    if claimed is None:
+        return run
+    if not claimed:
+        return run_fail(
+            run=run,
+            code="worker_lost" if not run.cancel_requested else "cancelled",
+            message="The worker executing this run stopped before it finished; "
+            "post the message again to retry."
+            if not run.cancel_requested
+            else "The run was cancelled before it started.",
+        )
+    recorder = RunRecorder(run)
+    try:
+        run_input_data = run_input_build(run=run)
+        Run.objects.filter(pk=run.pk).update(input=run_input_data)
+        run.input = run_input_data
+        agent = agent_build(run.agent)
+        drive_agent(
+            agent=agent,
+            run_input=RunAgentInput.model_validate(run_input_data),
+            recorder=recorder,
+        )
+    except Exception as error:
+        logger.exception("run %s failed", run.run_id)
+        recorder.flush()
+        if not recorder.finished:
+            record_terminal_error(
+                recorder,
+                code="internal_error",
+                message=f"The run failed inside Countersign ({type(error).__name__}); "
+                "the details are in the server log.",
+            )
+    run.refresh_from_db()
+    if run.status == Run.Status.AWAITING_TOOLS:
+        pending_calls_dispatch(run=run)
+        run.refresh_from_db()
+    elif run.status in (Run.Status.CANCELLED, Run.Status.ERROR):
+        run_answer_dangling_calls(run=run)
+    return run
+
+
+def drive_agent(*, agent: Any, run_input: Any, recorder: RunRecorder) -> None:
+    """Run ``agent`` on ``run_input`` and feed its events to ``recorder`` until it ends.
+
+    The agent's async generator runs on an event loop in a helper thread; this
+    (synchronous) thread does every database write, flushing coalesced deltas when
+    their window closes even if the agent is silent, and passes a cancellation
+    requested in the database (``Run.cancel_requested``) to the agent as an
+    ``asyncio.Event``. Implements DESIGN.md "one path for every event".
+    """
+    inbox: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=10000)
+    loop = asyncio.new_event_loop()
+    cancel = asyncio.Event()
+
+    async def produce() -> None:
+        try:
+            async for event in agent.run(run_input, cancel=cancel):
+                inbox.put(("event", event))
+        except Exception as error:
+            inbox.put(("error", error))
+        finally:
+            inbox.put(("done", None))
+
+    def loop_main() -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(produce())
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
+
+    producer = threading.Thread(
+        target=contextvars.copy_context().run,  # keeps the log context (run, thread)
+        args=(loop_main,),
+        name=f"agent-{recorder.run.run_id}",
+    )
+    producer.start()
+    last_cancel_check = time.monotonic()
+    try:
+        while True:
+            wait = recorder.seconds_until_flush()
+            try:
+                kind, item = inbox.get(
+                    timeout=0.25 if wait is None else min(wait, 0.25)
+                )
+            except queue.Empty:
+                kind, item = "idle", None
+            if kind == "event":
+                recorder.record([item])
+            elif kind == "error":
+                logger.error("agent for run %s raised %r", recorder.run.run_id, item)
+                recorder.flush()
+                if not recorder.finished:
+                    record_terminal_error(
+                        recorder,
+                        code="agent_error",
+                        message=f"The agent failed ({type(item).__name__}); "
+                        "the details are in the server log.",
+                    )
+            elif kind == "done":
+                break
+            if recorder.flush_due():
+                recorder.flush()
+            now = time.monotonic()
+            if now - last_cancel_check >= 0.2 and not cancel.is_set():
+                last_cancel_check = now
+                if Run.objects.filter(
+                    pk=recorder.run.pk, cancel_requested=True
+                ).exists():
+                    loop.call_soon_threadsafe(cancel.set)
+    finally:
+        producer.join(timeout=30)
+        recorder.flush()
+    if not recorder.finished:
+        record_terminal_error(
+            recorder,
+            code="truncated_run",
+            message="The agent stopped without finishing the run.",
+        )

@@ -1,0 +1,134 @@
+"""Supervising workers: a heartbeat while a worker executes a run, and log context.
+
+A worker executing a run (:func:`orchestration.runs.run_execute`) holds
+:func:`run_supervision`: it tags every log line with the run and thread
+(``config.logging``) and, with Redis configured, refreshes the key
+``countersign:run-heartbeat:<pk>`` every ``RUN_HEARTBEAT_SECONDS`` from a daemon
+thread (time to live: three intervals), deleting it when the run returns. The
+heartbeat is what tells the janitor (:mod:`orchestration.janitor`) a live worker
+with a slow tool from a dead one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import redis
+from django.conf import settings
+
+from config.logging import log_context
+from threads.conf import countersign_settings
+from threads.models import Run, ToolCall
+
+logger = logging.getLogger(__name__)
+
+HEARTBEAT_KEY = "countersign:run-heartbeat:{pk}"
+
+_clients: dict[str, Any] = {}
+_clients_lock = threading.Lock()
+
+
+def _redis() -> Any | None:
+    """Return a shared redis-py client for ``settings.REDIS_URL``, or ``None`` without it."""
+    url = getattr(settings, "REDIS_URL", "")
+    if not url:
+        return None
+    with _clients_lock:
+        client = _clients.get(url)
+        if client is None:
+            client = redis.Redis.from_url(
+                url, socket_timeout=2, socket_connect_timeout=2
+            )
+            _clients[url] = client
+        return client
+
+
+class _Heartbeat(threading.Thread):
+    """Refresh a run's heartbeat key until stopped; Redis errors are logged and retried."""
+
+    def __init__(self, *, run_pk: int, client: Any, interval: float) -> None:
+        super().__init__(name=f"heartbeat-run-{run_pk}", daemon=True)
+        self.key = HEARTBEAT_KEY.format(pk=run_pk)
+        self.client = client
+        self.interval = interval
+        self.stopped = threading.Event()
+
+    def beat(self) -> None:
+        try:
+            self.client.set(self.key, "1", px=int(self.interval * 3000))
+        except Exception:
+            logger.warning("heartbeat %s could not be written", self.key, exc_info=True)
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.interval):
+            self.beat()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(timeout=5)
+        try:
+            self.client.delete(self.key)
+        except Exception:
+            logger.warning("heartbeat %s could not be deleted", self.key, exc_info=True)
+
+
+def heartbeat_alive(run_pk: int) -> bool:
+    """Return whether a worker refreshed run ``run_pk``'s heartbeat recently.
+
+    ``False`` without Redis (nothing can be proven alive then).
+    """
+    client = _redis()
+    if client is None:
+        return False
+    return bool(client.exists(HEARTBEAT_KEY.format(pk=run_pk)))
+
+
+@contextmanager
+def run_heartbeat(*, run_pk: int) -> Iterator[None]:
+    """Keep run ``run_pk``'s heartbeat fresh while the block runs (a no-op without Redis)."""
+    client = _redis()
+    if client is None:
+        yield
+        return
+    beat = _Heartbeat(
+        run_pk=run_pk,
+        client=client,
+        interval=float(countersign_settings.RUN_HEARTBEAT_SECONDS),
+    )
+    beat.beat()
+    beat.start()
+    try:
+        yield
+    finally:
+        beat.stop()
+
+
+@contextmanager
+def run_supervision(*, run_pk: int) -> Iterator[None]:
+    """Tag log lines with run ``run_pk`` and its thread, and keep its heartbeat fresh."""
+    ids = (
+        Run.objects.filter(pk=run_pk).values_list("run_id", "thread__thread_id").first()
+    )
+    run_id, thread_id = ids if ids is not None else (None, None)
+    with log_context(run=run_id, thread=thread_id), run_heartbeat(run_pk=run_pk):
+        yield
+
+
+@contextmanager
+def tool_call_log_context(*, tool_call_pk: int) -> Iterator[None]:
+    """Tag log lines with the call's ``toolCallId``, its run and its thread."""
+    ids = (
+        ToolCall.objects.filter(pk=tool_call_pk)
+        .values_list("tool_call_id", "run__run_id", "thread__thread_id")
+        .first()
+    )
+    if ids is None:
+        yield
+        return
+    call_id, run_id, thread_id = ids
+    with log_context(run=run_id, thread=thread_id, toolCallId=call_id):
+        yield

@@ -1,0 +1,143 @@
+"""Answering tool calls: writing the one tool message a call gets, and what follows.
+
+:func:`tool_message_write` is the one way Countersign answers a call (approved,
+refused, rejected, expired, cancelled, interrupted): one tool message per call,
+enforced by a unique constraint (DC-04, FT-06). :func:`run_answers_complete`
+is the one test "are all of a run's pending calls answered?", and
+:func:`run_finish_if_answered` the one place an ``awaiting_tools`` run becomes
+``finished`` because of it. Implements DC-04, FT-06, BC20.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from agentcore.history import INTERRUPTED_CONTENT, INTERRUPTED_ERROR
+from threads.locks import tool_calls_lock
+from threads.models import Message, Run, Thread, ToolCall
+from threads.transitions import run_transition, tool_call_transition
+from threads.validation import storable
+
+#: ``Message.metadata["source"]`` of tool messages Countersign itself wrote.
+APPLICATION_SOURCE = "countersign"
+
+#: Calls the approval workflow owns until it answers them itself.
+WORKFLOW_STATES = frozenset(
+    {
+        ToolCall.State.AWAITING_APPROVAL,
+        ToolCall.State.APPROVED,
+        ToolCall.State.EXECUTING,
+        ToolCall.State.OUTCOME_UNKNOWN,
+    }
+)
+
+
+def compact_json(value: Any) -> str:
+    """Return ``value`` as compact JSON text (the body of a Countersign tool message)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def refusal_content(*, status: str, reason: str) -> str:
+    """Return the tool message body for a call that was not executed, and why.
+
+    ``{"status": <status>, "reason": <reason>, "executed": false}``: the shape the
+    model reads for rejected, denied, refused, expired and cancelled calls.
+    """
+    return compact_json({"status": status, "reason": reason, "executed": False})
+
+
+def tool_message_write(
+    *,
+    call: ToolCall,
+    content: str | list[dict[str, Any]],
+    error: str | None,
+    state: str,
+) -> Message | None:
+    """Write the one tool message answering ``call``; return it, or ``None`` if answered.
+
+    The unique constraint on (thread, toolCallId) for tool messages makes a second
+    answer impossible, whatever the timing (DC-04, FT-06). Moves the call to
+    ``state`` (:func:`threads.transitions.tool_call_transition`). Must run inside a
+    transaction holding the call's row lock (:mod:`threads.locks`).
+    """
+    if ToolCall.objects.filter(pk=call.pk).answered().exists():
+        return None
+    thread = Thread.objects.get(pk=call.thread_id)
+    try:
+        with transaction.atomic():
+            message = Message.objects.create(
+                thread=thread,
+                message_id=f"result-{call.tool_call_id}",
+                role=Message.Role.TOOL,
+                content=storable(content, what=f"result of {call.tool_call_id}"),
+                metadata={"source": APPLICATION_SOURCE},
+                tool_call_id=call.tool_call_id,
+                error=error,
+                run=None,
+                position=thread.next_seq,
+            )
+    except IntegrityError:
+        return None
+    tool_call_transition(call=call, to=state)
+    return message
+
+
+def run_answer_dangling_calls(*, run: Run) -> list[str]:
+    """Answer every call of an ended ``run`` that has no result with an "interrupted" error.
+
+    A run cancelled or failed while calls were streaming or executing would leave
+    assistant ``toolCalls`` without tool messages, which every provider refuses
+    on the next request (BC20). The synthetic answer is persisted right after the
+    run, before any later message. Calls the approval workflow owns are left to
+    it. Returns the answered ``toolCallId`` values. Implements FT-06.
+    """
+    answered: list[str] = []
+    with transaction.atomic():
+        _, calls = tool_calls_lock(
+            thread_pk=run.thread_id, calls=ToolCall.objects.filter(run=run)
+        )
+        for call in calls:
+            if call.state in WORKFLOW_STATES:
+                continue
+            message = tool_message_write(
+                call=call,
+                content=INTERRUPTED_CONTENT,
+                error=INTERRUPTED_ERROR,
+                state=ToolCall.State.CANCELLED,
+            )
+            if message is not None:
+                answered.append(call.tool_call_id)
+    return answered
+
+
+def run_answers_complete(*, run: Run) -> bool:
+    """Return whether every call in ``run.pending_tool_call_ids`` has its tool message."""
+    pending = set(run.pending_tool_call_ids)
+    answered = set(
+        ToolCall.objects.filter(thread_id=run.thread_id, tool_call_id__in=pending)
+        .answered()
+        .values_list("tool_call_id", flat=True)
+    )
+    return answered == pending
+
+
+def run_finish_if_answered(*, run: Run) -> bool:
+    """Finish the ``awaiting_tools`` ``run`` once all its pending calls are answered.
+
+    Returns whether the run is now finished by this call. ``run`` must be locked
+    (inside ``transaction.atomic()``; :func:`threads.locks.run_lock`). Implements FT-06.
+    """
+    if run.status != Run.Status.AWAITING_TOOLS or not run_answers_complete(run=run):
+        return False
+    return run_transition(run=run, to=Run.Status.FINISHED)
+
+
+def error_content(*, error: str | None, detail: str | None) -> str:
+    """Return the tool message body for a call that failed before or at execution.
+
+    ``{"error": <code>, "detail": <sentence>}``: invalid arguments, refused execution.
+    """
+    return compact_json({"error": error, "detail": detail})

@@ -1,0 +1,432 @@
+"""Projecting recorded AG-UI events onto Message, ToolCall, Run and Thread rows.
+
+The event log is the truth (DC-01); these rows are its projection, written in the
+same transaction as the events (:mod:`threads.recording`). :class:`Projection`
+has one handler per event type, like :class:`agentcore.stream.RunStream`, and
+writes each touched row once at the end of a flush. Status changes go through
+:mod:`threads.transitions` (``save=False``: the write-back persists them).
+Implements DC-01, FT-04, FT-05, TC-06.
+
+Over 400 lines because it holds one handler per AG-UI event type plus the two
+helpers those handlers share (AG-UI message JSON to rows, JSON Patch); splitting
+them would scatter one projection over several files.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import jsonpatch
+from django.utils import timezone
+
+from agentcore.events import BaseEvent, EventType
+from threads.models import Message, Run, Thread, ToolCall
+from threads.transitions import run_transition, tool_call_transition
+
+logger = logging.getLogger(__name__)
+
+_Handler = Callable[["Projection", Any, int], None]
+
+
+class Projection:
+    """Apply one flush's events to the rows of ``run`` (one write per touched row).
+
+    Use ``Projection(thread=..., run=...).apply(events, seqs)``; ``seqs`` are the
+    events' log sequence numbers (they order messages and calls by ``position``).
+    """
+
+    def __init__(self, *, thread: Thread, run: Run) -> None:
+        self.thread = thread
+        self.run = run
+        self.messages: dict[str, Message] = {}
+        self.tool_calls: dict[str, ToolCall] = {}
+        self.dirty_messages: set[str] = set()
+        self.dirty_calls: set[str] = set()
+        self.run_fields: set[str] = set()
+
+    def apply(self, events: list[BaseEvent], seqs: list[int]) -> None:
+        """Apply ``events`` (with their ``seqs``) and write the touched rows back."""
+        for event, seq in zip(events, seqs, strict=True):
+            handler = _HANDLERS.get(event.type)
+            if handler is not None:
+                handler(self, event, seq)
+        self._write_back()
+
+    # -- row cache ------------------------------------------------------------
+
+    def message(self, message_id: str) -> Message | None:
+        """Return the thread's message ``message_id`` (cached for this flush), or ``None``."""
+        if message_id not in self.messages:
+            found = Message.objects.filter(
+                thread=self.thread, message_id=message_id
+            ).first()
+            if found is None:
+                return None
+            self.messages[message_id] = found
+        return self.messages[message_id]
+
+    def tool_call(self, tool_call_id: str) -> ToolCall | None:
+        """Return the thread's call ``tool_call_id`` (cached for this flush), or ``None``."""
+        if tool_call_id not in self.tool_calls:
+            found = ToolCall.objects.filter(
+                thread=self.thread, tool_call_id=tool_call_id
+            ).first()
+            if found is None:
+                return None
+            self.tool_calls[tool_call_id] = found
+        return self.tool_calls[tool_call_id]
+
+    def _call_to(self, call: ToolCall, state: str) -> None:
+        tool_call_transition(call=call, to=state, save=False)
+        self.dirty_calls.add(call.tool_call_id)
+
+    def _cancel_open_calls(self) -> None:
+        # A run that ended without finishing leaves nothing to answer: its open
+        # calls are cancelled, or they would hold the thread forever.
+        # The database state is read before this flush's write-back, so a call
+        # answered earlier in the same flush is checked in memory and left alone.
+        open_states = (ToolCall.State.STREAMING, ToolCall.State.COMPLETE)
+        for row in ToolCall.objects.filter(run=self.run, state__in=open_states):
+            cached = self.tool_calls.setdefault(row.tool_call_id, row)
+            if cached.state in open_states:
+                self._call_to(cached, ToolCall.State.CANCELLED)
+
+    # -- handlers -------------------------------------------------------------
+
+    def run_started(self, event: Any, seq: int) -> None:
+        run_transition(run=self.run, to=Run.Status.RUNNING, save=False)
+        self.run.started_at = self.run.started_at or timezone.now()
+        self.run_fields |= {"status", "started_at"}
+        if event.input is not None:
+            _project_input_messages(
+                thread=self.thread, run=self.run, run_input=event.input, seq=seq
+            )
+
+    def text_message_start(self, event: Any, seq: int) -> None:
+        if self.message(event.message_id) is None:
+            self.messages[event.message_id] = Message.objects.create(
+                thread=self.thread,
+                message_id=event.message_id,
+                role=event.role or "assistant",
+                content="",
+                name=getattr(event, "name", None) or "",
+                run=self.run,
+                position=seq,
+            )
+
+    def text_message_content(self, event: Any, seq: int) -> None:
+        row = self.message(event.message_id)
+        if row is not None:
+            row.content = (
+                row.content if isinstance(row.content, str) else ""
+            ) + event.delta
+            self.dirty_messages.add(event.message_id)
+
+    def tool_call_start(self, event: Any, seq: int) -> None:
+        parent_id = event.parent_message_id or event.tool_call_id
+        if self.message(parent_id) is None:
+            self.messages[parent_id] = Message.objects.create(
+                thread=self.thread,
+                message_id=parent_id,
+                role=Message.Role.ASSISTANT,
+                content="",
+                run=self.run,
+                position=seq,
+            )
+        existing = self.tool_call(event.tool_call_id)
+        if existing is None:
+            self.tool_calls[event.tool_call_id] = ToolCall.objects.create(
+                thread=self.thread,
+                run=self.run,
+                tool_call_id=event.tool_call_id,
+                parent_message_id=parent_id,
+                name=event.tool_call_name,
+                arguments_text="",
+                state=ToolCall.State.STREAMING,
+                position=seq,
+                metadata=event.metadata,
+            )
+        elif existing.state in (ToolCall.State.COMPLETE, ToolCall.State.STREAMING):
+            # TC-06 reopen: arguments append, the original name is kept
+            self._call_to(existing, ToolCall.State.STREAMING)
+        else:
+            # An answered call is never reopened (DC-04); its arguments still append
+            # to the log's record of what the agent sent.
+            logger.warning(
+                "call %s reopened after it was answered (%s); state kept",
+                existing.tool_call_id,
+                existing.state,
+            )
+
+    def tool_call_args(self, event: Any, seq: int) -> None:
+        row = self.tool_call(event.tool_call_id)
+        if row is not None:
+            row.arguments_text += event.delta
+            self.dirty_calls.add(event.tool_call_id)
+
+    def tool_call_end(self, event: Any, seq: int) -> None:
+        row = self.tool_call(event.tool_call_id)
+        if row is not None:
+            row.arguments = parse_json_or_none(row.arguments_text)
+            if event.metadata:
+                row.metadata = {**(row.metadata or {}), **event.metadata}
+            if row.state == ToolCall.State.STREAMING:
+                tool_call_transition(call=row, to=ToolCall.State.COMPLETE, save=False)
+            self.dirty_calls.add(event.tool_call_id)
+
+    def tool_call_result(self, event: Any, seq: int) -> None:
+        content = event.content
+        if not isinstance(content, str):
+            content = [
+                part.model_dump(mode="json", by_alias=True, exclude_none=True)
+                if hasattr(part, "model_dump")
+                else part
+                for part in content
+            ]
+        error = (event.metadata or {}).get("error") if event.metadata else None
+        existing = Message.objects.filter(
+            thread=self.thread, role=Message.Role.TOOL, tool_call_id=event.tool_call_id
+        ).first()
+        if existing is not None:
+            # The application's own answer, reported in this run (see RunRecorder).
+            if existing.run_id is None:
+                Message.objects.filter(pk=existing.pk).update(run=self.run)
+            return
+        Message.objects.create(
+            thread=self.thread,
+            message_id=event.message_id,
+            role=Message.Role.TOOL,
+            content=content,
+            tool_call_id=event.tool_call_id,
+            error=error,
+            run=self.run,
+            position=seq,
+        )
+        row = self.tool_call(event.tool_call_id)
+        if row is not None:
+            self._call_to(row, _result_state(error))
+
+    def state_snapshot(self, event: Any, seq: int) -> None:
+        self.thread.replace_state(event.snapshot)
+
+    def state_delta(self, event: Any, seq: int) -> None:
+        self.thread.replace_state(apply_json_patch(self.thread.state, event.delta))
+
+    def run_finished(self, event: Any, seq: int) -> None:
+        run = self.run
+        outcome = event.outcome
+        outcome_type = getattr(outcome, "type", "success") if outcome else "success"
+        run.outcome = outcome_type
+        run.finished_at = timezone.now()
+        pending: list[str] = []
+        if outcome_type == Run.Outcome.CANCELLED:
+            run_transition(run=run, to=Run.Status.CANCELLED, save=False)
+            self._cancel_open_calls()
+        else:
+            pending = list(
+                ToolCall.objects.filter(run=run)
+                .unanswered()
+                .order_by("position", "id")
+                .values_list("tool_call_id", flat=True)
+            )
+            run_transition(
+                run=run,
+                to=Run.Status.AWAITING_TOOLS if pending else Run.Status.FINISHED,
+                save=False,
+            )
+        run.pending_tool_call_ids = pending
+        if event.model_extra and "usage" in (event.model_extra or {}):
+            run.usage = event.model_extra["usage"]
+        usage = getattr(event, "usage", None)
+        if usage:
+            run.usage = [
+                u.model_dump(mode="json", by_alias=True, exclude_none=True)
+                for u in usage
+            ]
+        for call_id in pending:
+            row = self.tool_call(call_id)
+            if row is not None:
+                self._call_to(row, ToolCall.State.PENDING)
+        self.run_fields |= {
+            "status",
+            "outcome",
+            "finished_at",
+            "pending_tool_call_ids",
+            "usage",
+        }
+
+    def run_error(self, event: Any, seq: int) -> None:
+        run = self.run
+        run_transition(run=run, to=Run.Status.ERROR, save=False)
+        run.error_message = event.message
+        run.error_code = event.code or ""
+        run.finished_at = timezone.now()
+        self.run_fields |= {"status", "error_message", "error_code", "finished_at"}
+        self._cancel_open_calls()
+
+    # -- write-back -----------------------------------------------------------
+
+    def _write_back(self) -> None:
+        for message_id in self.dirty_messages:
+            row = self.messages[message_id]
+            Message.objects.filter(pk=row.pk).update(content=row.content)
+        now = timezone.now()
+        for call_id in self.dirty_calls:
+            call = self.tool_calls[call_id]
+            call.updated_at = now
+            # Persists what the handlers (and tool_call_transition) set in memory.
+            call.save(
+                update_fields=[
+                    "arguments_text",
+                    "arguments",
+                    "state",
+                    "metadata",
+                    "updated_at",
+                ]
+            )
+        if self.run_fields:
+            self.run.save(update_fields=sorted(self.run_fields))
+
+
+_HANDLERS: dict[str, _Handler] = {
+    EventType.RUN_STARTED: Projection.run_started,
+    EventType.TEXT_MESSAGE_START: Projection.text_message_start,
+    EventType.TEXT_MESSAGE_CONTENT: Projection.text_message_content,
+    EventType.TOOL_CALL_START: Projection.tool_call_start,
+    EventType.TOOL_CALL_ARGS: Projection.tool_call_args,
+    EventType.TOOL_CALL_END: Projection.tool_call_end,
+    EventType.TOOL_CALL_RESULT: Projection.tool_call_result,
+    EventType.STATE_SNAPSHOT: Projection.state_snapshot,
+    EventType.STATE_DELTA: Projection.state_delta,
+    EventType.RUN_FINISHED: Projection.run_finished,
+    EventType.RUN_ERROR: Projection.run_error,
+}
+
+
+def _result_state(error: str | None) -> str:
+    """Return the state a call's result puts it in: a cancelled tool is ``cancelled``.
+
+    The agent loop answers a call it was executing when the run was cancelled
+    with the error ``"cancelled"`` (BC20); the call is then cancelled, not failed,
+    whether or not the run's end lands in the same flush.
+    """
+    if error == "cancelled":
+        return ToolCall.State.CANCELLED
+    return ToolCall.State.FAILED if error else ToolCall.State.SUCCEEDED
+
+
+def _project_input_messages(
+    *, thread: Thread, run: Run, run_input: Any, seq: int
+) -> None:
+    """Store messages of a ``RUN_STARTED.input`` echo that the thread does not hold yet."""
+    messages = getattr(run_input, "messages", None)
+    if messages is None and isinstance(run_input, dict):
+        messages = run_input.get("messages", [])
+    known = set(
+        Message.objects.filter(thread=thread).values_list("message_id", flat=True)
+    )
+    for raw in messages or []:
+        data = (
+            raw
+            if isinstance(raw, dict)
+            else raw.model_dump(mode="json", by_alias=True, exclude_none=True)
+        )
+        if data.get("id") in known:
+            continue
+        message_create_from_agui(thread=thread, data=data, run=None, position=seq)
+        known.add(data["id"])
+
+
+def message_create_from_agui(
+    *, thread: Thread, data: dict[str, Any], run: Run | None, position: int
+) -> Message:
+    """Create a Message (and its ToolCall rows, for an assistant message) from AG-UI JSON.
+
+    ``data`` is one AG-UI message object (camelCase). Assistant ``toolCalls`` become
+    :class:`ToolCall` rows owned by ``run`` or, when ``run`` is ``None``, by the
+    thread's latest run. A tool message answers its call (a client answering its
+    own frontend tool). Raises :class:`django.db.IntegrityError` on a duplicate id.
+    """
+    role = data["role"]
+    row = Message.objects.create(
+        thread=thread,
+        message_id=data["id"],
+        role=role,
+        content=data.get("content") if data.get("content") is not None else "",
+        name=data.get("name") or "",
+        tool_call_id=data.get("toolCallId") if role == Message.Role.TOOL else None,
+        error=data.get("error") if role == Message.Role.TOOL else None,
+        run=run,
+        position=position,
+    )
+    if role == Message.Role.TOOL:
+        # A client answering a call itself (its own frontend tool): the call is done.
+        for call in ToolCall.objects.filter(
+            thread=thread,
+            tool_call_id=row.tool_call_id,
+            state__in=[ToolCall.State.COMPLETE, ToolCall.State.PENDING],
+        ):
+            tool_call_transition(
+                call=call,
+                to=ToolCall.State.FAILED if row.error else ToolCall.State.SUCCEEDED,
+            )
+    owner_run = run or thread.runs.order_by("-created_at", "-id").first()
+    for index, call_data in enumerate(data.get("toolCalls") or []):
+        if owner_run is None:
+            break
+        text = call_data.get("function", {}).get("arguments", "")
+        ToolCall.objects.get_or_create(
+            thread=thread,
+            tool_call_id=call_data["id"],
+            defaults={
+                "run": owner_run,
+                "parent_message_id": data["id"],
+                "name": call_data.get("function", {}).get("name", ""),
+                "arguments_text": text,
+                "arguments": parse_json_or_none(text),
+                "state": ToolCall.State.COMPLETE,
+                "position": position * 1000 + index,
+            },
+        )
+    return row
+
+
+def parse_json_or_none(text: str) -> Any:
+    """Return ``text``'s JSON value, or ``None`` when it is not JSON.
+
+    This is the raw parse kept on ``ToolCall.arguments`` for display; validation
+    against the tool's schema happens once, at dispatch (``agentcore.arguments``).
+    """
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def apply_json_patch(document: Any, operations: list[Any]) -> Any:
+    """Apply RFC 6902 ``operations`` to a copy of ``document`` and return it.
+
+    Uses the ``jsonpatch`` library. Raises :class:`ValueError` naming the
+    operation on a bad path, an unknown operation or a failed ``test``.
+    """
+    ops = [op if isinstance(op, dict) else dict(op) for op in operations]
+    for op in ops:
+        try:
+            patch = jsonpatch.JsonPatch([op])
+            document = patch.apply(document, in_place=False)
+        except jsonpatch.JsonPatchTestFailed as error:
+            raise ValueError(f"test failed at {op.get('path')!r}") from error
+        except (
+            jsonpatch.JsonPatchException,
+            jsonpatch.JsonPointerException,
+            KeyError,
+            IndexError,
+            TypeError,
+        ) as error:
+            raise ValueError(
+                f"JSON Patch operation {op!r} does not apply: {error}"
+            ) from error
+    return document

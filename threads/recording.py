@@ -1,0 +1,350 @@
+"""Recording a run's AG-UI events: the one way an event enters the database.
+
+Every AG-UI event enters through :class:`RunRecorder` (or :func:`record_events`
+around it): it is validated and normalized by :class:`agentcore.stream.RunStream`,
+appended to the thread's gapless event log, projected onto rows in the same
+transaction (:mod:`threads.projection`), and published to the thread's channel
+group after commit (:mod:`threads.realtime`). Implements DC-01, DC-02 and the
+pipeline in DESIGN.md ("one path for every event").
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from agentcore.events import (
+    BaseEvent,
+    EventType,
+    RunErrorEvent,
+    RunStartedEvent,
+    ToolCallResultEvent,
+    event_from_dict,
+    event_to_dict,
+)
+from agentcore.stream import RunStream, StreamViolation
+from threads.answers import APPLICATION_SOURCE
+from threads.conf import countersign_settings
+from threads.locks import thread_lock
+from threads.models import Event, Message, Run, Thread, ToolCall
+from threads.projection import Projection
+from threads.realtime import publish_events
+from threads.validation import storable
+
+logger = logging.getLogger(__name__)
+
+_DELTA_TYPES = {EventType.TOOL_CALL_ARGS, EventType.TEXT_MESSAGE_CONTENT}
+_TERMINAL_TYPES = {EventType.RUN_FINISHED, EventType.RUN_ERROR}
+
+
+def _item_id(event: BaseEvent) -> str:
+    return getattr(event, "tool_call_id", None) or getattr(event, "message_id", "")
+
+
+def _merge_delta(buffer: list[BaseEvent], event: BaseEvent) -> bool:
+    """Append ``event``'s delta to a buffered delta of the same item, if order allows.
+
+    Walk back over buffered delta events only: a non-delta event (a START, END,
+    result...) is a boundary no delta may cross. Return whether it merged.
+    """
+    item = _item_id(event)
+    for index in range(len(buffer) - 1, -1, -1):
+        previous = buffer[index]
+        if previous.type not in _DELTA_TYPES:
+            return False
+        if previous.type == event.type and _item_id(previous) == item:
+            merged = previous.model_copy(update={"delta": previous.delta + event.delta})
+            buffer[index] = merged
+            return True
+    return False
+
+
+class RunRecorder:
+    """Record one run's events: validate, coalesce, append to the log, project, publish.
+
+    ``record(events)`` accepts AG-UI event models or their JSON dicts, in stream
+    order. Deltas (``TOOL_CALL_ARGS``, ``TEXT_MESSAGE_CONTENT``) are coalesced and
+    written when ``coalesce_ms`` milliseconds have passed since the first buffered
+    event or ``coalesce_bytes`` bytes of deltas are buffered, and at the run's
+    terminal event or an explicit :meth:`flush`.
+
+    On a fatal protocol violation the valid events before it are written, every
+    item still open is closed, and the run ends with a ``RUN_ERROR`` whose message
+    names the violation (rule, event index, id); nothing already recorded is lost.
+    :attr:`violation` then holds the :class:`StreamViolation` and further events are
+    ignored. Implements DC-01, ER-01, FT-04, FT-05.
+    """
+
+    def __init__(
+        self,
+        run: Run,
+        *,
+        coalesce_ms: float | None = None,
+        coalesce_bytes: int | None = None,
+        publish: bool = True,
+    ) -> None:
+        self.run = run
+        self.thread = run.thread
+        self.coalesce_ms = (
+            countersign_settings.COALESCE_MS if coalesce_ms is None else coalesce_ms
+        )
+        self.coalesce_bytes = (
+            countersign_settings.COALESCE_BYTES
+            if coalesce_bytes is None
+            else coalesce_bytes
+        )
+        self.publish = publish
+        self.violation: StreamViolation | None = None
+        self.written: list[Event] = []
+        self._buffer: list[BaseEvent] = []
+        self._buffer_bytes = 0
+        self._buffer_since: float | None = None
+        prior_calls = ToolCall.objects.filter(thread=self.thread).exclude(run=run)
+        prior_messages = Message.objects.filter(thread=self.thread).exclude(run=run)
+        # Tool messages the application wrote since the last run (approved,
+        # rejected, expired, cancelled calls) enter the log as TOOL_CALL_RESULT
+        # events right after this run's RUN_STARTED, so AG-UI clients following the
+        # thread receive them as events too (BC21, BC32).
+        self._application_results = [
+            ToolCallResultEvent(
+                message_id=m.message_id,
+                tool_call_id=m.tool_call_id,
+                content=m.content,
+                role="tool",
+                metadata={"error": m.error} if m.error else None,
+            )
+            for m in prior_messages.filter(
+                role=Message.Role.TOOL,
+                run__isnull=True,
+                metadata__source=APPLICATION_SOURCE,
+            ).order_by("position", "id")
+        ]
+        reported = {e.message_id for e in self._application_results}
+        self.stream = RunStream(
+            thread_id=self.thread.thread_id,
+            run_id=run.run_id,
+            prior_tool_call_ids=list(
+                prior_calls.values_list("tool_call_id", flat=True)
+            ),
+            prior_message_ids=[
+                m
+                for m in prior_messages.values_list("message_id", flat=True)
+                if m not in reported
+            ],
+        )
+
+    # -- intake ---------------------------------------------------------------
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run reached its terminal event (or a violation ended it)."""
+        return self.violation is not None or self.stream.status in {
+            "finished",
+            "errored",
+        }
+
+    def record(self, events: Iterable[BaseEvent | dict[str, Any]]) -> list[Event]:
+        """Feed ``events``; return the log rows written by any flush this call caused."""
+        written: list[Event] = []
+        for event in events:
+            if self.violation is not None:
+                logger.warning(
+                    "run %s: event ignored after a protocol violation", self.run.run_id
+                )
+                continue
+            try:
+                normalized = self.stream.feed(event)
+            except StreamViolation as violation:
+                written.extend(self._fail(violation))
+                continue
+            if self._application_results and any(
+                item.type == EventType.RUN_STARTED for item in normalized
+            ):
+                injected, self._application_results = self._application_results, []
+                for result in injected:
+                    normalized.extend(self.stream.feed(result))
+            terminal = False
+            for item in normalized:
+                self._buffer_event(item)
+                terminal = terminal or item.type in _TERMINAL_TYPES
+            if terminal or self.flush_due():
+                written.extend(self.flush())
+        return written
+
+    def flush_due(self) -> bool:
+        """Whether the buffer's age or size has reached the coalescing window."""
+        if not self._buffer:
+            return False
+        if self._buffer_bytes >= self.coalesce_bytes:
+            return True
+        assert self._buffer_since is not None
+        return (time.monotonic() - self._buffer_since) * 1000 >= self.coalesce_ms
+
+    def seconds_until_flush(self) -> float | None:
+        """Seconds until the buffer must be flushed, or ``None`` when it is empty."""
+        if not self._buffer or self._buffer_since is None:
+            return None
+        elapsed = time.monotonic() - self._buffer_since
+        return max(0.0, self.coalesce_ms / 1000 - elapsed)
+
+    def _buffer_event(self, event: BaseEvent) -> None:
+        if self._buffer_since is None:
+            self._buffer_since = time.monotonic()
+        if event.type in _DELTA_TYPES:
+            self._buffer_bytes += len(event.delta)
+            if _merge_delta(self._buffer, event):
+                return
+        self._buffer.append(event)
+
+    def close_open_items(self) -> None:
+        """Buffer END events for every item still open (ER-01), as the stream machine made them.
+
+        The machine has already applied them, so they are buffered, not fed again.
+        """
+        try:
+            closing = self.stream.close_open_items()
+        except Exception:
+            logger.exception("run %s: could not close open items", self.run.run_id)
+            closing = []
+        for item in closing:
+            self._buffer_event(item)
+
+    def _fail(self, violation: StreamViolation) -> list[Event]:
+        self.violation = violation
+        logger.warning("run %s: %s", self.run.run_id, violation)
+        self.close_open_items()
+        self._buffer.append(
+            RunErrorEvent(
+                message=f"The agent's event stream broke the AG-UI protocol: {violation}",
+                code="protocol_violation",
+            )
+        )
+        return self.flush()
+
+    # -- write ----------------------------------------------------------------
+
+    def flush(self) -> list[Event]:
+        """Write the buffered events and their projection in one transaction.
+
+        Returns the new log rows, with their ``seq``. Publishing to the thread's
+        channel group happens after the transaction commits.
+        """
+        if not self._buffer:
+            return []
+        batch, self._buffer = self._buffer, []
+        self._buffer_bytes = 0
+        self._buffer_since = None
+        # PostgreSQL stores no NUL character: model output carrying one is kept
+        # with U+FFFD instead, in the log and in the projection alike.
+        payloads = []
+        for index, event in enumerate(batch):
+            payload = event_to_dict(event)
+            clean = storable(payload, what=f"event of run {self.run.run_id}")
+            if clean is not payload:
+                batch[index] = event_from_dict(clean)
+            payloads.append(clean)
+        with transaction.atomic():
+            thread = thread_lock(thread_pk=self.thread.pk)
+            first = thread.next_seq
+            rows = [
+                Event(
+                    thread=thread,
+                    run=self.run,
+                    seq=first + offset,
+                    type=str(event.type.value),
+                    payload=payload,
+                )
+                for offset, (event, payload) in enumerate(
+                    zip(batch, payloads, strict=True)
+                )
+            ]
+            Thread.objects.filter(pk=thread.pk).update(
+                next_seq=first + len(rows), updated_at=timezone.now()
+            )
+            Event.objects.bulk_create(rows)
+            Projection(thread=thread, run=self.run).apply(batch, [r.seq for r in rows])
+            if self.publish:
+                transaction.on_commit(
+                    lambda: publish_events(thread_pk=thread.pk, events=rows),
+                    robust=True,
+                )
+        self.written.extend(rows)
+        return rows
+
+
+def record_events(
+    *, run: Run, events: Sequence[BaseEvent | dict[str, Any]]
+) -> list[Event]:
+    """Record ``events`` of ``run`` and flush; return the log rows written.
+
+    A convenience for callers that hold all of a run's events at once (tests,
+    ``loaddemo``, replays); a streaming worker keeps one :class:`RunRecorder`.
+    Implements DC-01.
+    """
+    recorder = RunRecorder(run)
+    recorder.record(events)
+    recorder.flush()
+    return recorder.written
+
+
+def thread_replay(
+    *, payloads: Sequence[dict[str, Any]], thread_id: str, owner: Any
+) -> Thread:
+    """Rebuild a thread from its event log ``payloads`` (in ``seq`` order); return it.
+
+    Each ``RUN_STARTED`` opens a run; every event goes through the same recorder
+    as live events, without coalescing, so the log and its projection come out
+    identical. Implements DC-01 (the log is the truth).
+    """
+    thread = Thread.objects.create(thread_id=thread_id, owner=owner)
+    recorder: RunRecorder | None = None
+    for payload in payloads:
+        if payload.get("type") == "RUN_STARTED":
+            if recorder is not None:
+                recorder.flush()
+            run = Run.objects.create(
+                thread=thread, run_id=payload["runId"], status=Run.Status.RUNNING
+            )
+            recorder = RunRecorder(run, coalesce_ms=0, coalesce_bytes=0, publish=False)
+        if recorder is None:
+            raise ValueError("a thread's log must start with RUN_STARTED")
+        recorder.record([payload])
+    if recorder is not None:
+        recorder.flush()
+    return thread
+
+
+def record_terminal_error(recorder: RunRecorder, *, code: str, message: str) -> None:
+    """End ``recorder``'s run with ``RUN_ERROR`` (``code``, ``message``) unless it ended.
+
+    Opens the run first when nothing was recorded yet, and closes every open item
+    (ER-01), so the log stays a valid AG-UI stream.
+    """
+    events: list[BaseEvent] = []
+    if recorder.stream.status == "idle":
+        events.append(
+            RunStartedEvent(
+                thread_id=recorder.thread.thread_id, run_id=recorder.run.run_id
+            )
+        )
+    if recorder.stream.status in {"idle", "running"}:
+        recorder.record(events)
+        recorder.close_open_items()
+        recorder.record([RunErrorEvent(message=message, code=code)])
+    recorder.flush()
+
+
+def recorder_resume(*, run: Run) -> RunRecorder:
+    """Return a recorder for ``run`` whose stream machine has seen its recorded events."""
+    recorder = RunRecorder(run)
+    for row in run.events.order_by("seq"):
+        try:
+            recorder.stream.feed(event_from_dict(row.payload))
+        except StreamViolation:
+            break
+    return recorder

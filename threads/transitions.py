@@ -1,0 +1,135 @@
+"""The one owner of ``Run.status`` and ``ToolCall.state``: transition tables and functions.
+
+Each model's allowed moves are a table (STYLE.md 8); :func:`run_transition` and
+:func:`tool_call_transition` are the only code that assigns the field, and they
+refuse a move the table does not list with :class:`IllegalTransition` naming both
+states. Staying in the same state is always allowed and changes nothing (a
+redelivered task, a replayed ``RUN_STARTED``). Rows are created in their initial
+state by ``objects.create``; that is not a transition.
+
+The tables were read off the code paths that move each row (see
+``docs/architecture.md`` "State tables"). ``tests/test_architecture.py`` asserts
+that no other module assigns these fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+from threads.exceptions import IllegalTransition
+from threads.models import Run, ToolCall
+
+_R = Run.Status
+_C = ToolCall.State
+
+RUN_TRANSITIONS: Final[Mapping[str, frozenset[str]]] = {
+    # claimed by a worker, or recorded directly (tests, replay, cancel-while-queued)
+    _R.QUEUED: frozenset({_R.RUNNING}),
+    # RUN_FINISHED (success / interrupt / cancelled) or RUN_ERROR
+    _R.RUNNING: frozenset({_R.AWAITING_TOOLS, _R.FINISHED, _R.ERROR, _R.CANCELLED}),
+    # every pending call answered: continuation, cancel-pending, a client's answers
+    _R.AWAITING_TOOLS: frozenset({_R.FINISHED}),
+    _R.FINISHED: frozenset(),
+    _R.ERROR: frozenset(),
+    _R.CANCELLED: frozenset(),
+}
+
+TOOL_CALL_TRANSITIONS: Final[Mapping[str, frozenset[str]]] = {
+    _C.STREAMING: frozenset(
+        {_C.COMPLETE, _C.PENDING, _C.CANCELLED, _C.SUCCEEDED, _C.FAILED}
+    ),
+    # TC-06 reopen goes back to streaming; an agent-side or client result answers it
+    _C.COMPLETE: frozenset(
+        {_C.STREAMING, _C.PENDING, _C.CANCELLED, _C.SUCCEEDED, _C.FAILED}
+    ),
+    # policy dispatch (FT-06, SEC-01, LP-01), a client's own answer, cancel-pending
+    _C.PENDING: frozenset(
+        {
+            _C.APPROVED,
+            _C.AWAITING_APPROVAL,
+            _C.FAILED,
+            _C.DECLINED,
+            _C.CANCELLED,
+            _C.SUCCEEDED,
+        }
+    ),
+    _C.AWAITING_APPROVAL: frozenset(
+        {_C.APPROVED, _C.DECLINED, _C.EXPIRED, _C.CANCELLED}
+    ),
+    # reserved for execution, or refused at execution time (SEC-02)
+    _C.APPROVED: frozenset({_C.EXECUTING, _C.FAILED}),
+    # outcome recorded, refused, or a redelivery found a dead worker's reservation
+    _C.EXECUTING: frozenset({_C.SUCCEEDED, _C.FAILED, _C.OUTCOME_UNKNOWN}),
+    # a slow (not dead) worker's late outcome, or an operator's resolution
+    _C.OUTCOME_UNKNOWN: frozenset({_C.SUCCEEDED, _C.FAILED}),
+    _C.SUCCEEDED: frozenset(),
+    _C.FAILED: frozenset(),
+    _C.DECLINED: frozenset(),
+    _C.EXPIRED: frozenset(),
+    # a run's error cancels a call with no answer yet; the dangling answer follows
+    _C.CANCELLED: frozenset(),
+}
+
+
+def check_transition(
+    *,
+    table: Mapping[str, Iterable[str]],
+    what: str,
+    current: str,
+    to: str,
+) -> bool:
+    """Return whether ``current`` → ``to`` changes anything; raise if the table forbids it.
+
+    ``what`` names the row in the error (e.g. ``"run 'r-1'"``). Raises
+    :class:`IllegalTransition` naming both states when ``to`` is not listed for
+    ``current``. Staying put returns ``False``.
+    """
+    # TextChoices members compare equal to their values; messages show the value.
+    current, to = str(current), str(to)
+    if current == to:
+        return False
+    if to not in table.get(current, ()):
+        allowed = sorted(table.get(current, ()))
+        raise IllegalTransition(
+            f"{what} cannot move from {current!r} to {to!r}; "
+            f"from {current!r} it may move to {allowed!r}"
+        )
+    return True
+
+
+def run_transition(*, run: Run, to: str, save: bool = True) -> bool:
+    """Move ``run`` to status ``to`` (in memory, and saved unless ``save`` is false).
+
+    Returns whether the status changed. ``save=False`` lets the projection write
+    every touched field of a flush in one UPDATE. Raises
+    :class:`IllegalTransition` for a move ``RUN_TRANSITIONS`` does not allow.
+    Implements STYLE.md 8.
+    """
+    changed = check_transition(
+        table=RUN_TRANSITIONS, what=f"run {run.run_id!r}", current=run.status, to=to
+    )
+    if changed:
+        run.status = to
+        if save:
+            run.save(update_fields=["status"])
+    return changed
+
+
+def tool_call_transition(*, call: ToolCall, to: str, save: bool = True) -> bool:
+    """Move ``call`` to state ``to`` (in memory, and saved unless ``save`` is false).
+
+    Returns whether the state changed. Raises :class:`IllegalTransition` for a
+    move ``TOOL_CALL_TRANSITIONS`` does not allow. Implements STYLE.md 8.
+    """
+    changed = check_transition(
+        table=TOOL_CALL_TRANSITIONS,
+        what=f"tool call {call.tool_call_id!r}",
+        current=call.state,
+        to=to,
+    )
+    if changed:
+        call.state = to
+        if save:
+            call.save(update_fields=["state", "updated_at"])
+    return changed
