@@ -192,6 +192,17 @@ if os.environ.get("CELERY_BROKER_PREFIX"):
     CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] = os.environ[
         "CELERY_BROKER_PREFIX"
     ]
+if REDIS_URL.startswith(("redis://", "rediss://")):
+    # kombu's Redis transport with two fixes that keep a busy worker alive across
+    # a Redis restart (see config/broker.py).
+    CELERY_BROKER_TRANSPORT = "config.broker:Transport"
+# A lost broker connection is retried for ever, at startup too: a worker outlives
+# a Redis restart or a network blip. Tasks keep running meanwhile and are
+# acknowledged over the new connection (never cancelled and redelivered).
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_TASK_DEFAULT_QUEUE = "countersign"
 CELERY_TASK_ROUTES = {
     "threads.tasks.run_agent": {"queue": "runs"},
