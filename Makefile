@@ -55,8 +55,12 @@ smoke: install
 bench: install
 	$(BIN)/python -m bench
 
+# ruff (rules in pyproject.toml), the formatter's check, and mypy with the Django
+# and DRF plugins over the packages, bench/ and scripts/ ([tool.mypy] files).
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) db.sqlite3 test-db.sqlite3 staticfiles

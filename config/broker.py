@@ -39,6 +39,12 @@ logger = logging.getLogger(__name__)
 
 RESTORE_WAIT_SECONDS = 15.0
 
+# celery-types stubs kombu's Redis transport only in part (no ``_connparams``,
+# ``conn_or_acquire``, ``connection_errors`` on the channel): its internals are
+# used untyped here, at the one place that reaches into them.
+_KombuQoS: Any = kombu_redis.QoS
+_KombuChannel: Any = kombu_redis.Channel
+
 
 def _executing_delivery_tags() -> set[str]:
     """Return the delivery tags of the messages whose task runs in this worker now."""
@@ -53,7 +59,7 @@ def _executing_delivery_tags() -> set[str]:
     return tags
 
 
-class QoS(kombu_redis.QoS):
+class QoS(_KombuQoS):
     """kombu's QoS that never requeues a message whose task is still executing here."""
 
     def restore_unacked(self, client: Any = None) -> None:
@@ -81,7 +87,7 @@ class QoS(kombu_redis.QoS):
                 time.sleep(0.5)
 
 
-class Channel(kombu_redis.Channel):
+class Channel(_KombuChannel):
     """kombu's Redis channel that still reaches Redis after its transport is detached."""
 
     QoS = QoS

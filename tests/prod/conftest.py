@@ -11,6 +11,7 @@ tests skip locally and fail in CI (``tests.conftest.service_missing``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -84,10 +85,8 @@ class Proc:
         """SIGKILL the process and everything in its session (as a crash would)."""
         if self.process is None:
             return
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         self.process.wait(10)
 
     def terminate(self, timeout: float = 30) -> int | None:
@@ -102,10 +101,8 @@ class Proc:
             self.kill()
             return None
         finally:
-            try:  # leftover children, if any
+            with contextlib.suppress(ProcessLookupError):  # leftover children
                 os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 @dataclass
@@ -212,7 +209,7 @@ def slow_agent(tmp_path_factory: Any) -> Iterator[str]:
             str(port),
             "--log-level",
             "warning",
-        ],  # fmt: skip
+        ],
         env={**os.environ},
         log=tmp_path_factory.mktemp("slow-agent") / "slow-agent.log",
     ).start()
@@ -260,7 +257,7 @@ class Stack:
                 "false",
                 "--log-config",
                 str(ROOT / "config" / "uvicorn-logging.json"),
-            ],  # fmt: skip
+            ],
         )
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30
@@ -305,7 +302,7 @@ class Stack:
                 "INFO",
                 "--without-gossip",
                 "--without-mingle",
-            ],  # fmt: skip
+            ],
             **extra_env,
         )
         proc.wait_log(" ready.")
@@ -327,7 +324,7 @@ class Stack:
                 str(self.tmp / "celerybeat-schedule"),
                 "--pidfile",
                 str(self.tmp / "celerybeat.pid"),
-            ],  # fmt: skip
+            ],
         )
         proc.wait_log("beat: Starting")
         return proc

@@ -131,7 +131,8 @@ def main() -> int:
     )
     watcher.stop()
     assert "Refund done" in watcher.text(), watcher.text()
-    assert not watcher.gaps and watcher.connects == 1, (watcher.gaps, watcher.errors)
+    assert not watcher.gaps, (watcher.gaps, watcher.errors)
+    assert watcher.connects == 1, (watcher.gaps, watcher.errors)
 
     log = api.get(
         f"/api/threads/{thread_id}/events/", params={"after": 0, "limit": 1000}
