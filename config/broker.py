@@ -24,7 +24,8 @@ kill a busy worker when its Redis restarts (issue 19 point 1):
 
 The restore waits up to :data:`RESTORE_WAIT_SECONDS` for Redis to come back, so
 the prefetched messages are queued again at once instead of after the visibility
-timeout.
+timeout. Keeps DC-04 (exactly one execution, one tool message) across broker
+restarts; proved by ``tests/prod/test_broker_restarts.py``.
 """
 
 from __future__ import annotations
