@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install run test ci lint worker beat prod-like prod-like-stop smoke bench clean
+.PHONY: install run test ci lint worker beat prod-like prod-like-stop prod-like-status smoke bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -38,14 +38,21 @@ worker: install
 beat: install
 	$(BIN)/celery -A config beat -l INFO
 
-# web (uvicorn, 127.0.0.1:$${PORT:-8100}), 2 workers and beat in the background, DEBUG=0,
-# against this machine's PostgreSQL and Redis; pid files and JSON logs in
-# $${PROD_LIKE_DIR:-/tmp/countersign-prod-like} (see scripts/prodlike.py).
+# web (uvicorn, 127.0.0.1:$${PROD_LIKE_PORT:-8100}), 2 workers and beat in the background,
+# DEBUG=0, against PostgreSQL and Redis: PROD_LIKE_DATABASE_URL or DATABASE_URL, and
+# PROD_LIKE_REDIS_URL or REDIS_URL (defaults in scripts/prodlike.py). Creates the
+# superuser admin on first start; pid files, JSON logs and env.sh in
+# $${PROD_LIKE_DIR:-/tmp/countersign-prod-like}.
 prod-like: install
 	PORT=$${PROD_LIKE_PORT:-8100} $(BIN)/python scripts/prodlike.py start
 
 prod-like-stop:
 	PORT=$${PROD_LIKE_PORT:-8100} $(BIN)/python scripts/prodlike.py stop
+
+# Each process of the prod-like stack: pid, alive, health (web /healthz, workers
+# answering a broker ping); exits 1 when one is not healthy.
+prod-like-status:
+	PORT=$${PROD_LIKE_PORT:-8100} $(BIN)/python scripts/prodlike.py status
 
 # Start the prod-like stack, run the end-to-end smoke test over HTTP and WebSocket, stop it.
 smoke: install
@@ -55,8 +62,12 @@ smoke: install
 bench: install
 	$(BIN)/python -m bench
 
+# ruff (rules in pyproject.toml), the formatter's check, and mypy with the Django
+# and DRF plugins over the packages, bench/ and scripts/ ([tool.mypy] files).
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) db.sqlite3 test-db.sqlite3 staticfiles

@@ -57,9 +57,10 @@ async def _first_run_started(
     url: str, headers: dict[str, str], origin: str, go
 ) -> float:
     from websockets.asyncio.client import connect
+    from websockets.typing import Origin
 
     async with connect(
-        url, additional_headers=headers, origin=origin, compression=None
+        url, additional_headers=headers, origin=Origin(origin), compression=None
     ) as ws:
         await asyncio.sleep(0.05)
         await asyncio.get_running_loop().run_in_executor(None, go)
@@ -119,11 +120,12 @@ def ours(server, token: str, cookie: str) -> dict[str, list[float]]:
         execution = ToolExecution.objects.get(tool_call_id=approval.tool_call_id)
         t0 = box["t0"]
         total.append((t1 - t0) * 1000)
-        decide.append((approval.decided_at.timestamp() - t0) * 1000)
-        hop.append(
-            (execution.started_at.timestamp() - approval.decided_at.timestamp()) * 1000
-        )
-        rest.append((t1 - execution.started_at.timestamp()) * 1000)
+        decided_at, started_at = approval.decided_at, execution.started_at
+        assert decided_at is not None  # approved above
+        assert started_at is not None  # executed above
+        decide.append((decided_at.timestamp() - t0) * 1000)
+        hop.append((started_at.timestamp() - decided_at.timestamp()) * 1000)
+        rest.append((t1 - started_at.timestamp()) * 1000)
     executions = ToolExecution.objects.filter(tool_call__thread__in=threads)
     once = (
         all(e.attempts == 1 for e in executions) and executions.count() == 2 * APPROVALS
@@ -168,8 +170,10 @@ def baseline_celery() -> list[float]:
     samples = []
     for _ in range(APPROVALS):
         noop.apply_async(kwargs={"sent": time.time(), "key": key}, queue="countersign")
-        _, value = client.blpop(key, timeout=30)
-        samples.append(float(value) * 1000)
+        popped = client.blpop([key], timeout=30)
+        if popped is None:
+            raise TimeoutError(f"no answer on {key} within 30 s")
+        samples.append(float(popped[1]) * 1000)
     return samples
 
 

@@ -120,6 +120,7 @@ def session_for(user: Any) -> str:
     session[BACKEND_SESSION_KEY] = settings.AUTHENTICATION_BACKENDS[0]
     session[HASH_SESSION_KEY] = user.get_session_auth_hash()
     session.create()
+    assert session.session_key is not None  # create() always sets it
     return session.session_key
 
 

@@ -121,7 +121,7 @@ def bare_loop(k: int) -> float:
 
     validator = Draft202012Validator(SCHEMA)
     tools = {"noop": lambda params: "ok"}
-    response = {
+    response: dict[str, Any] = {
         "choices": [
             {
                 "message": {

@@ -164,12 +164,13 @@ class Clients(threading.Thread):
 
     async def _main(self) -> None:
         from websockets.asyncio.client import connect
+        from websockets.typing import Origin
 
         sockets = [
             await connect(
                 u,
                 additional_headers=self.headers,
-                origin=self.origin,
+                origin=Origin(self.origin) if self.origin else None,
                 compression=None,
                 max_size=None,
                 max_queue=None,

@@ -6,5 +6,5 @@ from config.settings import *  # noqa: F403
 from config.settings import CELERY_IMPORTS
 
 ROOT_URLCONF = "bench.urls"
-CELERY_IMPORTS = (*CELERY_IMPORTS, "bench.tasks")
-CELERY_BEAT_SCHEDULE: dict[str, object] = {}
+CELERY_IMPORTS: tuple[str, ...] = (*CELERY_IMPORTS, "bench.tasks")  # type: ignore[no-redef]
+CELERY_BEAT_SCHEDULE = {}

@@ -153,7 +153,8 @@ def raw_multivalues(user: Any, count: int) -> float:
     table = Event._meta.db_table
     start = time.perf_counter()
     for base in range(0, count, 100):
-        values, params = [], []
+        values: list[str] = []
+        params: list[int | str] = []
         for seq in range(base + 1, min(count, base + 100) + 1):
             values.append("(%s, %s, %s, %s, %s, now())")
             params += [

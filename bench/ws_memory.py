@@ -47,6 +47,7 @@ THREADS = 100
 
 async def _open(urls: list[str], headers: dict[str, str], origin: str | None) -> list:
     from websockets.asyncio.client import connect
+    from websockets.typing import Origin
 
     sockets = []
     for start in range(0, len(urls), 50):
@@ -56,7 +57,7 @@ async def _open(urls: list[str], headers: dict[str, str], origin: str | None) ->
                 connect(
                     u,
                     additional_headers=headers,
-                    origin=origin,
+                    origin=Origin(origin) if origin else None,
                     compression=None,
                     open_timeout=30,
                     ping_interval=None,

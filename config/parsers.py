@@ -13,7 +13,9 @@ import math
 from typing import Any
 
 from rest_framework.exceptions import ParseError
-from rest_framework.parsers import JSONParser, get_encoding
+
+# get_encoding is public in DRF but missing from djangorestframework-stubs.
+from rest_framework.parsers import JSONParser, get_encoding  # type: ignore[attr-defined]
 
 
 def _finite_float(text: str) -> float:

@@ -181,10 +181,22 @@ CELERY_TASK_SOFT_TIME_LIMIT = int(os.environ.get("CELERY_TASK_SOFT_TIME_LIMIT", 
 CELERY_TASK_TIME_LIMIT = int(os.environ.get("CELERY_TASK_TIME_LIMIT", "960"))
 # Longer than the hard time limit, so a running task is never redelivered while
 # still executing (BC32).
+_VISIBILITY_TIMEOUT = int(
+    os.environ.get("CELERY_VISIBILITY_TIMEOUT") or CELERY_TASK_TIME_LIMIT + 600
+)
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
-    "visibility_timeout": int(
-        os.environ.get("CELERY_VISIBILITY_TIMEOUT") or CELERY_TASK_TIME_LIMIT + 600
-    )
+    "visibility_timeout": _VISIBILITY_TIMEOUT,
+    # A dead worker's unacknowledged message is requeued by a sweep of the
+    # unacknowledged index. kombu 5.7 sweeps at a worker's start, then only every
+    # interval x throttle seconds (10 x 10 = 100 s by default): a message missed by
+    # the start-up sweep came back 100 s late. Sweep every interval (at most 10 s,
+    # sooner with a short visibility timeout) so redelivery after a worker's death
+    # is bounded by visibility_timeout + interval. A sweep takes milliseconds; the
+    # mutex guarding it expires after 10 s (not 300), so a worker killed while
+    # holding it delays the next sweep by seconds, not minutes.
+    "unacked_restore_interval": min(10, max(1, _VISIBILITY_TIMEOUT)),
+    "unacked_restore_throttle": 1,
+    "unacked_mutex_expire": 10,
 }
 if os.environ.get("CELERY_BROKER_PREFIX"):
     # Lets several deployments (or test sessions) share one Redis without
@@ -192,6 +204,17 @@ if os.environ.get("CELERY_BROKER_PREFIX"):
     CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] = os.environ[
         "CELERY_BROKER_PREFIX"
     ]
+if REDIS_URL.startswith(("redis://", "rediss://")):
+    # kombu's Redis transport with two fixes that keep a busy worker alive across
+    # a Redis restart (see config/broker.py).
+    CELERY_BROKER_TRANSPORT = "config.broker:Transport"
+# A lost broker connection is retried for ever, at startup too: a worker outlives
+# a Redis restart or a network blip. Tasks keep running meanwhile and are
+# acknowledged over the new connection (never cancelled and redelivered).
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_TASK_DEFAULT_QUEUE = "countersign"
 CELERY_TASK_ROUTES = {
     "threads.tasks.run_agent": {"queue": "runs"},

@@ -16,6 +16,7 @@ import hashlib
 import logging
 import struct
 import zlib
+from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
 from typing import Any, Final, Literal
@@ -148,7 +149,7 @@ _ORDER_ID_SCHEMA: Final = {
 }
 
 #: The offline order book. Totals are decimal strings in the order's currency.
-ORDERS: Final = MappingProxyType(
+ORDERS: Final[Mapping[str, dict[str, Any]]] = MappingProxyType(
     {
         "A-1001": {
             "order_id": "A-1001",

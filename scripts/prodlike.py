@@ -1,23 +1,25 @@
 #!/usr/bin/env python3
 """Run Countersign's production processes locally, against this machine's services.
 
-    python scripts/prodlike.py start   # migrate, collectstatic, web + 2 workers + beat
+    python scripts/prodlike.py start   # migrate, collectstatic, first user, web + 2 workers + beat
     python scripts/prodlike.py stop    # SIGTERM (warm shutdown), SIGKILL after a timeout
-    python scripts/prodlike.py status
+    python scripts/prodlike.py status  # each process: pid, alive, health (exit 1 if unhealthy)
     python scripts/prodlike.py smoke   # start, run tests/prod/smoke.py, stop
 
 The same commands as ``docker-compose.yml``, with ``DEBUG=0`` and the production
 settings, except the explicit choices that let it serve plain HTTP on 127.0.0.1
 (no SSL redirect, no secure-only cookies, no HSTS). Processes run in the
-background in their own sessions; pid files, logs (JSON lines) and a generated
-``SECRET_KEY`` live in the run directory.
+background in their own sessions; pid files, logs (JSON lines), a generated
+``SECRET_KEY`` and the stack's environment (``env.json``, ``env.sh``) live in the
+run directory, and ``start`` prints where.
 
 Environment: ``PORT`` (8100), ``PROD_LIKE_DIR`` (``/tmp/countersign-prod-like``),
-``PROD_LIKE_DATABASE_URL`` (``postgres://postgres@127.0.0.1:5432/countersign_prodlike``,
-created if missing), ``PROD_LIKE_REDIS_URL`` (``redis://127.0.0.1:6379/13``),
-``PROD_LIKE_WORKERS`` (2), ``CELERY_CONCURRENCY`` (2 per worker). ``DATABASE_URL``
-and ``REDIS_URL`` are deliberately not read, so the stack never migrates or
-flushes the test database by accident.
+the database ``PROD_LIKE_DATABASE_URL``, else ``DATABASE_URL``, else
+``postgres://postgres@127.0.0.1:5432/countersign_prodlike`` (PostgreSQL only; created
+if missing), Redis ``PROD_LIKE_REDIS_URL``, else ``REDIS_URL``, else
+``redis://127.0.0.1:6379/13``, ``PROD_LIKE_WORKERS`` (2), ``CELERY_CONCURRENCY`` (2
+per worker). ``start`` creates the superuser ``admin`` (its password printed once)
+unless it exists.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import argparse
 import json
 import os
 import secrets
+import shlex
 import signal
 import subprocess
 import sys
@@ -55,6 +58,28 @@ def _secret_key(directory: Path) -> str:
     return path.read_text().strip()
 
 
+DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/countersign_prodlike"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/13"
+
+
+def database_url() -> str:
+    """Return the stack's database: ``PROD_LIKE_DATABASE_URL``, ``DATABASE_URL``, the default."""
+    return (
+        os.environ.get("PROD_LIKE_DATABASE_URL")
+        or os.environ.get("DATABASE_URL")
+        or DEFAULT_DATABASE_URL
+    )
+
+
+def redis_url() -> str:
+    """Return the stack's Redis: ``PROD_LIKE_REDIS_URL``, ``REDIS_URL``, the default."""
+    return (
+        os.environ.get("PROD_LIKE_REDIS_URL")
+        or os.environ.get("REDIS_URL")
+        or DEFAULT_REDIS_URL
+    )
+
+
 def stack_env(directory: Path) -> dict[str, str]:
     """Return the environment every process of the stack gets."""
     origin = f"http://127.0.0.1:{port()}"
@@ -74,10 +99,8 @@ def stack_env(directory: Path) -> dict[str, str]:
         "SESSION_COOKIE_SECURE": "0",
         "CSRF_COOKIE_SECURE": "0",
         "SECURE_HSTS_SECONDS": "0",
-        "DATABASE_URL": os.environ.get("PROD_LIKE_DATABASE_URL")
-        or "postgres://postgres@127.0.0.1:5432/countersign_prodlike",
-        "REDIS_URL": os.environ.get("PROD_LIKE_REDIS_URL")
-        or "redis://127.0.0.1:6379/13",
+        "DATABASE_URL": database_url(),
+        "REDIS_URL": redis_url(),
         "CHANNEL_LAYER_PREFIX": "prodlike",
         "LOG_FORMAT": "json",
         "LOG_LEVEL": os.environ.get("LOG_LEVEL") or "INFO",
@@ -85,6 +108,44 @@ def stack_env(directory: Path) -> dict[str, str]:
         "PYTHONUNBUFFERED": "1",
         "PROD_LIKE_URL": origin,
     }
+
+
+ENV_KEYS = (
+    "DJANGO_SETTINGS_MODULE",
+    "DEBUG",
+    "DATABASE_URL",
+    "REDIS_URL",
+    "PROD_LIKE_URL",
+    "SECRET_KEY",
+    "ALLOWED_HOSTS",
+    "CSRF_TRUSTED_ORIGINS",
+    "SECURE_SSL_REDIRECT",
+    "SESSION_COOKIE_SECURE",
+    "CSRF_COOKIE_SECURE",
+    "SECURE_HSTS_SECONDS",
+    "CHANNEL_LAYER_PREFIX",
+    "STATIC_ROOT",
+)
+
+
+def write_environment(directory: Path, env: dict[str, str]) -> None:
+    """Write the stack's settings to ``env.json`` and a sourceable ``env.sh`` (mode 600)."""
+    chosen = {k: env[k] for k in ENV_KEYS}
+    (directory / "env.json").write_text(json.dumps(chosen, indent=1))
+    (directory / "env.sh").write_text(
+        "# Source this to run manage.py against the prod-like stack.\n"
+        + "".join(f"export {k}={shlex.quote(v)}\n" for k, v in chosen.items())
+    )
+    for name in ("env.json", "env.sh"):
+        (directory / name).chmod(0o600)
+
+
+def _redacted(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
 
 
 def ensure_database(url: str) -> None:
@@ -231,25 +292,20 @@ def start() -> int:
         print(f"prod-like: already running {running}; run 'make prod-like-stop' first")
         return 1
     env = stack_env(directory)
+    if not urlsplit(env["DATABASE_URL"]).scheme.startswith("postgres"):
+        print(
+            f"prod-like: {env['DATABASE_URL']!r} is not PostgreSQL; the stack's processes "
+            "write at once and need it (set PROD_LIKE_DATABASE_URL=postgres://...)"
+        )
+        return 2
+    print(f"prod-like: database {_redacted(env['DATABASE_URL'])}")
+    print(f"prod-like: redis    {_redacted(env['REDIS_URL'])}")
     ensure_database(env["DATABASE_URL"])
     _manage(env, "migrate", "--noinput", "-v", "0")
     _manage(env, "collectstatic", "--noinput", "-v", "0")
-    (directory / "env.json").write_text(
-        json.dumps(
-            {
-                k: env[k]
-                for k in (
-                    "DATABASE_URL",
-                    "REDIS_URL",
-                    "PROD_LIKE_URL",
-                    "SECRET_KEY",
-                    "CHANNEL_LAYER_PREFIX",
-                    "STATIC_ROOT",
-                )
-            }
-        )
-    )
-    (directory / "env.json").chmod(0o600)
+    # The first user: created with a password printed once, or reported as existing.
+    _manage(env, "ensureadmin")
+    write_environment(directory, env)
     started = {}
     for name, argv in commands().items():
         log = open(directory / f"{name}.log", "ab")  # noqa: SIM115 - handed to the child
@@ -269,9 +325,15 @@ def start() -> int:
     for name, pid in started.items():
         if name.startswith("worker"):
             _wait_log(directory / f"{name}.log", b" ready.", 60, pid)
+    print(f"prod-like: {env['PROD_LIKE_URL']} healthz={health}")
+    print(f"prod-like: pids {started}")
+    print(f"prod-like: logs (JSON lines)   {directory}/<process>.log")
+    print(f"prod-like: pid files            {directory}/<process>.pid")
     print(
-        f"prod-like: {env['PROD_LIKE_URL']} healthz={health} pids={started} logs={directory}"
+        f"prod-like: environment          {directory}/env.json, {directory}/env.sh "
+        f"(e.g. . {directory}/env.sh && .venv/bin/python manage.py createtoken admin)"
     )
+    print("prod-like: status: make prod-like-status; stop: make prod-like-stop")
     return 0
 
 
@@ -299,11 +361,80 @@ def stop(timeout: float = 60.0) -> int:
     return 0
 
 
+def _web_health(url: str) -> str:
+    try:
+        with urllib.request.urlopen(f"{url}/healthz", timeout=3) as response:
+            return f"healthy {json.loads(response.read())}"
+    except urllib.error.HTTPError as error:
+        return f"UNHEALTHY: /healthz answered {error.code} {error.read()[:200]!r}"
+    except (urllib.error.URLError, OSError) as error:
+        return f"UNHEALTHY: /healthz unreachable ({error})"
+
+
+def _worker_replies(env: dict[str, str]) -> dict[str, str]:
+    """Ping every worker over the broker; return ``{node name: reply}``."""
+    result = subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "celery",
+            "-A",
+            "config",
+            "inspect",
+            "ping",
+            "--json",
+            "--timeout",
+            "3",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    try:
+        replies = json.loads(result.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        return {}
+    return {node: str(reply) for node, reply in replies.items()}
+
+
 def status() -> int:
-    pids = _pids(run_dir())
+    """Print each process (pid, alive, health); return 0 when all are healthy, else 1."""
+    directory = run_dir()
+    pids = _pids(directory)
+    if not pids:
+        print(f"prod-like: nothing started from {directory}")
+        return 1
+    env_file = directory / "env.json"
+    env = (
+        {**os.environ, **json.loads(env_file.read_text())} if env_file.exists() else {}
+    )
+    alive = {n: _alive(p) and _ours(p) for n, p in pids.items()}
+    replies = _worker_replies(env) if env and any(alive.values()) else {}
+    healthy = True
     for name, pid in pids.items():
-        print(f"{name}: {pid} {'running' if _alive(pid) and _ours(pid) else 'gone'}")
-    return 0 if pids else 1
+        if not alive[name]:
+            health = "GONE"
+        elif name == "web":
+            health = _web_health(env.get("PROD_LIKE_URL", f"http://127.0.0.1:{port()}"))
+        elif name.startswith("worker"):
+            node = next(
+                (n for n in replies if n.startswith(f"prodlike{name[6:]}@")), None
+            )
+            health = (
+                f"healthy (ping {node}: {replies[node]})"
+                if node
+                else "UNHEALTHY: no answer to a broker ping within 3 s"
+            )
+        else:
+            log = directory / f"{name}.log"
+            age = time.time() - log.stat().st_mtime if log.exists() else float("inf")
+            health = f"running (log written {age:.0f} s ago)"
+        healthy = healthy and not health.startswith(("GONE", "UNHEALTHY"))
+        print(f"{name:8} pid {pid:<7} {health}")
+    print(f"logs: {directory}/<process>.log  environment: {env_file}")
+    return 0 if healthy else 1
 
 
 def smoke() -> int:

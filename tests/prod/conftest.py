@@ -153,6 +153,23 @@ class RedisServer:
         if self.process is not None:
             self.process.wait(10)
 
+    def restart_keeping_data(self, down_for: float = 0.5) -> None:
+        """Shut down with ``SHUTDOWN SAVE``, stay down ``down_for`` s, start and reload it.
+
+        As a Redis with persistence restarts: queues and unacknowledged messages
+        survive. The dump is deleted once loaded, so a later plain restart of this
+        session's server starts empty as before.
+        """
+        subprocess.run(
+            ["redis-cli", "-p", str(self.port), "shutdown", "save"],
+            capture_output=True,
+        )
+        if self.process is not None:
+            self.process.wait(10)
+        time.sleep(down_for)
+        self.start()
+        (self.workdir / "dump.rdb").unlink(missing_ok=True)
+
     def flush(self) -> None:
         import redis
 
