@@ -135,7 +135,7 @@ def _start_run(
     from threads.agent_config import agent_settings
     from threads.execution import enqueue
     from threads.selectors import thread_visible_to
-    from threads.services import message_create_from_agui, thread_check_can_start_run
+    from threads.services import message_create_from_agui
 
     agent_settings(agent)
     with transaction.atomic():
@@ -144,6 +144,7 @@ def _start_run(
             .filter(thread_id=run_input.thread_id)
             .first()
         )
+        fresh = thread is None
         if thread is None:
             thread = Thread.objects.create(
                 thread_id=run_input.thread_id, owner=user, agent=agent
@@ -156,6 +157,25 @@ def _start_run(
                 f"runId {run_input.run_id!r} was already used on this thread; "
                 "send a new runId for every run"
             )
+        # What the client brings to this run besides history: its own frontend tools
+        # (FT-01), context, forwarded props and state; merged by run_input_build.
+        client = run_input.model_dump(
+            mode="json",
+            by_alias=True,
+            exclude_none=True,
+            include={"tools", "context", "forwarded_props", "state"},
+        )
+        run: Run | None = None
+        if fresh:
+            # An imported conversation's tool calls need a run to own their rows
+            # (ToolCall.run), so a new thread's run exists before its history.
+            run = Run.objects.create(
+                thread=thread,
+                run_id=run_input.run_id,
+                agent=agent,
+                status=Run.Status.QUEUED,
+                input={"client": client},
+            )
         known = set(thread.messages.values_list("message_id", flat=True))
         for message in run_input.messages:
             data = message.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -167,36 +187,40 @@ def _start_run(
                 thread=thread, data=data, run=None, position=thread.next_seq
             )
             known.add(data["id"])
-        thread_check_can_start_run(thread=thread)
-        latest = thread.runs.order_by("-created_at", "-id").first()
-        continues = None
-        if latest is not None and latest.status == Run.Status.AWAITING_TOOLS:
-            # The client answered the calls its last run left pending (FT-06): this
-            # run is that run's continuation.
-            latest.status = Run.Status.FINISHED
-            latest.save(update_fields=["status"])
-            if not Run.objects.filter(continues=latest).exists():
-                continues = latest
-        # What the client brings to this run besides history: its own frontend tools
-        # (FT-01), context, forwarded props and state; merged by run_input_build.
-        client = run_input.model_dump(
-            mode="json",
-            by_alias=True,
-            exclude_none=True,
-            include={"tools", "context", "forwarded_props", "state"},
-        )
-        run = Run.objects.create(
-            thread=thread,
-            run_id=run_input.run_id,
-            agent=agent,
-            parent_run=latest,
-            status=Run.Status.QUEUED,
-            continues=continues,
-            input={"client": client},
-        )
+        if run is None:
+            run = _create_run(
+                thread=thread, agent=agent, run_input=run_input, client=client
+            )
         enqueue("threads.tasks.run_agent", run_pk=run.pk)
         start = thread.next_seq - 1
     return thread, run, start
+
+
+def _create_run(
+    *, thread: Thread, agent: str, run_input: RunAgentInput, client: dict[str, Any]
+) -> Run:
+    """Create the run of a thread that has history: checked, continuing its last run."""
+    from threads.services import thread_check_can_start_run
+
+    thread_check_can_start_run(thread=thread)
+    latest = thread.runs.order_by("-created_at", "-id").first()
+    continues = None
+    if latest is not None and latest.status == Run.Status.AWAITING_TOOLS:
+        # The client answered the calls its last run left pending (FT-06): this
+        # run is that run's continuation.
+        latest.status = Run.Status.FINISHED
+        latest.save(update_fields=["status"])
+        if not Run.objects.filter(continues=latest).exists():
+            continues = latest
+    return Run.objects.create(
+        thread=thread,
+        run_id=run_input.run_id,
+        agent=agent,
+        parent_run=latest,
+        status=Run.Status.QUEUED,
+        continues=continues,
+        input={"client": client},
+    )
 
 
 def _check_client_tool_answer(*, thread: Thread, data: dict[str, Any]) -> None:
