@@ -88,8 +88,9 @@ _TRUNCATED_DETAIL: Final = (
     "the response hit the output token limit before this tool call finished; "
     "nothing was executed; retry with a smaller payload or split the content"
 )
+# A fence opens a line (markdown), so one inside a JSON string is never taken for it.
 _FENCE: Final = re.compile(
-    r"(?P<fence>```|~~~)[ \t]*[A-Za-z0-9_+.\-]*[ \t]*\r?\n?(?P<body>.*?)(?:(?P=fence)|\Z)",
+    r"(?:^|(?<=\n))[ \t]*(?P<fence>```|~~~)[ \t]*[A-Za-z0-9_+.\-]*[ \t]*\r?\n?(?P<body>.*?)(?:(?P=fence)|\Z)",
     re.DOTALL,
 )
 _PYTHON_NAMES: Final = {"True": "true", "False": "false", "None": "null"}
@@ -98,7 +99,7 @@ _HEX4: Final = re.compile(r"[0-9a-fA-F]{4}")
 _HEX_PREFIX: Final = re.compile(r"[0-9a-fA-F]{0,3}")
 _LOW_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 _LOW_SURROGATE_PREFIX: Final = re.compile(
-    r"\\(?:u(?:[dD](?:[c-fC-F][0-9a-fA-F]{0,1})?)?)?"
+    r"(?:\\(?:u(?:[dD](?:[c-fC-F][0-9a-fA-F]?)?)?)?)?"
 )
 #: Escapes whose JSON meaning is accepted; ``\b`` and ``\f`` are refused (see docstring).
 _PLAIN_ESCAPES: Final = frozenset('"\\/nrt')
@@ -511,7 +512,8 @@ def _is_json_prefix(text: str) -> bool:
             return True
         if error.msg == "Expecting value":
             return rest == "-" or any(
-                word.startswith(rest) for word in ("true", "false", "null")
+                word.startswith(rest)
+                for word in ("true", "false", "null", "True", "False", "None")
             )
         if error.msg.startswith("Expecting ',' delimiter"):
             return (
@@ -519,7 +521,8 @@ def _is_json_prefix(text: str) -> bool:
                 and stripped[error.pos - 1].isdigit()
             )
         if error.msg.startswith("Invalid \\uXXXX escape"):
-            return re.search(r"\\u[0-9a-fA-F]{0,3}\Z", stripped) is not None
+            # A \u escape cut short, or complete but the last thing in the text.
+            return re.search(r"\\u[0-9a-fA-F]{0,4}\Z", stripped) is not None
         return False
     except (ValueError, RecursionError):
         return False
