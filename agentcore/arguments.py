@@ -75,7 +75,6 @@ __all__ = [
     "ParsedArguments",
     "canonical_arguments",
     "parse_arguments",
-    "unicode_problem",
 ]
 
 logger = logging.getLogger(__name__)
@@ -256,21 +255,6 @@ def _surrogate_problem(offset: int, code: int, *, escaped: bool) -> _Problem:
         "send the character itself, or a complete surrogate pair such as "
         "\\ud83d\\ude00; a lone surrogate is not valid Unicode",
     )
-
-
-def unicode_problem(text: str) -> str | None:
-    """Return a sentence naming the first lone surrogate or NUL in ``text``, or ``None``.
-
-    Used for texts that are not argument text (the value screen, history replay).
-    Raises nothing. Implements SEC-01.
-    """
-    for offset, char in enumerate(text):
-        code = ord(char)
-        if code == 0:
-            return _control_problem(offset, 0, escaped=False).sentence(offset)
-        if 0xD800 <= code <= 0xDFFF:
-            return _surrogate_problem(offset, code, escaped=False).sentence(offset)
-    return None
 
 
 def _screen_raw(raw: str) -> _Problem | None:

@@ -218,10 +218,22 @@ def prepare_history(
 
 
 def _wire_call(call: Any, wire_id: str) -> Any:
-    """Return ``call`` under ``wire_id``, with arguments holding a lone surrogate as ``"{}"``."""
+    """Return ``call`` under ``wire_id``, with arguments holding a lone surrogate as ``"{}"``.
+
+    Provider metadata echoing the call's id (Gemini's ``{"gemini": {"id": ...}}``,
+    which goes on the wire as the ``functionCall`` id) is renamed along.
+    """
     update: dict[str, Any] = {}
     if wire_id != call.id:
         update["id"] = wire_id
+        metadata = call.metadata if isinstance(call.metadata, dict) else None
+        if metadata is not None:
+            update["metadata"] = {
+                key: {**value, "id": wire_id}
+                if isinstance(value, dict) and value.get("id") == call.id
+                else value
+                for key, value in metadata.items()
+            }
     if has_lone_surrogate(call.function.arguments):
         update["function"] = call.function.model_copy(update={"arguments": "{}"})
     return call.model_copy(update=update) if update else call

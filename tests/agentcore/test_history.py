@@ -432,3 +432,30 @@ def test_message_text_with_lone_surrogate_is_sent_with_replacement() -> None:
     for wire in WIRES.values():
         _, results = wire(request_of(history))
         assert "\ufffd" in json.dumps(results, ensure_ascii=False)
+
+
+def test_gemini_reused_call_id_gets_a_unique_wire_id_too() -> None:
+    """Gemini echoes its own call id on the wire: a reused one is renamed on call and response."""
+
+    def gemini_call(arguments: str) -> ToolCall:
+        return ToolCall(
+            id="g1",
+            function=FunctionCall(name="echo", arguments=arguments),
+            metadata={"gemini": {"id": "g1"}},
+        )
+
+    history = [
+        AssistantMessage(id="a1", tool_calls=[gemini_call('{"text": "one"}')]),
+        ToolMessage(id="t1", tool_call_id="g1", content="echo: one"),
+        AssistantMessage(id="a2", tool_calls=[gemini_call('{"text": "two"}')]),
+        ToolMessage(id="t2", tool_call_id="g1", content="echo: two"),
+    ]
+    contents, _ = GeminiProvider(model="m", api_key="k").build_request(
+        request_of(history)
+    )
+    parts = [p for c in contents for p in c.parts or ()]
+    call_ids = [p.function_call.id for p in parts if p.function_call]
+    response_ids = [p.function_response.id for p in parts if p.function_response]
+    assert call_ids == ["g1", "g1_2"]
+    assert response_ids == ["g1", "g1_2"]
+    assert history[2].tool_calls[0].metadata == {"gemini": {"id": "g1"}}
