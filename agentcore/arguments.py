@@ -114,6 +114,9 @@ _CONTROL_NAMES: Final = {
     0x1B: "escape",
 }
 _ESCAPE_FOR: Final = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+_RAW_FAULT: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff]")
+_OPENING: Final = {quotes: re.compile(f"[{quotes}]") for quotes in ('"', "\"'")}
+_SPECIAL: Final = {quote: re.compile(f"[{quote}\\\\\x00-\x1f]") for quote in "\"'"}
 _NOTHING: Final = object()
 
 
@@ -263,13 +266,13 @@ def _screen_raw(raw: str) -> _Problem | None:
     Tab, newline and carriage return are left to :func:`_screen_text`, which knows
     whether they stand inside a string.
     """
-    for offset, char in enumerate(raw):
-        code = ord(char)
-        if code < 0x20 and char not in _ALLOWED_CONTROLS:
-            return _control_problem(offset, code, escaped=False)
-        if 0xD800 <= code <= 0xDFFF:
-            return _surrogate_problem(offset, code, escaped=False)
-    return None
+    match = _RAW_FAULT.search(raw)
+    if match is None:
+        return None
+    offset, code = match.start(), ord(match.group())
+    if code < 0x20:
+        return _control_problem(offset, code, escaped=False)
+    return _surrogate_problem(offset, code, escaped=False)
 
 
 def _screen_text(text: str, *, quotes: str = '"') -> _Problem | None:
@@ -278,55 +281,66 @@ def _screen_text(text: str, *, quotes: str = '"') -> _Problem | None:
     A fault is a raw control character, an escape JSON does not have (``\\q``, ``\\é``,
     ``\\x41``; ``\\'`` is allowed when ``'`` delimits strings), an escaped control
     character other than ``\\t \\n \\r``, or an unpaired surrogate escape. Text that
-    ends inside an escape is not a fault here: it is truncated.
+    ends inside an escape is not a fault here: it is truncated. Regular expressions
+    jump between the characters that matter, so long texts screen quickly.
     """
+    opening = _OPENING[quotes]
     index, size = 0, len(text)
-    quote: str | None = None
     while index < size:
-        char = text[index]
-        if quote is None:
-            if char in quotes:
-                quote = char
-            index += 1
-            continue
-        if char == quote:
-            quote = None
-            index += 1
-            continue
-        if ord(char) < 0x20:
-            return _control_problem(index, ord(char), escaped=False)
-        if char != "\\":
-            index += 1
-            continue
-        if index + 1 >= size:
+        start = opening.search(text, index)
+        if start is None:
             return None
-        escape = text[index + 1]
-        if escape in _PLAIN_ESCAPES or (escape == "'" and "'" in quotes):
-            index += 2
-            continue
-        if escape in "bf":
-            code = 0x08 if escape == "b" else 0x0C
-            return _Problem(
+        quote = start.group()
+        special = _SPECIAL[quote]
+        index = start.end()
+        while True:
+            found = special.search(text, index)
+            if found is None:
+                return None
+            index = found.start()
+            char = found.group()
+            if char == quote:
+                index += 1
+                break
+            if char != "\\":
+                return _control_problem(index, ord(char), escaped=False)
+            problem, index = _screen_escape(text, index, quotes)
+            if problem is not None or index < 0:
+                return problem
+    return None
+
+
+def _screen_escape(text: str, index: int, quotes: str) -> tuple[_Problem | None, int]:
+    """Check the escape at ``index``; return ``(problem, next index)``, ``-1`` at a truncated end."""
+    if index + 1 >= len(text):
+        return None, -1
+    escape = text[index + 1]
+    if escape in _PLAIN_ESCAPES or (escape == "'" and "'" in quotes):
+        return None, index + 2
+    if escape in "bf":
+        code = 0x08 if escape == "b" else 0x0C
+        return (
+            _Problem(
                 index,
                 f"the escape \\{escape} ({_codepoint(code)})",
                 f"if you meant a backslash followed by {escape!r} (a Windows path), "
                 f"write \\\\{escape}; control characters are not accepted in tool arguments",
-            )
-        if escape != "u":
-            shown = escape if escape.isprintable() else _codepoint(ord(escape))
-            return _Problem(
+            ),
+            index,
+        )
+    if escape != "u":
+        shown = escape if escape.isprintable() else _codepoint(ord(escape))
+        return (
+            _Problem(
                 index,
                 f"the invalid JSON escape \\{shown}",
                 'JSON allows only \\" \\\\ \\/ \\n \\r \\t and \\uXXXX after a '
                 "backslash; write a literal backslash as \\\\, and send other "
                 "characters as themselves",
-            )
-        problem, index = _screen_u_escape(text, index)
-        if problem is not None:
-            return problem
-        if index < 0:
-            return None
-    return None
+            ),
+            index,
+        )
+    return _screen_u_escape(text, index)
 
 
 def _screen_u_escape(text: str, index: int) -> tuple[_Problem | None, int]:
