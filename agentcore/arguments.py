@@ -115,8 +115,16 @@ _CONTROL_NAMES: Final = {
 }
 _ESCAPE_FOR: Final = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 _RAW_FAULT: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff]")
+#: In a decoded string: the refused controls (``\\b`` and ``\\f`` too) and surrogates.
+_VALUE_FAULT: Final = re.compile("[\x00-\x08\x0b-\x0c\x0e-\x1f\ud800-\udfff]")
 _OPENING: Final = {quotes: re.compile(f"[{quotes}]") for quotes in ('"', "\"'")}
-_SPECIAL: Final = {quote: re.compile(f"[{quote}\\\\\x00-\x1f]") for quote in "\"'"}
+#: Per quote character: the run of string content that needs no further look (plain
+#: characters and the escapes that are always fine), matched at C speed.
+_PLAIN_RUN: Final = {
+    '"': re.compile('(?:[^"\\\\\x00-\x1f]+|\\\\["\\\\/nrt])*'),
+    "'": re.compile("(?:[^'\\\\\x00-\x1f]+|\\\\['\"\\\\/nrt])*"),
+}
+_MAYBE_FAULT: Final = re.compile("[\\\\\x00-\x1f]")
 _NOTHING: Final = object()
 
 
@@ -284,6 +292,8 @@ def _screen_text(text: str, *, quotes: str = '"') -> _Problem | None:
     ends inside an escape is not a fault here: it is truncated. Regular expressions
     jump between the characters that matter, so long texts screen quickly.
     """
+    if _MAYBE_FAULT.search(text) is None:
+        return None  # no backslash, no control character: nothing to find
     opening = _OPENING[quotes]
     index, size = 0, len(text)
     while index < size:
@@ -291,14 +301,13 @@ def _screen_text(text: str, *, quotes: str = '"') -> _Problem | None:
         if start is None:
             return None
         quote = start.group()
-        special = _SPECIAL[quote]
+        plain = _PLAIN_RUN[quote]
         index = start.end()
         while True:
-            found = special.search(text, index)
-            if found is None:
+            index = plain.match(text, index).end()
+            if index >= size:
                 return None
-            index = found.start()
-            char = found.group()
+            char = text[index]
             if char == quote:
                 index += 1
                 break
@@ -600,17 +609,14 @@ def _screen(value: Any) -> None:
     while stack:
         item, where = stack.pop()
         if isinstance(item, str):
-            for char in item:
-                code = ord(char)
-                if (code < 0x20 and char not in _ALLOWED_CONTROLS) or code in (
-                    0x08,
-                    0x0C,
-                ):
-                    problem = _control_problem(0, code, escaped=False)
-                elif 0xD800 <= code <= 0xDFFF:
-                    problem = _surrogate_problem(0, code, escaped=False)
-                else:
-                    continue
+            fault = _VALUE_FAULT.search(item)
+            if fault is not None:
+                code = ord(fault.group())
+                problem = (
+                    _control_problem(0, code, escaped=False)
+                    if code < 0x20
+                    else _surrogate_problem(0, code, escaped=False)
+                )
                 name = (
                     "a key"
                     if where.endswith("#key")
