@@ -414,21 +414,34 @@ class _Value:
 
 @dataclass
 class _Attempt:
-    """What the rungs learned while failing: the first fault, the texts they tried."""
+    """What the rungs learned while failing: the first fault, the texts they tried.
+
+    A fault found by a double-quote-only screen in a text that also holds single
+    quotes is *weak*: it may be an artefact of reading Python-style quoting as JSON
+    (``{'"': 'it\\'s'}``). ``python_literals`` screens such text with both quotes and
+    records a real fault as strong; a weak one is reported only when nothing better
+    (a strong fault, a truncation) explains the refusal.
+    """
 
     problem: str | None = None
+    weak_problem: str | None = None
     tried: list[str] = field(default_factory=list)
 
-    def note(self, problem: _Problem, text: _Text) -> None:
-        """Keep the first fault, located in the raw text."""
-        if self.problem is None:
-            self.problem = problem.sentence(text.raw_offset(problem.offset))
+    def note(self, problem: _Problem, text: _Text, *, quotes: str = "\"'") -> None:
+        """Keep the first fault (strong or weak, see the class docstring), located in the raw text."""
+        sentence = problem.sentence(text.raw_offset(problem.offset))
+        if quotes == '"' and "'" in text.text:
+            if self.weak_problem is None:
+                self.weak_problem = sentence
+            self.tried.append(text.text)
+        elif self.problem is None:
+            self.problem = sentence
 
     def loads(self, text: _Text, *, quotes: str = '"') -> Any:
         """Screen and decode ``text`` as strict JSON; return the value or ``_NOTHING``."""
         problem = _screen_text(text.text, quotes=quotes)
         if problem is not None:
-            self.note(problem, text)
+            self.note(problem, text, quotes=quotes)
             return _NOTHING
         self.tried.append(text.text)
         try:
@@ -489,6 +502,8 @@ def _refusal(raw: str, tool: Tool, attempt: _Attempt) -> ParsedArguments:
             "payload or split the content",
             error_type="arguments_truncated",
         )
+    if attempt.weak_problem is not None:
+        raise _Refused(attempt.weak_problem)
     try:
         json.loads(raw)
     except json.JSONDecodeError as error:
@@ -545,9 +560,10 @@ def _accept(value: Any, tool: Tool, repairs: list[str]) -> ParsedArguments:
         inner = _Text(value, ())
         attempt = _Attempt()
         decoded = attempt.loads(inner)
-        if attempt.problem is not None:
+        fault = attempt.problem or attempt.weak_problem
+        if fault is not None:
             raise _Refused(
-                attempt.problem.replace(
+                fault.replace(
                     "of the argument text", "of the JSON string the arguments hold"
                 )
             )
@@ -698,13 +714,13 @@ def _leading_json_value(text: _Text, attempt: _Attempt) -> _Value | None:
     except (ValueError, RecursionError):
         problem = _screen_text(rest.text)
         if problem is not None:
-            attempt.note(problem, rest)
+            attempt.note(problem, rest, quotes='"')
         else:
             attempt.tried.append(rest.text)
         return None
     problem = _screen_text(rest.text[:end])
     if problem is not None:
-        attempt.note(problem, rest)
+        attempt.note(problem, rest, quotes='"')
         return None
     prose = text.text[:start] + rest.text[end:]
     if not isinstance(value, dict) or any(c in prose for c in "{}[]"):

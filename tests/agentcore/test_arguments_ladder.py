@@ -107,7 +107,9 @@ def write_python(value: Any) -> str:
     if isinstance(value, dict):
         return (
             "{"
-            + ", ".join(f"{_single_quoted(k)}: {write_python(v)}" for k, v in value.items())
+            + ", ".join(
+                f"{_single_quoted(k)}: {write_python(v)}" for k, v in value.items()
+            )
             + "}"
         )
     if isinstance(value, list):
@@ -146,7 +148,9 @@ def test_exact_json_is_read_as_written(value: dict[str, Any]) -> None:
 
 @SETTINGS
 @given(value=objects, tag=st.sampled_from(["json", "JSON", "", "jsonc"]))
-def test_strip_code_fence_reads_the_fenced_json(value: dict[str, Any], tag: str) -> None:
+def test_strip_code_fence_reads_the_fenced_json(
+    value: dict[str, Any], tag: str
+) -> None:
     text = write_fenced(value, tag)
     assume("```" not in json.dumps(value) and "~~~" not in json.dumps(value))
     params, repair, _ = accepted(text)
@@ -279,7 +283,7 @@ def test_an_expression_is_not_a_literal() -> None:
 bad_escapes = st.characters(
     blacklist_categories=("Cs",),
     # \' is Python's escape for a quote: python_literals reads it (tested below).
-    blacklist_characters=list('"\\/nrtu\'') + _REFUSED,
+    blacklist_characters=list("\"\\/nrtu'") + _REFUSED,
 )
 
 
@@ -308,7 +312,7 @@ def test_invalid_escape_is_refused_naming_offset_and_character(
 
 def test_escaped_quote_is_pythons_quote() -> None:
     """``\\'`` is not JSON but is Python's spelling of a quote, in either quoting."""
-    for text in ['{"note": "it\\\'s"}', "{'note': 'it\\\'s'}"]:
+    for text in ['{"note": "it\\\'s"}', "{'note': 'it\\'s'}"]:
         parsed = parse_arguments(text, tool=ANY)
         assert parsed.params == {"note": "it's"}
         assert parsed.repair == "python_literals"
@@ -332,7 +336,9 @@ def test_control_characters_are_refused_raw_or_escaped(code: int) -> None:
     assert decoded.error_type == "invalid_arguments_json"
 
 
-def test_tab_newline_and_return_are_accepted_as_escapes_refused_raw_in_strings() -> None:
+def test_tab_newline_and_return_are_accepted_as_escapes_refused_raw_in_strings() -> (
+    None
+):
     """The three whitespace controls keep their JSON escapes; raw inside a string they are named."""
     parsed = parse_arguments('{"text": "a\\tb\\nc\\rd"}', tool=ANY)
     assert parsed.params == {"text": "a\tb\nc\rd"}
@@ -340,3 +346,15 @@ def test_tab_newline_and_return_are_accepted_as_escapes_refused_raw_in_strings()
     raw = parse_arguments('{"text": "a\nb"}', tool=ANY)
     assert raw.error_type == "invalid_arguments_json"
     assert "write it as \\n" in (raw.error or "")
+
+
+def test_python_quoting_is_not_mistaken_for_a_bad_json_escape() -> None:
+    """Read as JSON, ``'"'`` opens a string and ``\\'`` looks like a bad escape; it is Python quoting.
+
+    Found by the prefix property: the cut-off text is truncated, the whole text is read.
+    """
+    cut = parse_arguments("{'\"': ['\\'", tool=ANY)
+    assert cut.error_type == "arguments_truncated"
+    whole = parse_arguments("{'\"': ['\\'']}", tool=ANY)
+    assert whole.params == {'"': ["'"]}
+    assert whole.repair == "python_literals"
