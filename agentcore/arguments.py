@@ -1,44 +1,69 @@
-"""Turn a tool call's argument text into validated params, through a bounded repair ladder.
+"""Turn a tool call's argument text into validated params, through a strict repair ladder.
 
-The ladder, tried in this order, each rung at most once, stopping at the first rung
-that yields a JSON object (later rungs work on the text earlier rungs produced):
+Every rung of the ladder preserves meaning: a rung accepts text ``T`` as value ``V``
+only when ``T`` *is* ``V`` written in the dialect the rung names. No rung completes a
+prefix, closes a bracket, drops an escape or guesses (RT-05, SEC-01). The rungs, tried
+in this order, each at most once, stopping at the first that yields a JSON object
+(later rungs work on the text earlier rungs produced):
 
 1. exact JSON (``repair=None``); a dict that arrives already decoded is
    ``already_decoded``;
 2. ``empty_arguments``: ``""``, whitespace or ``null`` become ``{}``;
-3. ``strip_code_fence``: the content of the first fence (any tag, prose around it);
-4. ``leading_json_value``: the first JSON object in the text, prose before/after dropped;
-5. ``trailing_commas``: commas before ``}``/``]`` outside strings removed;
-6. ``python_literals``: single quotes, ``True``/``False``/``None`` (strings untouched);
-7. ``json_repair``: unbalanced or truncated JSON closed by the ``json-repair`` library.
+3. ``strip_code_fence``: the content of the one code fence in the text (any tag,
+   prose around it, the closing fence may be missing); a second fence makes the
+   text ambiguous and the rung declines;
+4. ``leading_json_value``: exactly one complete JSON object with prose before or
+   after it; the prose may hold no ``{ } [ ]``, so a piece of JSON structure is
+   never taken for prose;
+5. ``trailing_commas``: a comma directly before ``}`` or ``]`` (outside strings) is
+   removed; nothing else changes;
+6. ``python_literals``: strings in single quotes (``\\'`` inside them) and the
+   names ``True``/``False``/``None`` are rewritten as JSON; the escapes inside the
+   strings keep their JSON meaning. Anything else Python has (``+``, adjacent
+   strings, tuples, ``1_000``, prefixes such as ``r''``) stays invalid, so
+   ``{'path': 'a' + 'b'}`` is refused: it is an expression, not a literal.
+
+Every text a rung hands to the JSON decoder is screened first (RT-09: the model is
+told the offset, the character and what to send instead, error type
+``invalid_arguments_json``):
+
+- an escape JSON does not have (``\\q``, a backslash before a non-ASCII letter, a
+  ``\\u`` without four hex digits);
+- a control character U+0000 to U+001F, raw anywhere or escaped inside a string. Tab,
+  newline and carriage return are accepted as the escapes ``\\t``, ``\\n``, ``\\r`` (and
+  raw between tokens); raw inside a string they are refused ("write it as \\n").
+  ``\\b`` and ``\\f`` are refused too: in model output they are nearly always a
+  Windows path whose backslash was not doubled (``C:\\folder``);
+- an unpaired UTF-16 surrogate, raw or as a ``\\uD800`` escape.
+
+The JSON decoder refuses ``NaN`` and ``Infinity``. Text none of the rungs accepts is
+refused: ``arguments_truncated`` when it is a prefix of JSON (it ends inside a string,
+an object, a number or a literal, whatever the stop reason said: ``{"city": "``
+after ``finish_reason: "tool_calls"`` was not finished), ``invalid_arguments``
+otherwise. The ``json-repair`` library is not used: closing a truncated text cannot be
+told apart from guessing, so it never decides execution.
 
 Whatever rung parsed it, a JSON *string* holding an object is decoded once more
 (``double_encoded``), and a top-level field holding a JSON string where the schema
 wants an array or object is decoded once (``double_encoded``). Nothing else is ever
 rewritten: ``"true"`` stays a string. A value is accepted only if the tool's compiled
-Draft 2020-12 validator accepts it. Refused outright, before any rung: arguments of a
-turn cut off by the output-token limit, NUL characters, invalid ``\\u`` escapes and
-lone surrogates.
+Draft 2020-12 validator accepts it. Arguments of a turn cut off by the output-token
+limit are refused before any rung. ``docs/arguments.md`` describes the ladder for
+readers outside the code.
 
 This module never imports Django.
 """
 
 from __future__ import annotations
 
-import ast
-import io
 import json
 import logging
 import math
 import re
-import token
-import tokenize
-import warnings
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-import json_repair
 from jsonschema.exceptions import ValidationError, relevance
 
 if TYPE_CHECKING:
@@ -46,6 +71,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_REPAIR_CHARS",
+    "RUNG_NAMES",
     "ParsedArguments",
     "canonical_arguments",
     "parse_arguments",
@@ -61,14 +87,53 @@ _TRUNCATED_DETAIL: Final = (
     "the response hit the output token limit before this tool call finished; "
     "nothing was executed; retry with a smaller payload or split the content"
 )
-# A backslash-u not followed by four hex digits, not itself escaped (\\u is fine).
-_BAD_U_ESCAPE: Final = re.compile(r"(?<!\\)(?:\\\\)*\\u(?![0-9a-fA-F]{4})")
+# A fence opens a line (markdown), so one inside a JSON string is never taken for it.
 _FENCE: Final = re.compile(
-    r"(?P<fence>```|~~~)[ \t]*[A-Za-z0-9_+.\-]*[ \t]*\r?\n?(?P<body>.*?)(?:(?P=fence)|\Z)",
+    r"(?:^|(?<=\n))[ \t]*(?P<fence>```|~~~)[ \t]*[A-Za-z0-9_+.\-]*[ \t]*\r?\n?(?P<body>.*?)(?:(?P=fence)|\Z)",
     re.DOTALL,
 )
-_LITERAL_NAMES: Final = {"true": "True", "false": "False", "null": "None"}
-_DECODER: Final = json.JSONDecoder()
+_PYTHON_NAMES: Final = {"True": "true", "False": "false", "None": "null"}
+_WORD: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HEX4: Final = re.compile(r"[0-9a-fA-F]{4}")
+_HEX_PREFIX: Final = re.compile(r"[0-9a-fA-F]{0,3}")
+_LOW_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+_LOW_SURROGATE_PREFIX: Final = re.compile(
+    r"(?:\\(?:u(?:[dD](?:[c-fC-F][0-9a-fA-F]?)?)?)?)?"
+)
+#: Escapes whose JSON meaning is accepted; ``\b`` and ``\f`` are refused (see docstring).
+_PLAIN_ESCAPES: Final = frozenset('"\\/nrt')
+_ALLOWED_CONTROLS: Final = frozenset("\t\n\r")
+_CONTROL_NAMES: Final = {
+    0x00: "NUL",
+    0x07: "bell",
+    0x08: "backspace",
+    0x09: "tab",
+    0x0A: "newline",
+    0x0C: "form feed",
+    0x0D: "carriage return",
+    0x1B: "escape",
+}
+_ESCAPE_FOR: Final = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+_RAW_FAULT: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff]")
+#: In a decoded string: the refused controls (``\\b`` and ``\\f`` too) and surrogates.
+_VALUE_FAULT: Final = re.compile("[\x00-\x08\x0b-\x0c\x0e-\x1f\ud800-\udfff]")
+_OPENING: Final = {quotes: re.compile(f"[{quotes}]") for quotes in ('"', "\"'")}
+#: Per quote character: the run of string content that needs no further look (plain
+#: characters and the escapes that are always fine), matched at C speed.
+_PLAIN_RUN: Final = {
+    '"': re.compile('(?:[^"\\\\\x00-\x1f]+|\\\\["\\\\/nrt])*'),
+    "'": re.compile("(?:[^'\\\\\x00-\x1f]+|\\\\['\"\\\\/nrt])*"),
+}
+_MAYBE_FAULT: Final = re.compile("[\\\\\x00-\x1f]")
+_NOTHING: Final = object()
+
+
+def _no_constant(name: str) -> Any:
+    """Refuse ``NaN``, ``Infinity`` and ``-Infinity``, which JSON does not have."""
+    raise ValueError(f"{name} is not JSON")
+
+
+_DECODER: Final = json.JSONDecoder(parse_constant=_no_constant)
 
 
 @dataclass(frozen=True)
@@ -77,8 +142,12 @@ class ParsedArguments:
 
     ``ok`` with ``params`` (a dict that passed the schema) and ``repair`` (the rung
     names joined with ``+``, ``None`` for exact JSON); or not ``ok`` with ``error``
-    (an actionable sentence for the model, RT-09) and ``error_type``
-    (``invalid_arguments`` or ``arguments_truncated``). Implements RT-05, RT-06.
+    (an actionable sentence for the model, RT-09) and ``error_type``:
+    ``invalid_arguments_json`` (a character or escape JSON does not allow there; the
+    message names the offset and the character), ``arguments_truncated`` (the text
+    stops before the JSON is complete, or the turn hit the token limit) or
+    ``invalid_arguments`` (no rung parsed it, or the value fails the schema).
+    Implements RT-05, RT-06, RT-09.
     """
 
     ok: bool
@@ -120,13 +189,14 @@ class _Refused(Exception):
 def parse_arguments(
     raw: str | dict[str, Any] | None, *, tool: Tool, truncated: bool = False
 ) -> ParsedArguments:
-    """Parse and validate ``raw`` for ``tool`` through the bounded repair ladder.
+    """Parse and validate ``raw`` for ``tool`` through the strict repair ladder.
 
     ``raw`` is the joined argument text (or an object some providers send already
     decoded, or ``None``). ``truncated`` means the turn was cut off by the output
     token limit: the call is then refused whatever the text, since a repaired prefix
-    is not what the model meant. Never raises for bad input: the outcome says what
-    went wrong. Implements RT-05, RT-06, RT-09, SEC-01.
+    is not what the model meant. Text that is itself a prefix of JSON is refused as
+    ``arguments_truncated`` whatever the stop reason. Never raises for bad input:
+    the outcome says what went wrong. Implements RT-05, RT-06, RT-09, SEC-01, TC-05.
     """
     if truncated:
         return ParsedArguments(
@@ -138,7 +208,246 @@ def parse_arguments(
     try:
         return _ladder(raw, tool)
     except _Refused as refused:
-        return _failure(tool, str(refused))
+        return _failure(tool, str(refused), error_type="invalid_arguments_json")
+
+
+# --- screening (SEC-01, RT-09) ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Problem:
+    """A character-level fault: where (in the screened text), what, and what to send instead."""
+
+    offset: int
+    what: str
+    fix: str
+
+    def sentence(self, offset: int) -> str:
+        """Return the fault as a sentence fragment naming ``offset`` of the argument text."""
+        return f"{self.what} at offset {offset} of the argument text; {self.fix}"
+
+
+def _codepoint(code: int) -> str:
+    """Return ``U+0007 (bell)``-style text for a code point (never the raw character)."""
+    name = _CONTROL_NAMES.get(code)
+    return f"U+{code:04X}" + (f" ({name})" if name else "")
+
+
+def _control_problem(offset: int, code: int, *, escaped: bool) -> _Problem:
+    """Return the problem for control character ``code`` (raw or as a ``\\u`` escape)."""
+    if code == 0:
+        return _Problem(
+            offset,
+            "the NUL character (U+0000)",
+            "remove it; NUL cannot be stored or passed to a tool",
+        )
+    char = chr(code)
+    if not escaped and char in _ESCAPE_FOR:
+        return _Problem(
+            offset,
+            f"a raw {_codepoint(code)} inside a string",
+            f"JSON strings cannot hold raw control characters; write it as {_ESCAPE_FOR[char]}",
+        )
+    spelled = f" (written \\u{code:04x})" if escaped else ""
+    return _Problem(
+        offset,
+        f"the control character {_codepoint(code)}{spelled}",
+        "control characters other than tab, newline and carriage return are not "
+        "accepted in tool arguments; remove it",
+    )
+
+
+def _surrogate_problem(offset: int, code: int, *, escaped: bool) -> _Problem:
+    """Return the problem for an unpaired UTF-16 surrogate."""
+    spelled = f"\\u{code:04x}" if escaped else f"U+{code:04X}"
+    return _Problem(
+        offset,
+        f"an unpaired UTF-16 surrogate {spelled}",
+        "send the character itself, or a complete surrogate pair such as "
+        "\\ud83d\\ude00; a lone surrogate is not valid Unicode",
+    )
+
+
+def _screen_raw(raw: str) -> _Problem | None:
+    """Return the first character that is wrong wherever it stands: a control or a lone surrogate.
+
+    Tab, newline and carriage return are left to :func:`_screen_text`, which knows
+    whether they stand inside a string.
+    """
+    match = _RAW_FAULT.search(raw)
+    if match is None:
+        return None
+    offset, code = match.start(), ord(match.group())
+    if code < 0x20:
+        return _control_problem(offset, code, escaped=False)
+    return _surrogate_problem(offset, code, escaped=False)
+
+
+def _screen_text(text: str, *, quotes: str = '"') -> _Problem | None:
+    """Return the first fault inside the strings of ``text`` (delimited by ``quotes``), or ``None``.
+
+    A fault is a raw control character, an escape JSON does not have (``\\q``, ``\\é``,
+    ``\\x41``; ``\\'`` is allowed when ``'`` delimits strings), an escaped control
+    character other than ``\\t \\n \\r``, or an unpaired surrogate escape. Text that
+    ends inside an escape is not a fault here: it is truncated. Regular expressions
+    jump between the characters that matter, so long texts screen quickly.
+    """
+    if _MAYBE_FAULT.search(text) is None:
+        return None  # no backslash, no control character: nothing to find
+    opening = _OPENING[quotes]
+    index, size = 0, len(text)
+    while index < size:
+        start = opening.search(text, index)
+        if start is None:
+            return None
+        quote = start.group()
+        plain = _PLAIN_RUN[quote]
+        index = start.end()
+        while True:
+            index = plain.match(text, index).end()
+            if index >= size:
+                return None
+            char = text[index]
+            if char == quote:
+                index += 1
+                break
+            if char != "\\":
+                return _control_problem(index, ord(char), escaped=False)
+            problem, index = _screen_escape(text, index, quotes)
+            if problem is not None or index < 0:
+                return problem
+    return None
+
+
+def _screen_escape(text: str, index: int, quotes: str) -> tuple[_Problem | None, int]:
+    """Check the escape at ``index``; return ``(problem, next index)``, ``-1`` at a truncated end."""
+    if index + 1 >= len(text):
+        return None, -1
+    escape = text[index + 1]
+    if escape in _PLAIN_ESCAPES or (escape == "'" and "'" in quotes):
+        return None, index + 2
+    if escape in "bf":
+        code = 0x08 if escape == "b" else 0x0C
+        return (
+            _Problem(
+                index,
+                f"the escape \\{escape} ({_codepoint(code)})",
+                f"if you meant a backslash followed by {escape!r} (a Windows path), "
+                f"write \\\\{escape}; control characters are not accepted in tool arguments",
+            ),
+            index,
+        )
+    if escape != "u":
+        shown = escape if escape.isprintable() else _codepoint(ord(escape))
+        return (
+            _Problem(
+                index,
+                f"the invalid JSON escape \\{shown}",
+                'JSON allows only \\" \\\\ \\/ \\n \\r \\t and \\uXXXX after a '
+                "backslash; write a literal backslash as \\\\, and send other "
+                "characters as themselves",
+            ),
+            index,
+        )
+    return _screen_u_escape(text, index)
+
+
+def _screen_u_escape(text: str, index: int) -> tuple[_Problem | None, int]:
+    """Check the ``\\u`` escape at ``index``; return ``(problem, next index)``, ``-1`` at a truncated end."""
+    size = len(text)
+    digits = text[index + 2 : index + 6]
+    if _HEX4.fullmatch(digits) is None:
+        if index + 2 + len(digits) == size and _HEX_PREFIX.fullmatch(digits):
+            return None, -1
+        return (
+            _Problem(
+                index,
+                "an invalid \\u escape (it needs four hex digits)",
+                "escape a literal backslash as \\\\",
+            ),
+            index,
+        )
+    code = int(digits, 16)
+    if code < 0x20 and chr(code) not in _ALLOWED_CONTROLS:
+        return _control_problem(index, code, escaped=True), index
+    if 0xDC00 <= code <= 0xDFFF:
+        return _surrogate_problem(index, code, escaped=True), index
+    if 0xD800 <= code <= 0xDBFF:
+        following = text[index + 6 : index + 12]
+        if _LOW_SURROGATE_ESCAPE.fullmatch(following):
+            return None, index + 12
+        if index + 6 + len(following) == size and _LOW_SURROGATE_PREFIX.fullmatch(
+            following
+        ):
+            return None, -1
+        return _surrogate_problem(index, code, escaped=True), index
+    return None, index + 6
+
+
+# --- the ladder -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Text:
+    """A candidate text and, per character, its offset in the raw argument text."""
+
+    text: str
+    origin: Sequence[int]
+
+    def raw_offset(self, offset: int) -> int:
+        """Return the raw offset of ``offset`` in this text."""
+        if offset < len(self.origin):
+            return self.origin[offset]
+        return self.origin[-1] + 1 if self.origin else 0
+
+    def slice(self, start: int, end: int | None = None) -> _Text:
+        """Return ``text[start:end]`` with its origins."""
+        return _Text(self.text[start:end], self.origin[start:end])
+
+
+@dataclass(frozen=True, slots=True)
+class _Value:
+    """A rung's decoded value."""
+
+    value: Any
+
+
+@dataclass
+class _Attempt:
+    """What the rungs learned while failing: the first fault, the texts they tried.
+
+    A fault found by a double-quote-only screen in a text that also holds single
+    quotes is *weak*: it may be an artefact of reading Python-style quoting as JSON
+    (``{'"': 'it\\'s'}``). ``python_literals`` screens such text with both quotes and
+    records a real fault as strong; a weak one is reported only when nothing better
+    (a strong fault, a truncation) explains the refusal.
+    """
+
+    problem: str | None = None
+    weak_problem: str | None = None
+    tried: list[str] = field(default_factory=list)
+
+    def note(self, problem: _Problem, text: _Text, *, quotes: str = "\"'") -> None:
+        """Keep the first fault (strong or weak, see the class docstring), located in the raw text."""
+        sentence = problem.sentence(text.raw_offset(problem.offset))
+        if quotes == '"' and "'" in text.text:
+            if self.weak_problem is None:
+                self.weak_problem = sentence
+            self.tried.append(text.text)
+        elif self.problem is None:
+            self.problem = sentence
+
+    def loads(self, text: _Text, *, quotes: str = '"') -> Any:
+        """Screen and decode ``text`` as strict JSON; return the value or ``_NOTHING``."""
+        problem = _screen_text(text.text, quotes=quotes)
+        if problem is not None:
+            self.note(problem, text, quotes=quotes)
+            return _NOTHING
+        self.tried.append(text.text)
+        try:
+            return _DECODER.decode(text.text)
+        except (ValueError, RecursionError):
+            return _NOTHING
 
 
 def _ladder(raw: str | dict[str, Any] | None, tool: Tool) -> ParsedArguments:
@@ -152,52 +461,94 @@ def _ladder(raw: str | dict[str, Any] | None, tool: Tool) -> ParsedArguments:
             tool,
             f"arguments must be a JSON object text, got {type(raw).__name__}",
         )
-    if "\x00" in raw:
-        raise _Refused("the arguments contain a NUL character; send plain JSON text")
-    if _BAD_U_ESCAPE.search(raw):
-        raise _Refused(
-            "the arguments contain an invalid \\u escape (it needs four hex digits); "
-            "escape a literal backslash as \\\\"
-        )
-    try:
-        return _accept(json.loads(raw), tool, [])
-    except json.JSONDecodeError as error:
-        first_error = error
+    problem = _screen_raw(raw)
+    if problem is not None:
+        raise _Refused(problem.sentence(problem.offset))
+    attempt = _Attempt()
+    text = _Text(raw, range(len(raw)))
+    value = attempt.loads(text)
+    if value is not _NOTHING:
+        return _accept(value, tool, [])
     if not raw.strip():
         return _accept(None, tool, [])
-    if len(raw) > MAX_REPAIR_CHARS:
-        return _failure(tool, _not_json_message(first_error))
-    text = raw
-    repairs: list[str] = []
-    for name, rung in _RUNGS:
-        produced = rung(text)
-        if produced is None:
-            continue
-        repairs.append(name)
-        if isinstance(produced, _Text):
-            text = produced.text
-            try:
-                value = json.loads(text)
-            except json.JSONDecodeError:
+    if len(raw) <= MAX_REPAIR_CHARS:
+        repairs: list[str] = []
+        for name, rung in _RUNGS:
+            produced = rung(text, attempt)
+            if produced is None:
                 continue
-        else:
-            value = produced.value
-        return _accept(value, tool, repairs)
-    return _failure(tool, _not_json_message(first_error))
+            repairs.append(name)
+            if isinstance(produced, _Text):
+                text = produced
+                value = attempt.loads(text)
+                if value is _NOTHING:
+                    continue
+            else:
+                value = produced.value
+            return _accept(value, tool, repairs)
+    return _refusal(raw, tool, attempt)
 
 
-@dataclass(frozen=True, slots=True)
-class _Text:
-    """A rung's rewritten text, parsed by the next step."""
+def _refusal(raw: str, tool: Tool, attempt: _Attempt) -> ParsedArguments:
+    """Return the refusal for text no rung accepted: a fault, a truncation, or not JSON."""
+    if attempt.problem is not None:
+        raise _Refused(attempt.problem)
+    if any(_is_json_prefix(text) for text in attempt.tried):
+        return _failure(
+            tool,
+            "the argument text is not valid JSON: it ends before its JSON is complete (inside a string, an "
+            "object, a number or a literal), so it was cut off; nothing was executed. "
+            "Send the complete arguments again; if they were long, send a smaller "
+            "payload or split the content",
+            error_type="arguments_truncated",
+        )
+    if attempt.weak_problem is not None:
+        raise _Refused(attempt.weak_problem)
+    try:
+        json.loads(raw)
+    except json.JSONDecodeError as error:
+        return _failure(tool, _not_json_message(error))
+    except (ValueError, RecursionError):
+        pass
+    return _failure(
+        tool,
+        "they are not valid JSON; send one JSON object with double-quoted keys and strings",
+    )
 
-    text: str
 
+def _is_json_prefix(text: str) -> bool:
+    """Return whether ``text`` is a proper prefix of a JSON object or string text.
 
-@dataclass(frozen=True, slots=True)
-class _Value:
-    """A rung's decoded value."""
-
-    value: Any
+    The decoder reads left to right, so a failure *at the end* of the text (or an
+    unterminated string, a literal or number cut short there) means every character
+    before it was consistent with JSON: the text was cut off, not mistaken.
+    """
+    stripped = text.strip()
+    if not stripped.startswith(("{", '"')):
+        return False
+    try:
+        _DECODER.decode(stripped)
+    except json.JSONDecodeError as error:
+        rest = stripped[error.pos :]
+        if error.pos >= len(stripped) or error.msg.startswith("Unterminated string"):
+            return True
+        if error.msg == "Expecting value":
+            return rest == "-" or any(
+                word.startswith(rest)
+                for word in ("true", "false", "null", "True", "False", "None")
+            )
+        if error.msg.startswith("Expecting ',' delimiter"):
+            return (
+                bool(re.fullmatch(r"\.|[eE][+-]?", rest))
+                and stripped[error.pos - 1].isdigit()
+            )
+        if error.msg.startswith("Invalid \\uXXXX escape"):
+            # A \u escape cut short, or complete but the last thing in the text.
+            return re.search(r"\\u[0-9a-fA-F]{0,4}\Z", stripped) is not None
+        return False
+    except (ValueError, RecursionError):
+        return False
+    return False
 
 
 def _accept(value: Any, tool: Tool, repairs: list[str]) -> ParsedArguments:
@@ -206,14 +557,23 @@ def _accept(value: Any, tool: Tool, repairs: list[str]) -> ParsedArguments:
         value = {}
         repairs = [*repairs, "empty_arguments"]
     elif isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
+        inner = _Text(value, ())
+        attempt = _Attempt()
+        decoded = attempt.loads(inner)
+        fault = attempt.problem or attempt.weak_problem
+        if fault is not None:
+            raise _Refused(
+                fault.replace(
+                    "of the argument text", "of the JSON string the arguments hold"
+                )
+            )
+        if decoded is _NOTHING:
             return _failure(
                 tool,
                 "the arguments are a JSON string, not a JSON object; send the object "
                 'itself, e.g. {"field": "value"}',
             )
+        value = decoded
         repairs = [*repairs, "double_encoded"]
     if not isinstance(value, dict):
         return _failure(
@@ -243,38 +603,57 @@ def _success(tool: Tool, params: dict[str, Any], repairs: list[str]) -> ParsedAr
     return ParsedArguments(ok=True, params=params, repair=repair)
 
 
-def _failure(tool: Tool, detail: str) -> ParsedArguments:
+def _failure(
+    tool: Tool, detail: str, *, error_type: str = "invalid_arguments"
+) -> ParsedArguments:
     """Return a refused outcome whose message says what to do next (RT-09)."""
     message = (
         f"Invalid arguments for tool {tool.name!r}: {detail}. "
         f"Expected parameters: {_describe_parameters(tool.parameters)}. "
         f"Correct the arguments and call {tool.name} again."
     )
-    return ParsedArguments(
-        ok=False, params=None, error=message, error_type="invalid_arguments"
-    )
+    return ParsedArguments(ok=False, params=None, error=message, error_type=error_type)
 
 
 def _screen(value: Any) -> None:
-    """Raise :class:`_Refused` when any key or string holds NUL or a lone surrogate. Implements SEC-01."""
-    stack = [value]
+    """Raise :class:`_Refused` when a key or string holds a refused control character or a lone surrogate.
+
+    Text arguments were screened character by character already; this catches the
+    objects some providers send decoded. Implements SEC-01.
+    """
+    stack: list[tuple[Any, str]] = [(value, "")]
     while stack:
-        item = stack.pop()
+        item, where = stack.pop()
         if isinstance(item, str):
-            if "\x00" in item:
-                raise _Refused("a string in the arguments contains a NUL character")
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError as error:
-                raise _Refused(
-                    "a string in the arguments contains an invalid \\u escape "
-                    "(a lone surrogate); send valid Unicode"
-                ) from error
+            fault = _VALUE_FAULT.search(item)
+            if fault is not None:
+                code = ord(fault.group())
+                problem = (
+                    _control_problem(0, code, escaped=False)
+                    if code < 0x20
+                    else _surrogate_problem(0, code, escaped=False)
+                )
+                name = (
+                    "a key"
+                    if where.endswith("#key")
+                    else f"field {where or '(root)'!r}"
+                )
+                raise _Refused(f"{name} holds {problem.what}; {problem.fix}")
         elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
+            for key, child in item.items():
+                path = f"{where}/{key}" if where else str(key)
+                stack.append((key, f"{path}#key"))
+                stack.append((child, path))
         elif isinstance(item, list):
-            stack.extend(item)
+            stack.extend(
+                (child, f"{where}/{index}" if where else str(index))
+                for index, child in enumerate(item)
+            )
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise _Refused(
+                f"field {where or '(root)'!r} holds a non-finite number, which JSON "
+                "does not have; send a finite number"
+            )
 
 
 def _decode_nested(
@@ -283,7 +662,7 @@ def _decode_nested(
     """Decode top-level string fields once where the schema wants only an array/object.
 
     Returns the new dict, or ``None`` when nothing qualified. Genuine string fields
-    are never touched.
+    are never touched; a field whose text has a fault is left as it is.
     """
     properties = schema.get("properties")
     if not isinstance(properties, dict):
@@ -298,10 +677,7 @@ def _decode_nested(
         kinds = set(wanted) if isinstance(wanted, list) else {wanted}
         if not kinds or "string" in kinds or not kinds <= {"array", "object", "null"}:
             continue
-        try:
-            decoded = json.loads(item)
-        except json.JSONDecodeError:
-            continue
+        decoded = _Attempt().loads(_Text(item, ()))
         if (isinstance(decoded, list) and "array" in kinds) or (
             isinstance(decoded, dict) and "object" in kinds
         ):
@@ -313,121 +689,156 @@ def _decode_nested(
 # --- the text rungs -------------------------------------------------------------
 
 
-def _strip_code_fence(text: str) -> _Text | None:
-    """Return the content of the first code fence in ``text``, or ``None``."""
-    match = _FENCE.search(text)
+def _strip_code_fence(text: _Text, attempt: _Attempt) -> _Text | None:
+    """Return the content of the one code fence in ``text``, or ``None``."""
+    match = _FENCE.search(text.text)
     if match is None:
         return None
-    body = match.group("body").strip()
-    return _Text(body) if body else None
+    if "```" in text.text[match.end() :] or "~~~" in text.text[match.end() :]:
+        return None  # a second fence: which one was meant would be a guess
+    start, end = match.span("body")
+    body = match.group("body")
+    start += len(body) - len(body.lstrip())
+    end -= len(body) - len(body.rstrip())
+    return text.slice(start, end) if end > start else None
 
 
-def _leading_json_value(text: str) -> _Value | None:
-    """Return the first JSON object in ``text`` when prose surrounds it, or ``None``."""
-    start = text.find("{")
+def _leading_json_value(text: _Text, attempt: _Attempt) -> _Value | None:
+    """Return the one JSON object in ``text`` when brace-free prose surrounds it, or ``None``."""
+    start = text.text.find("{")
     if start < 0:
         return None
+    rest = text.slice(start)
     try:
-        value, end = _DECODER.raw_decode(text, start)
-    except json.JSONDecodeError:
+        value, end = _DECODER.raw_decode(rest.text)
+    except (ValueError, RecursionError):
+        problem = _screen_text(rest.text)
+        if problem is not None:
+            attempt.note(problem, rest, quotes='"')
+        else:
+            attempt.tried.append(rest.text)
         return None
-    if not isinstance(value, dict):
+    problem = _screen_text(rest.text[:end])
+    if problem is not None:
+        attempt.note(problem, rest, quotes='"')
+        return None
+    prose = text.text[:start] + rest.text[end:]
+    if not isinstance(value, dict) or any(c in prose for c in "{}[]"):
         return None
     return _Value(value)
 
 
-def _tokens(text: str) -> list[tokenize.TokenInfo] | None:
-    """Return Python tokens of ``text`` (JSON and Python literals tokenize alike), or ``None``."""
-    try:
-        return list(tokenize.generate_tokens(io.StringIO(text).readline))
-    except (tokenize.TokenError, SyntaxError, ValueError):
-        return None
+def _string_spans(text: str, quotes: str) -> Iterable[tuple[int, int]]:
+    """Yield ``(start, end)`` of each string in ``text`` (quotes included; an unterminated one runs to the end)."""
+    index, size = 0, len(text)
+    while index < size:
+        char = text[index]
+        if char not in quotes:
+            index += 1
+            continue
+        start = index
+        index += 1
+        while index < size and text[index] != char:
+            index += 2 if text[index] == "\\" else 1
+        index = min(index + 1, size)
+        yield start, index
 
 
-def _trailing_commas(text: str) -> _Text | None:
-    """Return ``text`` without commas that precede ``}`` or ``]`` outside strings."""
-    tokens = _tokens(text)
-    if tokens is None:
-        return None
-    skip = {token.NL, token.NEWLINE, token.COMMENT, token.INDENT, token.DEDENT}
-    significant = [t for t in tokens if t.type not in skip]
-    drops = [
-        tok.start
-        for tok, nxt in zip(significant, significant[1:], strict=False)
-        if tok.type == token.OP and tok.string == "," and nxt.string in ("}", "]")
-    ]
+def _trailing_commas(text: _Text, attempt: _Attempt) -> _Text | None:
+    """Return ``text`` without the commas that directly precede ``}`` or ``]`` outside strings."""
+    source = text.text
+    inside = bytearray(len(source))
+    for start, end in _string_spans(source, "\"'"):
+        inside[start:end] = b"\x01" * (end - start)
+    drops: set[int] = set()
+    for index, char in enumerate(source):
+        if char != "," or inside[index]:
+            continue
+        after = index + 1
+        while after < len(source) and source[after] in " \t\r\n":
+            after += 1
+        if after < len(source) and source[after] in "}]" and not inside[after]:
+            drops.add(index)
     if not drops:
         return None
-    lines = text.splitlines(keepends=True)
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line))
-    cut = {offsets[row - 1] + col for row, col in drops}
-    return _Text("".join(ch for i, ch in enumerate(text) if i not in cut))
+    kept = [i for i in range(len(source)) if i not in drops]
+    return _Text("".join(source[i] for i in kept), [text.origin[i] for i in kept])
 
 
-def _python_literals(text: str) -> _Value | None:
-    """Evaluate ``text`` as a Python literal (single quotes, True/None, JSON true/null)."""
-    tokens = _tokens(text)
-    if tokens is None:
+def _python_literals(text: _Text, attempt: _Attempt) -> _Value | None:
+    """Decode ``text`` written with single-quoted strings and ``True``/``False``/``None``.
+
+    Only the quoting and the three names are rewritten; the result must then be
+    strict JSON, so an expression (``'a' + 'b'``), adjacent strings, tuples or
+    Python-only numbers stay refused.
+    """
+    source = text.text
+    problem = _screen_text(source, quotes="\"'")
+    if problem is not None:
+        attempt.note(problem, text)
         return None
-    rewritten = [
-        t._replace(string=_LITERAL_NAMES[t.string])
-        if t.type == token.NAME and t.string in _LITERAL_NAMES
-        else t
-        for t in tokens
-    ]
-    try:
-        source = tokenize.untokenize(rewritten)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            value = ast.literal_eval(source.strip())
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+    spans = list(_string_spans(source, "\"'"))
+    out: list[str] = []
+    changed = False
+    position = 0
+    for start, end in spans:
+        changed |= _python_names(source[position:start], out)
+        literal = source[start:end]
+        if "\\/" in literal:
+            return (
+                None  # \/ means / in JSON but a backslash in Python: a guess either way
+            )
+        requoted = _requote(literal)
+        changed |= requoted != literal
+        out.append(requoted)
+        position = end
+    changed |= _python_names(source[position:], out)
+    if not changed:
         return None
-    try:
-        value = _jsonable(value)
-    except ValueError:
-        return None
-    return _Value(value) if isinstance(value, dict) else None
-
-
-def _jsonable(value: Any) -> Any:
-    """Return ``value`` as JSON data (tuples become lists). Raises ValueError otherwise."""
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError("non-finite number")
-        return value
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        if not all(isinstance(k, str) for k in value):
-            raise ValueError("non-string key")
-        return {k: _jsonable(v) for k, v in value.items()}
-    raise ValueError(f"not JSON: {type(value).__name__}")
-
-
-def _json_repair(text: str) -> _Value | None:
-    """Close unbalanced or truncated JSON with ``json-repair``; never invent ``{}``."""
-    start = text.find("{")
-    if start < 0:
-        return None
-    try:
-        value = json_repair.repair_json(text[start:], return_objects=True)
-    except Exception:
-        return None
-    if not isinstance(value, dict) or not value:
+    value = attempt.loads(_Text("".join(out), ()))
+    if value is _NOTHING or not isinstance(value, dict):
         return None
     return _Value(value)
 
 
-_RUNGS: Final[tuple[tuple[str, Callable[[str], _Text | _Value | None]], ...]] = (
+def _python_names(segment: str, out: list[str]) -> bool:
+    """Append ``segment`` (outside strings) with True/False/None as JSON; return whether it changed."""
+    rewritten = _WORD.sub(lambda m: _PYTHON_NAMES.get(m.group(), m.group()), segment)
+    out.append(rewritten)
+    return rewritten != segment
+
+
+def _requote(literal: str) -> str:
+    """Return a quoted string literal (either quote) as a JSON one, escapes kept, ``\\'`` as ``'``."""
+    quote = literal[0]
+    closed = len(literal) > 1 and literal.endswith(quote) and not _escaped_end(literal)
+    body = literal[1:-1] if closed else literal[1:]
+    parts: list[str] = []
+    index = 0
+    while index < len(body):
+        char = body[index]
+        if char == "\\" and index + 1 < len(body):
+            following = body[index + 1]
+            parts.append("'" if following == "'" else char + following)
+            index += 2
+            continue
+        parts.append('\\"' if char == '"' else char)
+        index += 1
+    return '"' + "".join(parts) + ('"' if closed else "")
+
+
+def _escaped_end(literal: str) -> bool:
+    """Return whether the last quote of ``literal`` is escaped (an odd run of backslashes before it)."""
+    run = len(literal) - 1 - len(literal[:-1].rstrip("\\"))
+    return run % 2 == 1 and len(literal) > 2
+
+
+_Rung = Callable[[_Text, _Attempt], _Text | _Value | None]
+_RUNGS: Final[tuple[tuple[str, _Rung], ...]] = (
     ("strip_code_fence", _strip_code_fence),
     ("leading_json_value", _leading_json_value),
     ("trailing_commas", _trailing_commas),
     ("python_literals", _python_literals),
-    ("json_repair", _json_repair),
 )
 
 #: The rung names, in ladder order (post-parse rungs included).

@@ -83,6 +83,7 @@ from agentcore.providers.base import (
     Usage,
 )
 from agentcore.tools import SEARCH_TOOLS_NAME, ToolContext, Toolset, selected_tools
+from agentcore.unicode import hold_back, join_text, scrub
 
 __all__ = ["EMPTY_ARGUMENTS", "LoopAgent"]
 
@@ -144,14 +145,16 @@ class _Call:
     tool_call_id: str
     name: str
     deltas: list[str] = field(default_factory=list)
+    #: A trailing high surrogate held until the next delta completes it.
+    held: str = ""
     #: Provider data that must travel with the call into later requests (a Gemini
     #: thought signature, BC25); carried on TOOL_CALL_START and ``ToolCall.metadata``.
     metadata: dict[str, Any] | None = None
 
     @property
     def arguments(self) -> str:
-        """Return the joined argument text."""
-        return "".join(self.deltas)
+        """Return the joined argument text, surrogate halves paired (LP-04, TC-03)."""
+        return join_text([*self.deltas, self.held])
 
 
 class LoopAgent(Agent):
@@ -414,6 +417,7 @@ class _Execution:
         message_id = self._fresh_message_id()
         by_provider_id: dict[str, _Call] = {}
         text: list[str] = []
+        held_text = ""
         request = self._request()
         stream = aiter(self.agent.provider.stream_turn(request))
         end: TurnEnd | None = None
@@ -425,15 +429,17 @@ class _Execution:
                 if isinstance(item, TextDelta):
                     if not item.text:
                         continue
+                    piece, held_text = hold_back(held_text, item.text)
+                    if not piece:
+                        continue
                     if self.open_text is None:
                         self.open_text = message_id
                         yield TextMessageStartEvent(
                             message_id=message_id, role="assistant"
                         )
-                    text.append(item.text)
-                    yield TextMessageContentEvent(
-                        message_id=message_id, delta=item.text
-                    )
+                    piece = scrub(piece)
+                    text.append(piece)
+                    yield TextMessageContentEvent(message_id=message_id, delta=piece)
                 elif isinstance(item, ToolCallBegin):
                     known = by_provider_id.get(item.call_id)
                     if known is not None:
@@ -467,10 +473,12 @@ class _Execution:
                             "never started.",
                             code="malformed_stream",
                         )
-                    if item.delta:
-                        target.deltas.append(item.delta)
+                    # Whole characters only: a high surrogate waits for its low half.
+                    emit, target.held = hold_back(target.held, item.delta)
+                    if emit:
+                        target.deltas.append(emit)
                         yield ToolCallArgsEvent(
-                            tool_call_id=target.tool_call_id, delta=item.delta
+                            tool_call_id=target.tool_call_id, delta=scrub(emit)
                         )
                 elif isinstance(item, TurnEnd):
                     end = item
@@ -487,6 +495,12 @@ class _Execution:
                 code="malformed_stream",
             )
         self._add_usage(end)
+        if held_text:
+            if self.open_text is None:
+                self.open_text = message_id
+                yield TextMessageStartEvent(message_id=message_id, role="assistant")
+            text.append(scrub(held_text))
+            yield TextMessageContentEvent(message_id=message_id, delta=text[-1])
         truncated = end.stop_reason in _NOT_EXECUTED
         for event in self._close_open(truncated=truncated):
             yield event
@@ -764,6 +778,16 @@ class _Execution:
             events.append(TextMessageEndEvent(message_id=self.open_text))
             self.open_text = None
         for call in self.open_calls:
+            if call.held:
+                # A high surrogate no low half followed: the text is refused when
+                # parsed; the event carries U+FFFD so it can be stored and sent.
+                call.deltas.append(call.held)
+                events.append(
+                    ToolCallArgsEvent(
+                        tool_call_id=call.tool_call_id, delta=scrub(call.held)
+                    )
+                )
+                call.held = ""
             if not call.deltas:
                 call.deltas.append(EMPTY_ARGUMENTS)
                 events.append(

@@ -61,6 +61,7 @@ PolicyFn: TypeAlias = Callable[[dict[str, Any]], Policy]
 #: and ``unknown_tool`` are refinements of "bad arguments" used by the cases.
 ErrorType = Literal[
     "invalid_arguments",
+    "invalid_arguments_json",
     "arguments_truncated",
     "unknown_tool",
     "permission_denied",

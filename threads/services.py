@@ -188,6 +188,7 @@ def run_start_from_agui(
     agent_settings(agent)
     with transaction.atomic():
         thread = thread_lock_by_id(thread_id=run_input.thread_id)
+        fresh = thread is None
         if thread is None:
             created = Thread.objects.create(
                 thread_id=run_input.thread_id, owner=user, agent=agent
@@ -200,6 +201,21 @@ def run_start_from_agui(
                 f"runId {run_input.run_id!r} was already used on this thread; "
                 "send a new runId for every run"
             )
+        # What the client brings to this run besides history: its own frontend tools
+        # (FT-01), context, forwarded props and state; merged by run_input_build.
+        client = run_input.model_dump(
+            mode="json",
+            by_alias=True,
+            exclude_none=True,
+            include={"tools", "context", "forwarded_props", "state"},
+        )
+        run: Run | None = None
+        if fresh:
+            # An imported conversation's tool calls need a run to own their rows
+            # (ToolCall.run), so a new thread's run exists before its history.
+            run = run_create(
+                thread=thread, run_id=run_input.run_id, agent=agent, client_input=client
+            )
         known = set(thread.messages.values_list("message_id", flat=True))
         for message in run_input.messages:
             data = message.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -211,31 +227,35 @@ def run_start_from_agui(
                 thread=thread, data=data, run=None, position=thread.next_seq
             )
             known.add(data["id"])
-        thread_check_can_start_run(thread=thread)
-        latest = thread.runs.order_by("-created_at", "-id").first()
-        continues = None
-        if latest is not None and latest.status == Run.Status.AWAITING_TOOLS:
-            # The client answered the calls its last run left pending (FT-06): this
-            # run is that run's continuation. thread_check_can_start_run has just
-            # proved no call is left unanswered.
-            run_transition(run=latest, to=Run.Status.FINISHED)
-            if not Run.objects.filter(continues=latest).exists():
-                continues = latest
-        client = run_input.model_dump(
-            mode="json",
-            by_alias=True,
-            exclude_none=True,
-            include={"tools", "context", "forwarded_props", "state"},
-        )
-        run = run_create(
-            thread=thread,
-            continues=continues,
-            run_id=run_input.run_id,
-            agent=agent,
-            client_input=client,
-        )
+        if run is None:
+            run = _run_create_after_history(
+                thread=thread, run_id=run_input.run_id, agent=agent, client=client
+            )
         start = thread.next_seq - 1
     return thread, run, start
+
+
+def _run_create_after_history(
+    *, thread: Thread, run_id: str, agent: str, client: dict[str, Any]
+) -> Run:
+    """Create the run of a thread that has history: checked, continuing its last run."""
+    thread_check_can_start_run(thread=thread)
+    latest = thread.runs.order_by("-created_at", "-id").first()
+    continues = None
+    if latest is not None and latest.status == Run.Status.AWAITING_TOOLS:
+        # The client answered the calls its last run left pending (FT-06): this
+        # run is that run's continuation. thread_check_can_start_run has just
+        # proved no call is left unanswered.
+        run_transition(run=latest, to=Run.Status.FINISHED)
+        if not Run.objects.filter(continues=latest).exists():
+            continues = latest
+    return run_create(
+        thread=thread,
+        continues=continues,
+        run_id=run_id,
+        agent=agent,
+        client_input=client,
+    )
 
 
 def _check_client_tool_answer(*, thread: Thread, data: dict[str, Any]) -> None:

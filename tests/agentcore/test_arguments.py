@@ -80,7 +80,6 @@ def test_rt05_exact_json_has_no_repair() -> None:
         ('{"city": "Oslo"} Let me check that.', "leading_json_value", {"city": "Oslo"}),
         ('{"city": "Oslo",}', "trailing_commas", {"city": "Oslo"}),
         ("{'city': \"O'Hare\"}", "python_literals", {"city": "O'Hare"}),
-        ('{"city": "Oslo"', "json_repair", {"city": "Oslo"}),
         ('"{\\"city\\": \\"Oslo\\"}"', "double_encoded", {"city": "Oslo"}),
     ],
 )
@@ -128,8 +127,13 @@ def test_rt05_rungs_compose_in_order() -> None:
     assert parsed.repair == "strip_code_fence+trailing_commas+python_literals"
 
 
-def test_rt05_unbalanced_braces_are_closed() -> None:
-    """RT-05: unbalanced JSON is closed by json-repair."""
+def test_rt05_unbalanced_braces_are_truncation_never_closed() -> None:
+    """RT-05, issue 14: unclosed JSON is a cut-off text; closing it would be guessing.
+
+    This test asserted the json-repair rung closing ``{"a": {"b": [1, 2]`` into a value;
+    issue 14 ("Completing a prefix is guessing; the model never said it") makes that
+    text ``arguments_truncated``, whatever the stop reason said.
+    """
     tool = make(
         {
             "type": "object",
@@ -138,9 +142,10 @@ def test_rt05_unbalanced_braces_are_closed() -> None:
             },
         }
     )
-    parsed = ok('{"a": {"b": [1, 2]', tool)
-    assert parsed.params == {"a": {"b": [1, 2]}}
-    assert parsed.repair == "json_repair"
+    for raw in ['{"a": {"b": [1, 2]', '{"city": "Oslo"']:
+        parsed = refused(raw, tool)
+        assert parsed.error_type == "arguments_truncated"
+        assert "nothing was executed" in parsed.error
 
 
 def test_rt05_repaired_value_must_still_validate() -> None:
@@ -151,9 +156,12 @@ def test_rt05_repaired_value_must_still_validate() -> None:
 
 def test_rt05_no_rung_turns_garbage_into_empty_object() -> None:
     """RT-05, BC10: unparseable input never becomes {} even for a parameterless tool."""
-    for raw in ["hello", "{", "}}}", "```\n\n```", "[1, 2]", "42", "true"]:
+    for raw in ["hello", "}}}", "```\n\n```", "[1, 2]", "42", "true"]:
         parsed = refused(raw, NONE)
         assert parsed.error_type == "invalid_arguments"
+    # "{" was asserted invalid_arguments here; issue 14 answers any cut-off JSON
+    # text as arguments_truncated, and it is still never {}.
+    assert refused("{", NONE).error_type == "arguments_truncated"
 
 
 def test_rt05_non_object_json_is_refused() -> None:

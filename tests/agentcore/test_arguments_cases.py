@@ -274,12 +274,13 @@ async def test_bc12_truncated_repairable_prefix_is_not_executed() -> None:
     """BC12: a schema-valid object from closing a truncated string is still rejected."""
     tool, seen = recording_tool("write_file", WRITE_FILE)
     raw = '{"file_path": "src/app.py", "content": "def main():\\n    print('
-    # The ladder *could* produce a schema-valid value here ...
-    assert parse_arguments(raw, tool=tool).params == {
-        "file_path": "src/app.py",
-        "content": "def main():\n    print(",
-    }
-    # ... but never for a truncated turn.
+    # This asserted that the ladder closes the string into a schema-valid value;
+    # issue 14 ("Completing a prefix is guessing") makes the text itself
+    # arguments_truncated, whatever the stop reason says ...
+    alone = parse_arguments(raw, tool=tool)
+    assert alone.params is None
+    assert alone.error_type == "arguments_truncated"
+    # ... and a truncated turn is refused with the token-limit detail.
     [result] = await dispatch(
         [ToolCallRequest("c", "write_file", raw, truncated=True)],
         toolset=Toolset([tool]),

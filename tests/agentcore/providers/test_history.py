@@ -90,7 +90,11 @@ def test_result_stored_after_later_user_message_moves_before_it() -> None:
 
 
 def test_reused_call_id_in_later_turn_is_answered_once_each() -> None:
-    """A call id reused by a later assistant message still gets exactly one tool message there."""
+    """A call id reused by a later assistant message still gets exactly one tool message there.
+
+    This asserted the reused id ``c1`` going out twice; issue 14 ("duplicate ids go
+    out on the wire") makes the later call ``c1_2`` on the wire, call and answer alike.
+    """
     history = [
         AssistantMessage(id="a1", tool_calls=[call("c1")]),
         ToolMessage(id="t1", tool_call_id="c1", content="one"),
@@ -101,8 +105,10 @@ def test_reused_call_id_in_later_turn_is_answered_once_each() -> None:
         ("assistant", None),
         ("tool", "c1"),
         ("assistant", None),
-        ("tool", "c1"),
+        ("tool", "c1_2"),
     ]
+    assert prepared[1].content == "one"
+    assert prepared[2].tool_calls[0].id == "c1_2"
     assert prepared[3].content == INTERRUPTED_CONTENT
 
 
