@@ -304,7 +304,10 @@ def _screen_text(text: str, *, quotes: str = '"') -> _Problem | None:
         plain = _PLAIN_RUN[quote]
         index = start.end()
         while True:
-            index = plain.match(text, index).end()
+            # Each pattern matches the empty string, so a match always exists.
+            run = plain.match(text, index)
+            assert run is not None
+            index = run.end()
             if index >= size:
                 return None
             char = text[index]
@@ -929,13 +932,16 @@ def _describe_error(error: ValidationError) -> str:
     where = _field(error.absolute_path)
     kind = error.validator
     instance = error.instance
+    # jsonschema types these as "maybe unset"; a reported error always has them.
+    value: Any = error.validator_value
+    schema: Any = error.schema
     if kind == "required" and isinstance(instance, dict):
-        missing = [r for r in error.validator_value if r not in instance]
+        missing = [r for r in value if r not in instance]
         names = ", ".join(repr(m) for m in missing)
         prefix = "" if where == "(root)" else f" in {where!r}"
         return f"missing required field {names}{prefix}"
     if kind == "additionalProperties" and isinstance(instance, dict):
-        allowed = list((error.schema.get("properties") or {}).keys())
+        allowed = list((schema.get("properties") or {}).keys())
         extra = [k for k in instance if k not in allowed]
         return (
             f"unexpected field {', '.join(repr(k) for k in extra)} at {where!r}; "
@@ -947,7 +953,7 @@ def _describe_error(error: ValidationError) -> str:
             f"{_json_type(instance)} {_short(instance)}"
         )
     if kind == "enum":
-        options = ", ".join(_short(v, 30) for v in error.validator_value)
+        options = ", ".join(_short(v, 30) for v in value)
         return f"field {where!r} expected one of {options}, got {_short(instance)}"
     message = error.message
     if len(message) > 200:

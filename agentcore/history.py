@@ -167,17 +167,18 @@ def prepare_history(
     for index, message in enumerate(messages):
         if not isinstance(message, ToolMessage):
             continue
-        places = occurrences.get(message.tool_call_id)
-        if not places:
+        answered = occurrences.get(message.tool_call_id)
+        if not answered:
             logger.warning(
                 "dropping tool message %r answering unknown call %r",
                 message.id,
                 message.tool_call_id,
             )
             continue
-        open_places = [p for p in places if p not in results]
+        open_places = [p for p in answered if p not in results]
         before = [p for p in open_places if p[0] < index]
-        chosen = (before or open_places or [None])[0]
+        candidates = before or open_places
+        chosen = candidates[0] if candidates else None
         if chosen is None:
             logger.warning(
                 "dropping duplicate tool message %r for call %r",

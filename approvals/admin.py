@@ -15,6 +15,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -28,6 +29,7 @@ from django.utils.timesince import timesince
 from approvals.exceptions import ApprovalError
 from approvals.models import ApprovalRequest, AuditEntry, ToolExecution
 from approvals.services import DECIDE_PERMISSION, approval_decide
+from approvals.services.decisions import Decision
 
 
 def _pretty(value: Any) -> str:
@@ -62,7 +64,7 @@ class DecisionForm(forms.Form):
 def _decide_many(
     request: HttpRequest,
     queryset: QuerySet[ApprovalRequest],
-    decision: str,
+    decision: Decision,
     reason: str,
 ) -> None:
     done = 0
@@ -198,7 +200,10 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         return self._confirm(request, queryset, "reject")
 
     def _confirm(
-        self, request: HttpRequest, queryset: QuerySet[ApprovalRequest], decision: str
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[ApprovalRequest],
+        decision: Decision,
     ) -> Any:
         if not self.has_decide_permission(request):
             raise PermissionDenied
@@ -219,7 +224,7 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
                 "decision": decision,
                 "form": form,
                 "action": f"{decision}_selected",
-                "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
                 "opts": self.model._meta,
             },
         )
@@ -243,10 +248,11 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         if not self.has_decide_permission(request):
             raise PermissionDenied
         form = DecisionForm(request.POST)
-        decision = request.POST.get("decision")
-        if decision not in ("approve", "reject") or not form.is_valid():
+        posted = request.POST.get("decision")
+        decision: Decision = "approve" if posted == "approve" else "reject"
+        if posted not in ("approve", "reject") or not form.is_valid():
             messages.error(
-                request, f"invalid decision: {form.errors.as_text() or decision!r}"
+                request, f"invalid decision: {form.errors.as_text() or posted!r}"
             )
             return HttpResponseRedirect(change_url)
         try:

@@ -142,6 +142,9 @@ class AuditChainHead(models.Model):
 
     last_hash = models.CharField(max_length=64, default="0" * 64)
 
+    def __str__(self) -> str:
+        return f"audit chain head {self.last_hash[:12]}"
+
 
 class AuditEntry(models.Model):
     """An append-only audit record; ``hash`` covers the record and ``prev_hash``.
@@ -174,6 +177,16 @@ class AuditEntry(models.Model):
     def __str__(self) -> str:
         return f"{self.action} {self.target_type}:{self.target_id}"
 
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None:
+            raise ValueError(
+                "audit entries are append-only; create a new entry instead"
+            )
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        raise ValueError("audit entries are append-only and cannot be deleted")
+
     def compute_hash(self) -> str:
         """Return the hash of this entry's content chained to ``prev_hash``."""
         body = {
@@ -187,13 +200,3 @@ class AuditEntry(models.Model):
             "prev_hash": self.prev_hash,
         }
         return arguments_hash(body)
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        if self.pk is not None:
-            raise ValueError(
-                "audit entries are append-only; create a new entry instead"
-            )
-        super().save(*args, **kwargs)
-
-    def delete(self, *args: Any, **kwargs: Any) -> Any:
-        raise ValueError("audit entries are append-only and cannot be deleted")

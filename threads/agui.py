@@ -20,6 +20,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import IntegrityError
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import ValidationError
@@ -61,7 +62,7 @@ def _authenticate(request: HttpRequest) -> tuple[Any, str | None]:
         )
     if request.method == "POST":
         rejected = CsrfViewMiddleware(lambda r: HttpResponse()).process_view(
-            request, lambda r: None, (), {}
+            request, lambda r: HttpResponse(), (), {}
         )
         if rejected is not None:
             return (
@@ -131,7 +132,7 @@ def _validation_fields(error: ValidationError) -> dict[str, str]:
 
 
 @csrf_exempt
-async def agui_run(request: HttpRequest, agent: str) -> HttpResponse:
+async def agui_run(request: HttpRequest, agent: str) -> HttpResponseBase:
     """Start a run of ``agent`` from a ``RunAgentInput`` and stream its events as SSE."""
     if request.method != "POST":
         return error_response(
@@ -193,7 +194,7 @@ async def agui_run(request: HttpRequest, agent: str) -> HttpResponse:
     return response
 
 
-async def agui_thread_events(request: HttpRequest, thread_id: str) -> HttpResponse:
+async def agui_thread_events(request: HttpRequest, thread_id: str) -> HttpResponseBase:
     """Follow ``thread_id``'s event log as SSE from ``?after=<seq>`` or ``Last-Event-ID``."""
     user, failure = await sync_to_async(_authenticate)(request)
     if failure:

@@ -170,7 +170,8 @@ class MessageRateThrottle(SimpleRateThrottle):
     default_rate = "30/min"
 
     def get_rate(self) -> str | None:
-        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope) or self.default_rate
+        rate = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+        return str(rate) if rate else self.default_rate
 
     def get_cache_key(self, request: Request, view: Any) -> str | None:
         token = getattr(request.auth, "key", None)

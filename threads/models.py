@@ -136,8 +136,10 @@ class Message(models.Model):
     #: A string, or an ordered list of AG-UI content parts (TC-10).
     content = models.JSONField(default=str, blank=True)
     name = models.CharField(max_length=200, blank=True, default="")
-    tool_call_id = models.CharField(max_length=200, null=True, blank=True)
-    error = models.TextField(null=True, blank=True)
+    # NULL (not "") for messages that answer no call: the per-thread unique
+    # constraint on (thread, tool_call_id) must ignore them.
+    tool_call_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    error = models.TextField(null=True, blank=True)  # noqa: DJ001 - NULL: no error
     run = models.ForeignKey(
         Run, on_delete=models.SET_NULL, null=True, blank=True, related_name="messages"
     )

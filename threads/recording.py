@@ -43,7 +43,7 @@ _TERMINAL_TYPES = {EventType.RUN_FINISHED, EventType.RUN_ERROR}
 
 
 def _item_id(event: BaseEvent) -> str:
-    return getattr(event, "tool_call_id", None) or getattr(event, "message_id", "")
+    return str(getattr(event, "tool_call_id", None) or getattr(event, "message_id", ""))
 
 
 def _merge_delta(buffer: list[BaseEvent], event: BaseEvent) -> bool:
@@ -58,7 +58,9 @@ def _merge_delta(buffer: list[BaseEvent], event: BaseEvent) -> bool:
         if previous.type not in _DELTA_TYPES:
             return False
         if previous.type == event.type and _item_id(previous) == item:
-            merged = previous.model_copy(update={"delta": previous.delta + event.delta})
+            # Only TOOL_CALL_ARGS and TEXT_MESSAGE_CONTENT get here: both carry a delta.
+            delta = getattr(previous, "delta", "") + getattr(event, "delta", "")
+            merged = previous.model_copy(update={"delta": delta})
             buffer[index] = merged
             return True
     return False
@@ -196,7 +198,7 @@ class RunRecorder:
         if self._buffer_since is None:
             self._buffer_since = time.monotonic()
         if event.type in _DELTA_TYPES:
-            self._buffer_bytes += len(event.delta)
+            self._buffer_bytes += len(getattr(event, "delta", ""))
             if _merge_delta(self._buffer, event):
                 return
         self._buffer.append(event)

@@ -58,7 +58,9 @@ class ErrorSerializer(serializers.Serializer):
     detail = serializers.CharField(
         help_text="What went wrong and what to do, as a sentence."
     )
-    fields = serializers.DictField(
+    # DRF's metaclass pops declared fields off the class, so this does not shadow
+    # Serializer.fields at run time; the error body's key is "fields".
+    fields = serializers.DictField(  # type: ignore[assignment]
         child=serializers.ListField(child=serializers.CharField()),
         required=False,
         help_text="Validation errors by field (only for validation errors).",
@@ -263,7 +265,7 @@ class RunOutputSerializer(serializers.Serializer):
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_continues(self, run: Run) -> str | None:
         """Return the ``runId`` whose pending calls this run continues."""
-        return run.continues.run_id if run.continues_id else None
+        return run.continues.run_id if run.continues is not None else None
 
 
 # -- threads -------------------------------------------------------------------------

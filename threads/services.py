@@ -330,7 +330,7 @@ def run_input_build(*, run: Run) -> dict[str, Any]:
         "context": client.get("context", []),
         "forwardedProps": client.get("forwardedProps", {}),
     }
-    if run.parent_run_id:
+    if run.parent_run is not None:
         data["parentRunId"] = run.parent_run.run_id
     return data
 

@@ -38,7 +38,9 @@ def run_tools(run: Run) -> tuple[Toolset, set[str]]:
     """Return the agent's toolset and the names advertised in ``run``'s input (FT-01)."""
     toolset = agent_toolset(run.agent)
     advertised = {
-        t.get("name") for t in (run.input or {}).get("tools", []) if isinstance(t, dict)
+        str(t["name"])
+        for t in (run.input or {}).get("tools", [])
+        if isinstance(t, dict) and t.get("name")
     }
     return toolset, advertised
 

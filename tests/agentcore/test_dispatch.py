@@ -6,6 +6,7 @@ Rules: RT-07, LP-02, LP-03, LP-05, LP-08, SEC-04, SEC-05, SEC-06, RT-09.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import threading
@@ -143,7 +144,7 @@ async def test_lp03_sequential_tools_do_not_overlap() -> None:
     calls = [ToolCallRequest(f"c{i}", "w", "{}") for i in range(3)]
     await run(calls, w)
     spans = [rec.spans[f"c{i}"] for i in range(3)]
-    for earlier, later in zip(spans, spans[1:], strict=False):
+    for earlier, later in itertools.pairwise(spans):
         assert earlier[1] <= later[0]
 
 

@@ -469,7 +469,7 @@ async def test_bc28_late_argument_fragment_lands_before_end(
         "TOOL_CALL_END",
         "TOOL_CALL_RESULT",
     ]
-    a, b = (s.tool_call_id for s in of_type(events, "TOOL_CALL_START"))
+    a, _b = (s.tool_call_id for s in of_type(events, "TOOL_CALL_START"))
     assert json.loads(joined_args(events, a)) == {"text": "a"}
     assert [r.content for r in of_type(events, "TOOL_CALL_RESULT")] == [
         "echo: a",
