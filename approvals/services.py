@@ -43,6 +43,7 @@ from approvals.models import (
 from threads.conf import countersign_settings
 from threads.models import Message, Run, Thread, ToolCall
 from threads.services import APPLICATION_SOURCE
+from threads.ids import new_tool_message_id
 from threads.validation import storable
 
 logger = logging.getLogger(__name__)
@@ -187,7 +188,7 @@ def tool_message_write(
         with transaction.atomic():
             message = Message.objects.create(
                 thread=thread,
-                message_id=f"result-{call.tool_call_id}",
+                message_id=new_tool_message_id(),
                 role=Message.Role.TOOL,
                 content=storable(content, what=f"result of {call.tool_call_id}"),
                 metadata={"source": APPLICATION_SOURCE},

@@ -100,15 +100,16 @@ class ContentField(serializers.Field):
         "empty": "content must hold at least one content part",
         "too_many": f"content may hold at most {MAX_CONTENT_PARTS} parts",
         "part": "part {index}: {error}",
-        "nul": "content must not contain the NUL character (at {where})",
+        "unstorable": "{detail}",
     }
 
     def to_internal_value(self, data: Any) -> str | list[dict[str, Any]]:
-        from threads.validation import find_nul
+        from threads.validation import json_problem
 
-        where = find_nul(data)
-        if where is not None:
-            self.fail("nul", where=where)
+        # NUL, lone surrogates, non-finite numbers, depth: the one shared check.
+        problem = json_problem(data, path="content")
+        if problem is not None:
+            self.fail("unstorable", detail=problem.detail)
         if isinstance(data, str):
             if not data.strip():
                 self.fail("blank")

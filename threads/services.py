@@ -841,10 +841,10 @@ def message_post(
 
 
 def new_message_id() -> str:
-    """Return a new thread-unique message id."""
-    from threads.models import new_public_id
+    """Return a new thread-unique message id, in Countersign's namespace (threads.ids)."""
+    from threads.ids import new_message_id as mint
 
-    return new_public_id()
+    return mint()
 
 
 def run_create(*, thread: Thread, continues: Run | None = None) -> Run:
