@@ -50,9 +50,12 @@ class DecisionForm(forms.Form):
         raw = self.cleaned_data.get("edited_arguments", "").strip()
         if not raw:
             return None
+        from threads.validation import JSONInputError, parse_json
+
         try:
-            value = json.loads(raw)
-        except ValueError as error:
+            # The one check every entry point uses: depth, NaN, NUL, surrogates.
+            value = parse_json(raw)
+        except JSONInputError as error:
             raise forms.ValidationError(f"not valid JSON: {error}") from error
         if not isinstance(value, dict):
             raise forms.ValidationError("edited arguments must be a JSON object")
