@@ -8,24 +8,32 @@ see but not decide answers 403. Implements SEC-02, DC-03, DC-05.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from approvals.exceptions import InvalidEditedArguments
 from approvals.models import ApprovalRequest
 from approvals.selectors import approval_get, approval_list
 from approvals.serializers import ApprovalOutputSerializer
 from approvals.services import approval_decide, execution_resolve
 from threads.api import BoundedLimitOffsetPagination, errors
-from threads.serializers import StrictSerializer, results_of
+from threads.serializers import QueryFilterSerializer, StrictSerializer, results_of
 
 #: Longest reason accepted, in characters.
 MAX_REASON_CHARS = 2000
 #: Largest ``older_than`` accepted: ten years, in seconds.
 MAX_AGE_SECONDS = 10 * 365 * 24 * 3600
+
+
+@extend_schema_field({"type": "object", "additionalProperties": {}, "deprecated": True})
+class DeprecatedDictField(serializers.DictField):
+    """A JSON object field marked ``deprecated`` in the OpenAPI schema."""
 
 
 def visible_approval(request: Request, pk: int) -> ApprovalRequest:
@@ -39,7 +47,7 @@ def visible_approval(request: Request, pk: int) -> ApprovalRequest:
 class ApprovalListApi(APIView):
     """``GET /api/approvals/``: pending first, then newest; filter by tool, thread, status, age."""
 
-    class FilterSerializer(serializers.Serializer):
+    class FilterSerializer(QueryFilterSerializer):
         tool = serializers.CharField(required=False, max_length=200)
         thread = serializers.CharField(
             required=False, max_length=200, help_text="threadId"
@@ -109,14 +117,29 @@ class ApprovalApproveApi(APIView):
     """
 
     class InputSerializer(StrictSerializer):
-        edited_arguments = serializers.DictField(
+        editedArguments = serializers.DictField(
             required=False,
             help_text="Arguments to run instead of the proposed ones (validated "
             "against the tool's schema).",
         )
+        edited_arguments = DeprecatedDictField(
+            required=False,
+            help_text="Deprecated spelling of `editedArguments`; still accepted. "
+            "Send one of the two.",
+        )
         reason = serializers.CharField(
             required=False, allow_blank=True, max_length=MAX_REASON_CHARS, default=""
         )
+
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            if "editedArguments" in attrs and "edited_arguments" in attrs:
+                sentence = (
+                    "send editedArguments only (edited_arguments is its old name)"
+                )
+                raise serializers.ValidationError(
+                    {"editedArguments": [sentence], "edited_arguments": [sentence]}
+                )
+            return attrs
 
     OutputSerializer = ApprovalOutputSerializer
 
@@ -129,13 +152,22 @@ class ApprovalApproveApi(APIView):
         approval = visible_approval(request, pk)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        decided = approval_decide(
-            approval=approval,
-            decided_by=request.user,
-            decision="approve",
-            reason=data.validated_data["reason"],
-            edited_arguments=data.validated_data.get("edited_arguments"),
+        values = data.validated_data
+        spelling = (
+            "editedArguments" if "editedArguments" in values else "edited_arguments"
         )
+        try:
+            decided = approval_decide(
+                approval=approval,
+                decided_by=request.user,
+                decision="approve",
+                reason=values["reason"],
+                edited_arguments=values.get(spelling),
+            )
+        except InvalidEditedArguments as error:
+            # Name the field as the client spelled it.
+            error.field = spelling  # type: ignore[attr-defined]
+            raise
         return Response(self.OutputSerializer(decided).data)
 
 

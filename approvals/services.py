@@ -41,9 +41,9 @@ from approvals.models import (
     arguments_hash,
 )
 from threads.conf import countersign_settings
+from threads.ids import new_tool_message_id
 from threads.models import Message, Run, Thread, ToolCall
 from threads.services import APPLICATION_SOURCE
-from threads.ids import new_tool_message_id
 from threads.validation import storable
 
 logger = logging.getLogger(__name__)

@@ -13,7 +13,20 @@ from drf_spectacular.openapi import AutoSchema
 
 
 class ApiAutoSchema(AutoSchema):
-    """Name nested serializers after the view that holds them."""
+    """Name nested serializers after the view that holds them; strict bodies are closed.
+
+    A request body read by a :class:`threads.serializers.StrictInputMixin`
+    serializer refuses undeclared fields, so its schema says
+    ``additionalProperties: false``.
+    """
+
+    def _map_basic_serializer(self, serializer: Any, direction: Any) -> Any:
+        from threads.serializers import StrictInputMixin
+
+        result = super()._map_basic_serializer(serializer, direction)
+        if direction == "request" and isinstance(serializer, StrictInputMixin):
+            result["additionalProperties"] = False
+        return result
 
     def get_serializer_name(self, serializer: Any, direction: Any) -> str:
         qualname = type(serializer).__qualname__

@@ -48,6 +48,7 @@ from threads.serializers import (
     ErrorSerializer,
     EventField,
     MessageOutputSerializer,
+    QueryFilterSerializer,
     RunOutputSerializer,
     StrictSerializer,
     ThreadOutputSerializer,
@@ -189,7 +190,7 @@ class MessageRateThrottle(SimpleRateThrottle):
 class ThreadListCreateApi(APIView):
     """``GET /api/threads/`` lists threads; ``POST`` creates one."""
 
-    class FilterSerializer(serializers.Serializer):
+    class FilterSerializer(QueryFilterSerializer):
         status = serializers.ChoiceField(choices=THREAD_STATUSES, required=False)
         owner = serializers.CharField(
             required=False,
@@ -375,7 +376,7 @@ class ThreadMessagesApi(APIView):
 class ThreadEventsApi(APIView):
     """``GET /api/threads/<threadId>/events/?after=<seq>&limit=<n>``: replay the log."""
 
-    class FilterSerializer(serializers.Serializer):
+    class FilterSerializer(QueryFilterSerializer):
         after = serializers.IntegerField(
             required=False,
             default=0,
@@ -466,7 +467,7 @@ class RunCancelApi(APIView):
 class ToolCallListApi(APIView):
     """``GET /api/tool-calls/?thread=&state=&name=``: newest first."""
 
-    class FilterSerializer(serializers.Serializer):
+    class FilterSerializer(QueryFilterSerializer):
         thread = serializers.CharField(
             required=False, max_length=200, help_text="threadId"
         )
@@ -509,7 +510,7 @@ class ToolCallListApi(APIView):
 class ToolCallDetailApi(APIView):
     """``GET /api/tool-calls/<toolCallId>/`` (``?thread=`` picks the thread if ids collide)."""
 
-    class FilterSerializer(serializers.Serializer):
+    class FilterSerializer(QueryFilterSerializer):
         thread = serializers.CharField(
             required=False, max_length=200, help_text="threadId"
         )
@@ -540,7 +541,7 @@ class ToolCallDetailApi(APIView):
 class ToolListApi(APIView):
     """``GET /api/tools/?agent=``: the tools each agent offers, with schemas and policies."""
 
-    class FilterSerializer(serializers.Serializer):
+    class FilterSerializer(QueryFilterSerializer):
         agent = serializers.CharField(required=False, max_length=100)
 
     OutputSerializer = ToolOutputSerializer

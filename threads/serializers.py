@@ -28,12 +28,36 @@ MAX_CONTENT_CHARS = 100_000
 MAX_CONTENT_PARTS = 50
 
 
+def _json_type_error(field: serializers.Field, value: Any) -> str | None:
+    """Return why ``value`` is not of the JSON type the schema documents for ``field``."""
+    if value is None:
+        return None
+    kind = type(value).__name__
+    if isinstance(field, serializers.CharField | serializers.ChoiceField):
+        if not isinstance(value, str):
+            return f"must be a string, not {kind}"
+    elif isinstance(field, serializers.BooleanField):
+        if not isinstance(value, bool):
+            return f"must be true or false, not {kind}"
+    elif isinstance(field, serializers.IntegerField | serializers.FloatField) and (
+        isinstance(value, bool) or not isinstance(value, int | float)
+    ):
+        return f"must be a number, not {kind}"
+    return None
+
+
 class StrictInputMixin:
-    """Reject request fields the serializer does not declare, naming each one."""
+    """Reject request fields the serializer does not declare, naming each one.
+
+    JSON values must have the type the schema documents: DRF would read ``0`` as
+    the string ``"0"`` or ``"true"`` as a boolean; here they are refused, naming the
+    field. The OpenAPI schema says ``additionalProperties: false`` for these
+    bodies (config.schema).
+    """
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
-            declared = set(self.fields)  # type: ignore[attr-defined]
+            declared = self.fields  # type: ignore[attr-defined]
             unknown = sorted(str(key) for key in data if key not in declared)
             if unknown:
                 allowed = sorted(declared)
@@ -43,11 +67,38 @@ class StrictInputMixin:
                         for key in unknown
                     }
                 )
+            wrong = {
+                name: [problem]
+                for name, value in data.items()
+                if (problem := _json_type_error(declared[name], value)) is not None
+            }
+            if wrong:
+                raise serializers.ValidationError(wrong)
         return super().to_internal_value(data)  # type: ignore[misc]
 
 
 class StrictSerializer(StrictInputMixin, serializers.Serializer):
     """A plain serializer that rejects unknown fields."""
+
+
+class QueryFilterSerializer(serializers.Serializer):
+    """Query-string filters: a parameter sent empty (``?status=``) is refused, naming it.
+
+    DRF reads an empty optional parameter as absent, while the schema documents
+    each filter as a non-empty value; the two now agree.
+    """
+
+    def to_internal_value(self, data: Any) -> Any:
+        blank = {
+            name: ["must not be empty; leave the parameter out to not filter"]
+            for name in self.fields
+            if hasattr(data, "getlist")
+            and name in data
+            and any(value == "" for value in data.getlist(name))
+        }
+        if blank:
+            raise serializers.ValidationError(blank)
+        return super().to_internal_value(data)
 
 
 class ErrorSerializer(serializers.Serializer):
