@@ -8,10 +8,8 @@ see but not decide answers 403. Implements SEC-02, DC-03, DC-05.
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -22,7 +20,12 @@ from approvals.models import ApprovalRequest
 from approvals.selectors import approval_get, approval_list
 from approvals.serializers import ApprovalOutputSerializer
 from approvals.services import approval_decide, execution_resolve
-from threads.api import BoundedLimitOffsetPagination, errors
+from threads.api import (
+    BoundedLimitOffsetPagination,
+    errors,
+    limit_parameter,
+    offset_parameter,
+)
 from threads.serializers import QueryFilterSerializer, StrictSerializer, results_of
 
 #: Longest reason accepted, in characters.
@@ -68,8 +71,8 @@ class ApprovalListApi(APIView):
         operation_id="approvals_list",
         parameters=[
             FilterSerializer,
-            OpenApiParameter("limit", int, description="Page size, at most 200."),
-            OpenApiParameter("offset", int, description="Items to skip."),
+            limit_parameter(),
+            offset_parameter(),
         ],
         responses={
             200: results_of(
@@ -125,21 +128,11 @@ class ApprovalApproveApi(APIView):
         edited_arguments = DeprecatedDictField(
             required=False,
             help_text="Deprecated spelling of `editedArguments`; still accepted. "
-            "Send one of the two.",
+            "When both are sent, `editedArguments` is used.",
         )
         reason = serializers.CharField(
             required=False, allow_blank=True, max_length=MAX_REASON_CHARS, default=""
         )
-
-        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-            if "editedArguments" in attrs and "edited_arguments" in attrs:
-                sentence = (
-                    "send editedArguments only (edited_arguments is its old name)"
-                )
-                raise serializers.ValidationError(
-                    {"editedArguments": [sentence], "edited_arguments": [sentence]}
-                )
-            return attrs
 
     OutputSerializer = ApprovalOutputSerializer
 
