@@ -67,8 +67,9 @@ _CONSTRAINTS: Final = {
 _PG_DETAIL: Final = re.compile(
     r"Key \((?P<columns>[^)]*)\)=\((?P<values>.*)\) already exists"
 )
-#: Columns holding internal primary keys: never shown.
-_INTERNAL_COLUMNS: Final = frozenset({"id", "thread_id", "user_id", "tool_call_id_fk"})
+#: Columns holding internal primary keys: never shown (nor any digits-only ``*_id``
+#: value, which is a foreign key's).
+_INTERNAL_COLUMNS: Final = frozenset({"id", "thread_id", "user_id"})
 
 _DRF_TYPES: Final = {
     exceptions.ValidationError: "validation_error",
@@ -158,6 +159,7 @@ def integrity_conflict(
                 v
                 for c, v in zip(columns, values, strict=False)
                 if c not in _INTERNAL_COLUMNS
+                and not (c.endswith("_id") and v.strip().isdigit())
             ]
             value = public[-1] if public else None
     field = field or public_field

@@ -130,6 +130,8 @@ def check_input_messages(*, thread: Any, messages: Sequence[dict[str, Any]]) -> 
             )
         )
     for index, data in enumerate(messages):
+        if data.get("role") not in Message.Role.values:
+            continue  # not stored (activity, reasoning...): nothing to collide with
         message_id = str(data.get("id") or "")
         where = f"messages.{index}.id"
         existing = stored.get(message_id)

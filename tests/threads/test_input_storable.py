@@ -293,3 +293,22 @@ def test_a_violated_unique_constraint_becomes_a_409_without_database_text(user):
     if "call_1" not in body["detail"]:
         # SQLite names no values; PostgreSQL's detail gives the public id.
         assert transaction.get_connection().vendor == "sqlite"
+
+
+def test_the_rest_exception_handler_answers_integrity_errors_with_the_409_body(user):
+    from config.exception_handler import api_exception_handler
+
+    thread = thread_create(owner=user, title="dup-run")
+    Run.objects.create(thread=thread, run_id="r-same")
+    with pytest.raises(IntegrityError) as caught, transaction.atomic():
+        Run.objects.create(thread=thread, run_id="r-same")
+
+    response = api_exception_handler(caught.value, {})
+
+    assert response is not None
+    assert response.status_code == 409
+    assert response.data["type"] == "conflict"
+    assert list(response.data["fields"]) == ["runId"]
+    assert "already used" in response.data["detail"]
+    assert "UNIQUE" not in response.data["detail"]
+    assert "duplicate key" not in response.data["detail"]
