@@ -30,6 +30,7 @@ from approvals.exceptions import ApprovalError
 from approvals.models import ApprovalRequest, AuditEntry, ToolExecution
 from approvals.services import DECIDE_PERMISSION, approval_decide
 from approvals.services.decisions import Decision
+from threads.validation import JSONInputError, parse_json
 
 
 def _pretty(value: Any) -> str:
@@ -52,9 +53,11 @@ class DecisionForm(forms.Form):
         raw = self.cleaned_data.get("edited_arguments", "").strip()
         if not raw:
             return None
+
         try:
-            value = json.loads(raw)
-        except ValueError as error:
+            # The one check every entry point uses: depth, NaN, NUL, surrogates.
+            value = parse_json(raw)
+        except JSONInputError as error:
             raise forms.ValidationError(f"not valid JSON: {error}") from error
         if not isinstance(value, dict):
             raise forms.ValidationError("edited arguments must be a JSON object")

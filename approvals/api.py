@@ -9,23 +9,34 @@ see but not decide answers 403. Implements SEC-02, DC-03, DC-05.
 from __future__ import annotations
 
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from approvals.exceptions import InvalidEditedArguments
 from approvals.models import ApprovalRequest
 from approvals.selectors import approval_get, approval_list
 from approvals.serializers import ApprovalOutputSerializer
 from approvals.services import approval_decide, execution_resolve
-from threads.api import BoundedLimitOffsetPagination, errors
-from threads.serializers import StrictSerializer, results_of
+from threads.api import (
+    BoundedLimitOffsetPagination,
+    errors,
+    limit_parameter,
+    offset_parameter,
+)
+from threads.serializers import QueryFilterSerializer, StrictSerializer, results_of
 
 #: Longest reason accepted, in characters.
 MAX_REASON_CHARS = 2000
 #: Largest ``older_than`` accepted: ten years, in seconds.
 MAX_AGE_SECONDS = 10 * 365 * 24 * 3600
+
+
+@extend_schema_field({"type": "object", "additionalProperties": {}, "deprecated": True})
+class DeprecatedDictField(serializers.DictField):
+    """A JSON object field marked ``deprecated`` in the OpenAPI schema."""
 
 
 def visible_approval(request: Request, pk: int) -> ApprovalRequest:
@@ -39,7 +50,7 @@ def visible_approval(request: Request, pk: int) -> ApprovalRequest:
 class ApprovalListApi(APIView):
     """``GET /api/approvals/``: pending first, then newest; filter by tool, thread, status, age."""
 
-    class FilterSerializer(serializers.Serializer):
+    class FilterSerializer(QueryFilterSerializer):
         tool = serializers.CharField(required=False, max_length=200)
         thread = serializers.CharField(
             required=False, max_length=200, help_text="threadId"
@@ -60,8 +71,8 @@ class ApprovalListApi(APIView):
         operation_id="approvals_list",
         parameters=[
             FilterSerializer,
-            OpenApiParameter("limit", int, description="Page size, at most 200."),
-            OpenApiParameter("offset", int, description="Items to skip."),
+            limit_parameter(),
+            offset_parameter(),
         ],
         responses={
             200: results_of(
@@ -109,10 +120,15 @@ class ApprovalApproveApi(APIView):
     """
 
     class InputSerializer(StrictSerializer):
-        edited_arguments = serializers.DictField(
+        editedArguments = serializers.DictField(
             required=False,
             help_text="Arguments to run instead of the proposed ones (validated "
             "against the tool's schema).",
+        )
+        edited_arguments = DeprecatedDictField(
+            required=False,
+            help_text="Deprecated spelling of `editedArguments`; still accepted. "
+            "When both are sent, `editedArguments` is used.",
         )
         reason = serializers.CharField(
             required=False, allow_blank=True, max_length=MAX_REASON_CHARS, default=""
@@ -129,13 +145,22 @@ class ApprovalApproveApi(APIView):
         approval = visible_approval(request, pk)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        decided = approval_decide(
-            approval=approval,
-            decided_by=request.user,
-            decision="approve",
-            reason=data.validated_data["reason"],
-            edited_arguments=data.validated_data.get("edited_arguments"),
+        values = data.validated_data
+        spelling = (
+            "editedArguments" if "editedArguments" in values else "edited_arguments"
         )
+        try:
+            decided = approval_decide(
+                approval=approval,
+                decided_by=request.user,
+                decision="approve",
+                reason=values["reason"],
+                edited_arguments=values.get(spelling),
+            )
+        except InvalidEditedArguments as error:
+            # Name the field as the client spelled it.
+            error.field = spelling  # type: ignore[attr-defined]
+            raise
         return Response(self.OutputSerializer(decided).data)
 
 

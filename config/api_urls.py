@@ -93,5 +93,7 @@ urlpatterns = [
     ),
     path("tools/", threads_api.ToolListApi.as_view(), name="api-tools"),
     path("agents/", threads_api.AgentListApi.as_view(), name="api-agents"),
-    re_path(r"^(?P<path>.*)$", threads_api.api_not_found),
+    # (?s): a path holding a newline (an id with one) is an unknown endpoint too,
+    # answered with the JSON 404, not Django's HTML page.
+    re_path(r"^(?P<path>(?s:.*))\Z", threads_api.api_not_found),
 ]

@@ -9,12 +9,15 @@ codes. Implements STYLE.md 20 and DC-05.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404
+from django.db import IntegrityError
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
@@ -26,6 +29,47 @@ _ERROR_FIELDS: Final = {
     "invalid_arguments": "edited_arguments",
     "reason_required": "reason",
 }
+
+#: The database's unique constraints, by name (PostgreSQL) and by ``table.column``
+#: (SQLite names the columns only): the public field each one protects and why.
+_CONSTRAINTS: Final = {
+    "uniq_message_id_per_thread": (
+        "messageId",
+        "a message of this thread already has this id",
+    ),
+    "threads_message.message_id": (
+        "messageId",
+        "a message of this thread already has this id",
+    ),
+    "uniq_tool_message_per_call": (
+        "toolCallId",
+        "this call is already answered; a call takes one answer",
+    ),
+    "threads_message.tool_call_id": (
+        "toolCallId",
+        "this call is already answered; a call takes one answer",
+    ),
+    "uniq_run_id_per_thread": ("runId", "this runId was already used on this thread"),
+    "threads_run.run_id": ("runId", "this runId was already used on this thread"),
+    "uniq_tool_call_per_thread": (
+        "toolCallId",
+        "this tool call id is already used on this thread",
+    ),
+    "threads_toolcall.tool_call_id": (
+        "toolCallId",
+        "this tool call id is already used on this thread",
+    ),
+    "uniq_idempotency_key_per_user": (
+        "Idempotency-Key",
+        "this Idempotency-Key is already in use",
+    ),
+}
+_PG_DETAIL: Final = re.compile(
+    r"Key \((?P<columns>[^)]*)\)=\((?P<values>.*)\) already exists"
+)
+#: Columns holding internal primary keys: never shown (nor any digits-only ``*_id``
+#: value, which is a foreign key's).
+_INTERNAL_COLUMNS: Final = frozenset({"id", "thread_id", "user_id"})
 
 _DRF_TYPES: Final = {
     exceptions.ValidationError: "validation_error",
@@ -82,11 +126,98 @@ def _validation_sentence(fields: dict[str, list[str]]) -> str:
     return f"Invalid value for {listed}: {first}"
 
 
+def integrity_conflict(
+    error: IntegrityError, *, field: str | None = None, value: str | None = None
+) -> dict[str, Any]:
+    """Return the 409 body for a violated unique constraint, without database text.
+
+    The body names the public field the constraint protects (``toolCallId``,
+    ``messageId``, ``runId``...) and the conflicting public id when the caller
+    passes ``value`` or PostgreSQL's detail shows it; never SQL, constraint names
+    or internal primary keys. Implements issue 13.7.
+    """
+    cause = error.__cause__
+    diag = getattr(cause, "diag", None)
+    name = getattr(diag, "constraint_name", None) or ""
+    text = str(cause or error)
+    known = _CONSTRAINTS.get(name)
+    if known is None:
+        failed = re.search(r"UNIQUE constraint failed: (.*)$", text)
+        if failed:
+            columns = [c.strip() for c in failed.group(1).split(",")]
+            known = next(
+                (_CONSTRAINTS[c] for c in reversed(columns) if c in _CONSTRAINTS), None
+            )
+    public_field, why = known or (field or "body", "it conflicts with stored data")
+    if value is None:
+        detail = getattr(diag, "message_detail", None) or ""
+        match = _PG_DETAIL.search(detail)
+        if match:
+            columns = [c.strip() for c in match.group("columns").split(",")]
+            values = match.group("values").split(", ", len(columns) - 1)
+            public = [
+                v
+                for c, v in zip(columns, values, strict=False)
+                if c not in _INTERNAL_COLUMNS
+                and not (c.endswith("_id") and v.strip().isdigit())
+            ]
+            value = public[-1] if public else None
+    field = field or public_field
+    shown = f" {value!r}" if value else ""
+    sentence = f"{field}{shown} conflicts with stored data: {why}"
+    return error_body(type="conflict", detail=sentence, fields={field: [sentence]})
+
+
+def json_error_response(
+    status_code: int, type_: str, detail: str, **extra: Any
+) -> JsonResponse:
+    """Return the project's error body as a plain Django response (outside DRF views)."""
+    return JsonResponse({"type": type_, "detail": detail, **extra}, status=status_code)
+
+
+#: Paths whose clients read JSON: Django's own error pages are JSON there.
+JSON_PREFIXES: Final = ("/api/", "/agui/", "/healthz")
+
+
+def not_found_view(
+    request: HttpRequest, exception: Exception | None = None
+) -> HttpResponse:
+    """Django's ``handler404``: the JSON 404 body on API paths, the HTML page elsewhere."""
+    if request.path.startswith(JSON_PREFIXES):
+        return json_error_response(
+            404, "not_found", "The resource was not found, or you may not see it."
+        )
+    return defaults.page_not_found(request, exception or Http404())
+
+
+def server_error_view(request: HttpRequest) -> HttpResponse:
+    """Django's ``handler500``: the JSON body (no exception text) on API paths."""
+    if request.path.startswith(JSON_PREFIXES):
+        return json_error_response(
+            500,
+            "server_error",
+            "The server failed; the error was logged. Try again later.",
+        )
+    return defaults.server_error(request)
+
+
+def bad_request_view(
+    request: HttpRequest, exception: Exception | None = None
+) -> HttpResponse:
+    """Django's ``handler400``: the JSON body on API paths."""
+    if request.path.startswith(JSON_PREFIXES):
+        return json_error_response(400, "bad_request", "The request could not be read.")
+    return defaults.bad_request(request, exception or Exception())
+
+
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """Return the error response for ``exc``, or ``None`` to let Django answer 500."""
+    if isinstance(exc, IntegrityError):
+        set_rollback()
+        return Response(integrity_conflict(exc), status=409)
     if isinstance(exc, ThreadsError):
         set_rollback()
-        field = _ERROR_FIELDS.get(exc.code)
+        field = getattr(exc, "field", None) or _ERROR_FIELDS.get(exc.code)
         detail = str(exc) or exc.code.replace("_", " ")
         return Response(
             error_body(

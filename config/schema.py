@@ -13,7 +13,12 @@ from drf_spectacular.openapi import AutoSchema
 
 
 class ApiAutoSchema(AutoSchema):
-    """Name nested serializers after the view that holds them."""
+    """Name nested serializers after the view that holds them; strict bodies are closed.
+
+    A request body read by a :class:`threads.serializers.StrictInputMixin`
+    serializer refuses undeclared fields, so its schema says
+    ``additionalProperties: false``; request strings say they hold no NUL.
+    """
 
     def get_serializer_name(self, serializer: Any, direction: Any) -> str:
         qualname = type(serializer).__qualname__
@@ -22,3 +27,31 @@ class ApiAutoSchema(AutoSchema):
         outer, inner = qualname.rsplit(".", 1)
         outer = outer.replace(".", "").removesuffix("Api")
         return outer + inner.removesuffix("Serializer")
+
+    def _map_basic_serializer(self, serializer: Any, direction: Any) -> Any:
+        from threads.serializers import StrictInputMixin
+
+        result = super()._map_basic_serializer(serializer, direction)
+        if direction == "request":
+            _refuse_nul(result)
+            if isinstance(serializer, StrictInputMixin):
+                result["additionalProperties"] = False
+        return result
+
+
+#: Request strings hold no NUL (threads.validation refuses it on every entry point).
+NO_NUL_PATTERN = r"^[^\u0000]*$"
+
+
+def _refuse_nul(schema: Any) -> None:
+    """Add :data:`NO_NUL_PATTERN` to every free-text string schema inside ``schema``."""
+    if isinstance(schema, dict):
+        if schema.get("type") == "string" and not (
+            {"pattern", "enum", "format"} & schema.keys()
+        ):
+            schema["pattern"] = NO_NUL_PATTERN
+        for value in schema.values():
+            _refuse_nul(value)
+    elif isinstance(schema, list):
+        for item in schema:
+            _refuse_nul(item)

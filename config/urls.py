@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, re_path
 
 from threads import agui, health
+from threads.api import api_not_found
+
+# Outside DEBUG, errors Django answers itself are JSON for the API and AG-UI paths.
+handler400 = "config.exception_handler.bad_request_view"
+handler404 = "config.exception_handler.not_found_view"
+handler500 = "config.exception_handler.server_error_view"
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
@@ -24,5 +30,6 @@ urlpatterns = [
         name="agui-thread-events",
     ),
     path("agui/<str:agent>/", agui.agui_run, name="agui-run"),
+    re_path(r"^agui/(?P<path>(?s:.*))\Z", api_not_found),
     path("", include("threads.ui_urls")),
 ]

@@ -12,7 +12,6 @@ session (CSRF checked).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -27,12 +26,15 @@ from pydantic import ValidationError
 from rest_framework.authtoken.models import Token
 
 from agentcore.events import RunAgentInput
+from config.exception_handler import integrity_conflict
+from threads.agent_config import agent_toolset
 from threads.exceptions import ThreadsError
+from threads.ids import check_input_messages
 from threads.models import Thread
 from threads.selectors import thread_visible_to
 from threads.services import run_start_from_agui
 from threads.sse import follow_log
-from threads.validation import MAX_ID_LENGTH, PUBLIC_ID, find_nul
+from threads.validation import MAX_ID_LENGTH, PUBLIC_ID, JSONInputError, parse_json
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -72,21 +74,15 @@ def _authenticate(request: HttpRequest) -> tuple[Any, str | None]:
     return user, None
 
 
-def _input_problem(
-    body: dict[str, Any], run_input: RunAgentInput
-) -> tuple[str, str] | None:
+def _input_problem(run_input: RunAgentInput) -> tuple[str, str] | None:
     """Return ``(field, sentence)`` for input the official models accept but we cannot store.
 
     Thread and run ids must be URL-safe (they appear in URLs), ids at most 200
-    characters, message ids unique within the input, and no string may hold NUL.
+    characters, message ids unique within the input, tools advertised once. (What
+    no JSON value may hold — NUL, lone surrogates, non-finite numbers, deep
+    nesting — was refused while parsing, by :func:`threads.validation.parse_json`.)
     """
 
-    where = find_nul(body)
-    if where is not None:
-        return (
-            where,
-            f"{where} contains the NUL character, which cannot be stored; remove it",
-        )
     for field, value in (
         ("threadId", run_input.thread_id),
         ("runId", run_input.run_id),
@@ -124,6 +120,50 @@ def _input_problem(
     return None
 
 
+def _tool_name_problem(agent: str, run_input: RunAgentInput) -> tuple[str, str] | None:
+    """Return ``(field, sentence)`` for a client tool named like one Countersign answers.
+
+    A client's frontend tool (FT-01) whose name resolves to one of the agent's own
+    or application tools would be handed to the client as pending and answered by
+    Countersign as well; it is refused before the run starts (issue 13.6). Raises
+    :class:`threads.exceptions.UnknownAgent` for an unknown agent.
+    """
+
+    toolset = agent_toolset(agent)
+    for index, tool in enumerate(run_input.tools or []):
+        own = toolset.resolve(tool.name)
+        if own is not None:
+            where = f"tools.{index}.name"
+            return where, (
+                f"{where} {tool.name!r} is also the name of agent {agent!r}'s "
+                f"{own.runs_on}-side tool {own.name!r}, which Countersign answers itself; "
+                "rename the client tool"
+            )
+    return None
+
+
+def _id_problem(*, user: Any, run_input: RunAgentInput) -> ThreadsError | None:
+    """Return the refusal for input ids that collide with the thread's history, or ``None``.
+
+    Checked before the run is created (nothing is recorded on a refusal); a thread
+    the user may not see is left to the run's creation, which answers 404 without
+    telling whether it exists. See :mod:`threads.ids`.
+    """
+
+    thread = thread_visible_to(user=user).filter(thread_id=run_input.thread_id).first()
+    if thread is None and Thread.objects.filter(thread_id=run_input.thread_id).exists():
+        return None
+    messages = [
+        m.model_dump(mode="json", by_alias=True, exclude_none=True)
+        for m in run_input.messages
+    ]
+    try:
+        check_input_messages(thread=thread, messages=messages)
+    except ThreadsError as error:
+        return error
+    return None
+
+
 def _validation_fields(error: ValidationError) -> dict[str, str]:
     return {
         ".".join(str(p) for p in item["loc"]) or "body": item["msg"]
@@ -153,9 +193,13 @@ async def agui_run(request: HttpRequest, agent: str) -> HttpResponseBase:
             "send less history, or start a new thread",
         )
     try:
-        body = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as error:
-        return error_response(400, "invalid_json", f"the body is not JSON: {error}")
+        body = parse_json(raw)
+    except JSONInputError as error:
+        if error.field is None:
+            return error_response(400, "invalid_json", str(error))
+        return error_response(
+            400, "invalid_input", str(error), fields={error.field: str(error)}
+        )
     if not isinstance(body, dict):
         return error_response(
             400, "invalid_input", "the body must be one RunAgentInput object"
@@ -171,10 +215,21 @@ async def agui_run(request: HttpRequest, agent: str) -> HttpResponseBase:
             + "; ".join(f"{k}: {v}" for k, v in fields.items()),
             fields=fields,
         )
-    problem = _input_problem(body, run_input)
+    problem = _input_problem(run_input)
+    if problem is None:
+        try:
+            problem = await sync_to_async(_tool_name_problem)(agent, run_input)
+        except ThreadsError as error:
+            return error_response(error.status, error.code, str(error))
     if problem is not None:
         field, detail = problem
         return error_response(400, "invalid_input", detail, fields={field: detail})
+    refusal = await sync_to_async(_id_problem)(user=user, run_input=run_input)
+    if refusal is not None:
+        field = getattr(refusal, "field", "messages")
+        return error_response(
+            refusal.status, refusal.code, str(refusal), fields={field: str(refusal)}
+        )
     try:
         thread, run, start = await sync_to_async(run_start_from_agui)(
             user=user, agent=agent, run_input=run_input
@@ -182,9 +237,11 @@ async def agui_run(request: HttpRequest, agent: str) -> HttpResponseBase:
     except ThreadsError as error:
         return error_response(error.status, error.code, str(error))
     except IntegrityError as error:
-        return error_response(
-            409, "conflict", f"the input conflicts with stored history: {error}"
-        )
+        # A concurrent input took the id between the check and the insert.
+
+        conflict = integrity_conflict(error)
+        fields = {k: v[0] for k, v in conflict["fields"].items()}
+        return error_response(409, conflict["type"], conflict["detail"], fields=fields)
     response = StreamingHttpResponse(
         follow_log(thread=thread, after=start, run=run),
         content_type="text/event-stream",

@@ -16,6 +16,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from agentcore.history import INTERRUPTED_CONTENT, INTERRUPTED_ERROR
+from threads.ids import new_tool_message_id
 from threads.locks import tool_calls_lock
 from threads.models import Message, Run, Thread, ToolCall
 from threads.transitions import run_transition, tool_call_transition
@@ -70,7 +71,7 @@ def tool_message_write(
         with transaction.atomic():
             message = Message.objects.create(
                 thread=thread,
-                message_id=f"result-{call.tool_call_id}",
+                message_id=new_tool_message_id(),
                 role=Message.Role.TOOL,
                 content=storable(content, what=f"result of {call.tool_call_id}"),
                 metadata={"source": APPLICATION_SOURCE},

@@ -11,6 +11,7 @@ Implements DC-05 (a REST API for integrations).
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -52,6 +53,7 @@ from threads.serializers import (
     ErrorSerializer,
     EventField,
     MessageOutputSerializer,
+    QueryFilterSerializer,
     RunOutputSerializer,
     StrictSerializer,
     ThreadOutputSerializer,
@@ -92,9 +94,18 @@ def visible_thread(request: Request, thread_id: str) -> Thread:
     return thread
 
 
+#: What an Idempotency-Key may be: printable ASCII, no surrounding spaces (which
+#: HTTP servers strip), 1 to MAX_KEY_LENGTH characters. The schema says the same.
+IDEMPOTENCY_KEY_PATTERN = r"^[!-~]([ -~]*[!-~])?$"
+
 IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
     "Idempotency-Key",
-    str,
+    {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_KEY_LENGTH,
+        "pattern": IDEMPOTENCY_KEY_PATTERN,
+    },
     location=OpenApiParameter.HEADER,
     required=False,
     description="Retries with the same key and body return the first response and do "
@@ -115,7 +126,7 @@ def respond_idempotently(
     if key is None:
         code, body = produce()
         return Response(body, status=code)
-    if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable():
+    if len(key) > MAX_KEY_LENGTH or not re.fullmatch(IDEMPOTENCY_KEY_PATTERN, key):
         raise serializers.ValidationError(
             {"Idempotency-Key": [f"must be 1-{MAX_KEY_LENGTH} printable characters"]}
         )
@@ -130,6 +141,55 @@ def respond_idempotently(
     return Response(stored.body, status=stored.status, headers=headers)
 
 
+def query_int(
+    request: Request, name: str, *, minimum: int, maximum: int | None = None
+) -> int | None:
+    """Return query parameter ``name`` as one integer ``>= minimum``, or ``None`` if absent.
+
+    Above ``maximum`` is refused; with ``maximum=None`` any size is read (the caller
+    clamps). Raises a 400 validation error naming the parameter when it is
+    repeated, empty, not an integer or out of range (DRF's paginators would
+    silently ignore it, while the schema documents an integer).
+    """
+    values = request.query_params.getlist(name)
+    if not values:
+        return None
+    problem = None
+    if len(values) > 1:
+        problem = "must be given once"
+    elif not re.fullmatch(r"[0-9]{1,100}", values[0]) or not (
+        minimum
+        <= int(values[0])
+        <= (maximum if maximum is not None else int(values[0]))
+    ):
+        problem = (
+            f"must be an integer from {minimum} to {maximum}"
+            if maximum is not None
+            else f"must be an integer of at least {minimum}"
+        )
+    if problem is not None:
+        raise serializers.ValidationError({name: [problem]})
+    return int(values[0])
+
+
+def limit_parameter() -> OpenApiParameter:
+    """Document ``?limit=`` as the paginators read it."""
+    return OpenApiParameter(
+        "limit",
+        {"type": "integer", "minimum": 1, "maximum": 200},
+        description="Page size, at most 200.",
+    )
+
+
+def offset_parameter() -> OpenApiParameter:
+    """Document ``?offset=`` as the paginator reads it."""
+    return OpenApiParameter(
+        "offset",
+        {"type": "integer", "minimum": 0},
+        description="Items to skip (beyond the last item: an empty page).",
+    )
+
+
 class ThreadCursorPagination(CursorPagination):
     """Newest threads first; ``?limit=`` up to 200; opaque ``cursor`` links."""
 
@@ -137,6 +197,10 @@ class ThreadCursorPagination(CursorPagination):
     page_size = 50
     page_size_query_param = "limit"
     max_page_size = 200
+
+    def get_page_size(self, request: Request) -> int:
+        limit = query_int(request, "limit", minimum=1, maximum=self.max_page_size)
+        return self.page_size if limit is None else limit
 
     def decode_cursor(self, request: Request) -> Any:
         cursor = super().decode_cursor(request)
@@ -155,8 +219,13 @@ class BoundedLimitOffsetPagination(LimitOffsetPagination):
     max_limit = 200
     max_offset = 10**9
 
+    def get_limit(self, request: Request) -> int:
+        limit = query_int(request, "limit", minimum=1, maximum=self.max_limit)
+        return self.default_limit if limit is None else limit
+
     def get_offset(self, request: Request) -> int:
-        return min(super().get_offset(request), self.max_offset)
+        offset = query_int(request, "offset", minimum=0)
+        return 0 if offset is None else min(offset, self.max_offset)
 
 
 class MessageRateThrottle(SimpleRateThrottle):
@@ -190,7 +259,7 @@ class MessageRateThrottle(SimpleRateThrottle):
 class ThreadListCreateApi(APIView):
     """``GET /api/threads/`` lists threads; ``POST`` creates one."""
 
-    class FilterSerializer(serializers.Serializer):
+    class FilterSerializer(QueryFilterSerializer):
         status = serializers.ChoiceField(choices=THREAD_STATUSES, required=False)
         owner = serializers.CharField(
             required=False,
@@ -221,7 +290,7 @@ class ThreadListCreateApi(APIView):
         parameters=[
             FilterSerializer,
             OpenApiParameter("cursor", str, description="Opaque cursor from `next`."),
-            OpenApiParameter("limit", int, description="Page size, at most 200."),
+            limit_parameter(),
         ],
         responses={
             200: results_of(
@@ -374,7 +443,7 @@ class ThreadMessagesApi(APIView):
 class ThreadEventsApi(APIView):
     """``GET /api/threads/<threadId>/events/?after=<seq>&limit=<n>``: replay the log."""
 
-    class FilterSerializer(serializers.Serializer):
+    class FilterSerializer(QueryFilterSerializer):
         after = serializers.IntegerField(
             required=False,
             default=0,
@@ -465,7 +534,7 @@ class RunCancelApi(APIView):
 class ToolCallListApi(APIView):
     """``GET /api/tool-calls/?thread=&state=&name=``: newest first."""
 
-    class FilterSerializer(serializers.Serializer):
+    class FilterSerializer(QueryFilterSerializer):
         thread = serializers.CharField(
             required=False, max_length=200, help_text="threadId"
         )
@@ -478,8 +547,8 @@ class ToolCallListApi(APIView):
         operation_id="tool_calls_list",
         parameters=[
             FilterSerializer,
-            OpenApiParameter("limit", int, description="Page size, at most 200."),
-            OpenApiParameter("offset", int, description="Items to skip."),
+            limit_parameter(),
+            offset_parameter(),
         ],
         responses={
             200: results_of(
@@ -508,7 +577,7 @@ class ToolCallListApi(APIView):
 class ToolCallDetailApi(APIView):
     """``GET /api/tool-calls/<toolCallId>/`` (``?thread=`` picks the thread if ids collide)."""
 
-    class FilterSerializer(serializers.Serializer):
+    class FilterSerializer(QueryFilterSerializer):
         thread = serializers.CharField(
             required=False, max_length=200, help_text="threadId"
         )
@@ -539,7 +608,7 @@ class ToolCallDetailApi(APIView):
 class ToolListApi(APIView):
     """``GET /api/tools/?agent=``: the tools each agent offers, with schemas and policies."""
 
-    class FilterSerializer(serializers.Serializer):
+    class FilterSerializer(QueryFilterSerializer):
         agent = serializers.CharField(required=False, max_length=100)
 
     OutputSerializer = ToolOutputSerializer

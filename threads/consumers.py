@@ -13,20 +13,37 @@ request) on connect, then ``{"kind": "notification", ...}`` for each change.
 
 Refusals are sent as close codes after the handshake, so that browsers can read
 them: 4400 bad ``after``, 4401 not authenticated, 4403 not allowed, 4404 thread
-unknown or not visible to the user. Implements DC-02.
+unknown or not visible to the user, or no socket at that path
+(:class:`NotFoundConsumer`), 4503 the live channel (Redis) is unavailable and the
+socket cannot be served without it (the approval queue; reconnect later).
+
+Frames from the client are JSON text of at most :data:`MAX_FRAME_CHARS` characters,
+checked like every other input (:func:`threads.validation.parse_json`). A binary
+frame, a frame that is not JSON, nests too deep or is not a known message gets an
+error frame ``{"kind": "error", "type": "<code>", "detail": "<sentence>"}`` and the
+socket stays open; nothing a client sends drops it abnormally.
+
+While the channel layer is unreachable (Redis down) a thread socket is still
+accepted and served from the log: without doorbells it re-reads the log every
+``SOCKET_POLL_SECONDS``, until the client reconnects. Implements DC-02, SEC-06.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import logging
 import random
 import time
-from typing import Any
+from typing import Any, Final
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.layers import get_channel_layer
+from channels.utils import await_many_dispatch
 
 from approvals.models import ApprovalRequest
 from approvals.services import APPROVALS_GROUP, approval_snapshot
@@ -34,11 +51,19 @@ from threads.conf import countersign_settings
 from threads.logreader import log_after
 from threads.realtime import register_server_loop, thread_group_name
 from threads.selectors import thread_visible_to
+from threads.validation import JSONInputError, parse_json
+
+logger = logging.getLogger(__name__)
 
 CLOSE_BAD_REQUEST = 4400
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
+CLOSE_UNAVAILABLE = 4503
+#: Longest client frame read, in characters (client messages are a few bytes).
+MAX_FRAME_CHARS: Final = 64 * 1024
+#: Seconds to wait for the channel layer when a socket opens.
+LAYER_TIMEOUT: Final = 2.0
 APPROVAL_WATCH_PERMISSIONS = (
     "approvals.decide_approvalrequest",
     "approvals.view_approvalrequest",
@@ -71,7 +96,116 @@ def _query_int(scope: dict[str, Any], name: str, default: int = 0) -> int | None
     return value if value >= 0 else None
 
 
-class ThreadEventsConsumer(AsyncJsonWebsocketConsumer):
+class CountersignConsumer(AsyncJsonWebsocketConsumer):
+    """A JSON consumer that survives its client and its channel layer.
+
+    - The channel layer is joined with a timeout; when it is unreachable the consumer
+      runs without it (``self.channel_layer is None``), rather than failing the
+      handshake with HTTP 500.
+    - Client frames are parsed by :func:`threads.validation.parse_json`; anything
+      unreadable gets an error frame (:meth:`send_error`).
+    """
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        # AsyncConsumer.__call__, with the channel layer made optional at runtime.
+        self.scope = scope
+        self.base_send = send
+        self.channel_layer = None
+        layer = get_channel_layer(self.channel_layer_alias)
+        if layer is not None:
+            try:
+                self.channel_name = await asyncio.wait_for(
+                    layer.new_channel(), LAYER_TIMEOUT
+                )
+            except Exception as error:  # any broker failure: serve without it
+                logger.warning(
+                    "socket %s: channel layer unavailable (%r); serving without it",
+                    scope.get("path"),
+                    error,
+                )
+            else:
+                self.channel_layer = layer
+                self.channel_receive = functools.partial(
+                    layer.receive, self.channel_name
+                )
+        sources = [receive]
+        if self.channel_layer is not None:
+            sources.append(self.channel_receive)
+        with contextlib.suppress(StopConsumer):
+            await await_many_dispatch(sources, self.dispatch)
+
+    async def join_group(self, group: str) -> bool:
+        """Join ``group`` on the channel layer; return whether that worked."""
+        if self.channel_layer is None:
+            return False
+        try:
+            await asyncio.wait_for(
+                self.channel_layer.group_add(group, self.channel_name), LAYER_TIMEOUT
+            )
+        except Exception as error:  # any broker failure: the log is the truth
+            logger.warning("socket: could not join %s (%r)", group, error)
+            return False
+        self.group = group
+        return True
+
+    async def leave_group(self) -> None:
+        """Leave the group joined by :meth:`join_group`, if any; never raises."""
+        group = getattr(self, "group", None)
+        if group is None or self.channel_layer is None:
+            return
+        try:
+            await asyncio.wait_for(
+                self.channel_layer.group_discard(group, self.channel_name),
+                LAYER_TIMEOUT,
+            )
+        except Exception as error:  # the broker forgets the subscription anyway
+            logger.warning("socket: could not leave %s (%r)", group, error)
+
+    async def send_error(self, type_: str, detail: str) -> None:
+        """Send ``{"kind": "error", "type", "detail"}`` to the client."""
+        await self.send_json({"kind": "error", "type": type_, "detail": detail})
+
+    async def receive(
+        self,
+        text_data: str | None = None,
+        bytes_data: bytes | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Parse one client frame; answer an unreadable one with an error frame."""
+        if text_data is None:
+            await self.send_error(
+                "binary_frame", "frames are JSON text; binary frames are not read"
+            )
+            return
+        if len(text_data) > MAX_FRAME_CHARS:
+            await self.send_error(
+                "frame_too_large",
+                f"frames are at most {MAX_FRAME_CHARS} characters; this one had "
+                f"{len(text_data)}",
+            )
+            return
+        try:
+            content = parse_json(text_data)
+        except JSONInputError as error:
+            await self.send_error("invalid_json", str(error))
+            return
+        await self.receive_json(content, **kwargs)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        """Handle a parsed client message; by default none is known."""
+        await self.send_error(
+            "unknown_message", "this socket takes no messages from the client"
+        )
+
+
+class NotFoundConsumer(CountersignConsumer):
+    """Any ``ws/`` path without a socket: accepted, then closed with 4404."""
+
+    async def connect(self) -> None:
+        await _refuse(self, CLOSE_NOT_FOUND)
+
+
+class ThreadEventsConsumer(CountersignConsumer):
     """Stream one thread's AG-UI events to an operator's browser, resumable by ``seq``.
 
     Client messages: ``{"type": "resync", "after": <seq>}`` asks for everything
@@ -96,8 +230,8 @@ class ThreadEventsConsumer(AsyncJsonWebsocketConsumer):
         self.last_seq = after
         self.lock = asyncio.Lock()
         self.last_doorbell = 0.0
-        self.group = thread_group_name(self.thread.pk)
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        # Without the channel layer the socket still follows the log, by polling.
+        await self.join_group(thread_group_name(self.thread.pk))
         await self.accept()
         await self.catch_up()
         self.poller = asyncio.create_task(self.poll())
@@ -108,17 +242,25 @@ class ThreadEventsConsumer(AsyncJsonWebsocketConsumer):
             poller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await poller
-        group = getattr(self, "group", None)
-        if group is not None:
-            await self.channel_layer.group_discard(group, self.channel_name)
+        await self.leave_group()
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        if isinstance(content, dict) and content.get("type") == "resync":
-            after = content.get("after")
-            if isinstance(after, int) and after >= 0:
-                async with self.lock:
-                    self.last_seq = min(self.last_seq, after)
-                await self.catch_up()
+        """Handle ``{"type": "resync", "after": <seq>}``; anything else gets an error frame."""
+        if not (isinstance(content, dict) and content.get("type") == "resync"):
+            await self.send_error(
+                "unknown_message",
+                'the only message is {"type": "resync", "after": <seq>}',
+            )
+            return
+        after = content.get("after")
+        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+            await self.send_error(
+                "invalid_after", f"after must be a sequence number >= 0, not {after!r}"
+            )
+            return
+        async with self.lock:
+            self.last_seq = min(self.last_seq, after)
+        await self.catch_up()
 
     async def catch_up(self) -> None:
         """Send every log row after ``last_seq``, in order."""
@@ -178,7 +320,7 @@ def _pending_approvals() -> list[dict[str, Any]]:
     return [approval_snapshot(a) for a in pending]
 
 
-class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
+class ApprovalsConsumer(CountersignConsumer):
     """Stream the approval queue to operators: a snapshot, then every change.
 
     Allowed for users holding ``approvals.decide_approvalrequest`` or
@@ -196,17 +338,18 @@ class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
         if not await _may_watch_approvals(user):
             await _refuse(self, CLOSE_FORBIDDEN)
             return
-        self.group = APPROVALS_GROUP
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        joined = await self.join_group(APPROVALS_GROUP)
         await self.accept()
         await self.send_json(
             {"kind": "snapshot", "approvals": await _pending_approvals()}
         )
+        if not joined:
+            # No change would reach this socket: say so, so the client reconnects
+            # rather than showing a queue that silently stops updating.
+            await self.close(code=CLOSE_UNAVAILABLE)
 
     async def disconnect(self, code: int) -> None:
-        group = getattr(self, "group", None)
-        if group is not None:
-            await self.channel_layer.group_discard(group, self.channel_name)
+        await self.leave_group()
 
     async def approvals_changed(self, message: dict[str, Any]) -> None:
         """Forward a change of the queue as ``{"kind": "notification", ...}``."""

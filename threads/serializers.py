@@ -21,7 +21,7 @@ from threads.selectors import (
     tool_call_result,
     tool_call_validation,
 )
-from threads.validation import find_nul
+from threads.validation import json_problem
 
 #: Longest message text accepted, in characters.
 MAX_CONTENT_CHARS = 100_000
@@ -29,12 +29,36 @@ MAX_CONTENT_CHARS = 100_000
 MAX_CONTENT_PARTS = 50
 
 
+def _json_type_error(field: serializers.Field, value: Any) -> str | None:
+    """Return why ``value`` is not of the JSON type the schema documents for ``field``."""
+    if value is None:
+        return None
+    kind = type(value).__name__
+    if isinstance(field, serializers.CharField | serializers.ChoiceField):
+        if not isinstance(value, str):
+            return f"must be a string, not {kind}"
+    elif isinstance(field, serializers.BooleanField):
+        if not isinstance(value, bool):
+            return f"must be true or false, not {kind}"
+    elif isinstance(field, serializers.IntegerField | serializers.FloatField) and (
+        isinstance(value, bool) or not isinstance(value, int | float)
+    ):
+        return f"must be a number, not {kind}"
+    return None
+
+
 class StrictInputMixin:
-    """Reject request fields the serializer does not declare, naming each one."""
+    """Reject request fields the serializer does not declare, naming each one.
+
+    JSON values must have the type the schema documents: DRF would read ``0`` as
+    the string ``"0"`` or ``"true"`` as a boolean; here they are refused, naming the
+    field. The OpenAPI schema says ``additionalProperties: false`` for these
+    bodies (config.schema).
+    """
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
-            declared = set(self.fields)  # type: ignore[attr-defined]
+            declared = self.fields  # type: ignore[attr-defined]
             unknown = sorted(str(key) for key in data if key not in declared)
             if unknown:
                 allowed = sorted(declared)
@@ -44,11 +68,38 @@ class StrictInputMixin:
                         for key in unknown
                     }
                 )
+            wrong = {
+                name: [problem]
+                for name, value in data.items()
+                if (problem := _json_type_error(declared[name], value)) is not None
+            }
+            if wrong:
+                raise serializers.ValidationError(wrong)
         return super().to_internal_value(data)  # type: ignore[misc]
 
 
 class StrictSerializer(StrictInputMixin, serializers.Serializer):
     """A plain serializer that rejects unknown fields."""
+
+
+class QueryFilterSerializer(serializers.Serializer):
+    """Query-string filters: a parameter sent empty (``?status=``) is refused, naming it.
+
+    DRF reads an empty optional parameter as absent, while the schema documents
+    each filter as a non-empty value; the two now agree.
+    """
+
+    def to_internal_value(self, data: Any) -> Any:
+        blank = {
+            name: ["must not be empty; leave the parameter out to not filter"]
+            for name in map(str, self.fields)
+            if hasattr(data, "getlist")
+            and name in data
+            and any(value == "" for value in data.getlist(name))
+        }
+        if blank:
+            raise serializers.ValidationError(blank)
+        return super().to_internal_value(data)
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -103,14 +154,15 @@ class ContentField(serializers.Field):
         "empty": "content must hold at least one content part",
         "too_many": f"content may hold at most {MAX_CONTENT_PARTS} parts",
         "part": "part {index}: {error}",
-        "nul": "content must not contain the NUL character (at {where})",
+        "unstorable": "{detail}",
     }
 
     def to_internal_value(self, data: Any) -> str | list[dict[str, Any]]:
 
-        where = find_nul(data)
-        if where is not None:
-            self.fail("nul", where=where)
+        # NUL, lone surrogates, non-finite numbers, depth: the one shared check.
+        problem = json_problem(data, path="content")
+        if problem is not None:
+            self.fail("unstorable", detail=problem.detail)
         if isinstance(data, str):
             if not data.strip():
                 self.fail("blank")

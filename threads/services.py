@@ -31,8 +31,9 @@ from threads.exceptions import (
     ThreadsError,
 )
 from threads.execution import enqueue
+from threads.ids import new_message_id as mint_message_id
 from threads.locks import run_lock, thread_lock, thread_lock_by_id
-from threads.models import Message, Run, Thread, ToolCall, new_public_id
+from threads.models import Message, Run, Thread, ToolCall
 from threads.projection import message_create_from_agui
 from threads.recording import RunRecorder, record_terminal_error, recorder_resume
 from threads.selectors import (
@@ -104,8 +105,8 @@ def thread_archive(*, thread: Thread) -> Thread:
 
 
 def new_message_id() -> str:
-    """Return a new thread-unique message id."""
-    return new_public_id()
+    """Return a new thread-unique message id, in Countersign's namespace (threads.ids)."""
+    return mint_message_id()
 
 
 def message_post(

@@ -276,7 +276,7 @@ async function decide(view, decision, { edited, reason } = {}) {
   setBusy(view, true);
   const body = {};
   if (why) body.reason = why;
-  if (edited !== undefined) body.edited_arguments = edited;
+  if (edited !== undefined) body.editedArguments = edited;
   try {
     const result = await apiFetch(`/api/approvals/${view.id}/${decision}/`, { method: "POST", body });
     remove(view.id, result && result.status ? result : { ...view.approval, status: decision === "approve" ? "approved" : "rejected" });

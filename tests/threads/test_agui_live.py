@@ -10,6 +10,7 @@ Celery worker) through the ``live`` fixture. Implements DC-01, DC-02, FT-04, FT-
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
@@ -242,8 +243,16 @@ async def test_ft04_agui_post_refund_stream_ends_with_lookup_pending(user, live)
     )
     assert (followed[6]["toolCallId"], followed[6]["messageId"]) == (
         lookup.tool_call_id,
-        f"result-{lookup.tool_call_id}",
+        (
+            await Message.objects.aget(
+                thread__thread_id=thread_id,
+                role="tool",
+                tool_call_id=lookup.tool_call_id,
+            )
+        ).message_id,
     )
+    # Countersign mints the answer's id in its own namespace (threads.ids).
+    assert re.fullmatch(r"cs-tool-[0-9a-f]{32}", followed[6]["messageId"])
     assert followed[10]["outcome"] == {
         "type": "success",
         "pendingToolCallIds": [refund.tool_call_id],

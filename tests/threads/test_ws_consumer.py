@@ -16,6 +16,7 @@ through Redis (Celery). Implements DC-02.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -30,7 +31,7 @@ from django.db import transaction
 from django.test import Client
 
 from config.asgi import application
-from threads.models import Event, Run, Thread, ToolCall
+from threads.models import Event, Message, Run, Thread, ToolCall
 from threads.recording import RunRecorder
 from threads.services import message_post, thread_create
 
@@ -252,8 +253,14 @@ async def test_dc02_ws_follows_refund_across_runs_with_notifications_apart(
     }
     assert (events[6]["toolCallId"], events[6]["messageId"]) == (
         lookup.tool_call_id,
-        f"result-{lookup.tool_call_id}",
+        (
+            await Message.objects.aget(
+                thread=thread, role="tool", tool_call_id=lookup.tool_call_id
+            )
+        ).message_id,
     )
+    # Countersign mints the answer's id in its own namespace (threads.ids).
+    assert re.fullmatch(r"cs-tool-[0-9a-f]{32}", events[6]["messageId"])
     assert events[10]["outcome"] == {
         "type": "success",
         "pendingToolCallIds": [refund.tool_call_id],

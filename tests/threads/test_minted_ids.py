@@ -1,0 +1,297 @@
+"""Ids Countersign mints cannot be pre-empted by a client (issue 19.3, threads.ids).
+
+The trial that found it: an AG-UI input whose user message was named
+``result-call_1``, the id the tool message answering the demo's first call used to
+get. The answer's insert collided, the collision was read as "already answered",
+and the thread stayed ``awaiting_tools`` for good. Here the same input runs the demo
+agent through the AG-UI endpoint, on the embedded pool and on a Celery worker.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import connections
+from django.test import AsyncClient
+from rest_framework.authtoken.models import Token
+
+from threads.ids import (
+    RESERVED_PREFIX,
+    check_input_messages,
+    new_interrupt_id,
+    new_message_id,
+    new_tool_message_id,
+)
+from threads.models import Message, Run, Thread, ToolCall
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MINTED = re.compile(r"cs-(msg|tool|int)-[0-9a-f]{32}")
+
+
+@pytest.fixture(autouse=True)
+async def close_thread_connections() -> Any:
+    yield
+    await sync_to_async(connections.close_all)()
+
+
+def run_input(thread_id: str, run_id: str, messages: list[dict[str, Any]]) -> dict:
+    return {
+        "threadId": thread_id,
+        "runId": run_id,
+        "state": {},
+        "messages": messages,
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+    }
+
+
+async def post(token: str, payload: dict[str, Any]) -> Any:
+    return await AsyncClient().post(
+        "/agui/demo/",
+        data=json.dumps(payload),
+        content_type="application/json",
+        headers={"Authorization": f"Token {token}"},
+    )
+
+
+async def drain(response: Any) -> list[dict[str, Any]]:
+    """Read the SSE stream to its end; return the events."""
+    events = []
+    async for chunk in response.streaming_content:
+        text = chunk.decode() if isinstance(chunk, bytes) else chunk
+        for line in text.split("\n"):
+            if line.startswith("data: "):
+                events.append(json.loads(line[len("data: ") :]))
+    return events
+
+
+def test_minted_ids_are_namespaced_and_unguessable():
+    ids = [new_message_id(), new_tool_message_id(), new_interrupt_id()]
+
+    assert all(MINTED.fullmatch(i) for i in ids), ids
+    assert all(i.startswith(RESERVED_PREFIX) for i in ids)
+    assert len({new_tool_message_id() for _ in range(1000)}) == 1000
+
+
+async def test_client_message_named_like_the_old_result_id_cannot_block_the_answer(
+    user, executor
+):
+    """The trial: a user message ``result-call_1``; the lookup is still answered once."""
+    token = (await Token.objects.acreate(user=user)).key
+    response = await post(
+        token,
+        run_input(
+            "t-preempt",
+            "r-preempt",
+            [
+                {
+                    "id": "result-call_1",
+                    "role": "user",
+                    "content": "refund order A-1001 25.00",
+                }
+            ],
+        ),
+    )
+    assert response.status_code == 200
+    events = await drain(response)
+    assert events[-1]["type"] == "RUN_FINISHED"
+    thread = await Thread.objects.aget(thread_id="t-preempt")
+
+    await sync_to_async(executor.settle)(thread)
+
+    lookup = await ToolCall.objects.aget(thread=thread, name="lookup_order")
+    refund = await ToolCall.objects.aget(thread=thread, name="refund_order")
+    assert lookup.tool_call_id == "call_1"
+    assert lookup.state == ToolCall.State.SUCCEEDED
+    answers = [
+        m
+        async for m in Message.objects.filter(
+            thread=thread, role="tool", tool_call_id=lookup.tool_call_id
+        )
+    ]
+    assert len(answers) == 1
+    assert MINTED.fullmatch(answers[0].message_id)
+    assert '"A-1001"' in str(answers[0].content)
+    user_message = await Message.objects.aget(thread=thread, message_id="result-call_1")
+    assert (user_message.role, user_message.content) == (
+        "user",
+        "refund order A-1001 25.00",
+    )
+    # The thread moved on to the operator: not stuck awaiting the lookup's answer.
+    assert refund.state == ToolCall.State.AWAITING_APPROVAL
+    statuses = [
+        r.status async for r in Run.objects.filter(thread=thread).order_by("id")
+    ]
+    assert statuses == [Run.Status.FINISHED, Run.Status.AWAITING_TOOLS]
+
+
+@pytest.fixture
+async def answered_thread(user) -> Thread:
+    """A thread whose call ``call_1`` has Countersign's tool message ``cs-tool-…``."""
+    thread = await Thread.objects.acreate(thread_id="t-ids", owner=user)
+    run = await Run.objects.acreate(
+        thread=thread, run_id="r-1", status=Run.Status.FINISHED
+    )
+    await Message.objects.acreate(
+        thread=thread, message_id="u1", role="user", content="hi", position=1
+    )
+    await Message.objects.acreate(
+        thread=thread,
+        message_id="a1",
+        role="assistant",
+        content="",
+        run=run,
+        position=2,
+    )
+    await ToolCall.objects.acreate(
+        thread=thread,
+        run=run,
+        tool_call_id="call_1",
+        parent_message_id="a1",
+        name="lookup_order",
+        arguments_text="{}",
+        state=ToolCall.State.SUCCEEDED,
+    )
+    await Message.objects.acreate(
+        thread=thread,
+        message_id="cs-tool-" + "0" * 32,
+        role="tool",
+        content="done",
+        tool_call_id="call_1",
+        position=3,
+    )
+    return thread
+
+
+async def _messages(thread: Thread) -> list[str]:
+    return [
+        m
+        async for m in thread.messages.order_by("id").values_list(
+            "message_id", flat=True
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "value"),
+    [
+        # a new message under an id the thread already holds for another message
+        (
+            {"id": "cs-tool-" + "0" * 32, "role": "user", "content": "hi"},
+            "messages.1.id",
+            "cs-tool-" + "0" * 32,
+        ),
+        (
+            {"id": "u1", "role": "user", "content": "something else"},
+            "messages.1.id",
+            "u1",
+        ),
+        ({"id": "a1", "role": "user", "content": "hi"}, "messages.1.id", "a1"),
+        # a second answer to an answered call (issue 13.7: no database text)
+        (
+            {"id": "t2", "role": "tool", "toolCallId": "call_1", "content": "again"},
+            "messages.1.toolCallId",
+            "call_1",
+        ),
+        # an assistant message reusing a call id of the thread
+        (
+            {
+                "id": "a2",
+                "role": "assistant",
+                "toolCalls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "x", "arguments": "{}"},
+                    }
+                ],
+            },
+            "messages.1.toolCalls.0.id",
+            "call_1",
+        ),
+    ],
+)
+async def test_an_input_id_colliding_with_stored_history_is_409_before_anything_is_recorded(
+    user, answered_thread, extra, field, value
+):
+    token = (await Token.objects.acreate(user=user)).key
+    before = await _messages(answered_thread)
+
+    response = await post(
+        token,
+        run_input(
+            "t-ids", "r-2", [{"id": "u0", "role": "user", "content": "first"}, extra]
+        ),
+    )
+
+    assert response.status_code == 409
+    body = response.json()
+    assert body["type"] == "id_conflict"
+    assert list(body["fields"]) == [field]
+    assert repr(value) in body["detail"]
+    for leak in ("duplicate key", "constraint", "DETAIL", "uniq_", "Key ("):
+        assert leak not in body["detail"]
+    assert await _messages(answered_thread) == before
+    assert not await Run.objects.filter(thread=answered_thread, run_id="r-2").aexists()
+
+
+async def test_a_new_message_in_countersigns_namespace_is_400(user, answered_thread):
+    token = (await Token.objects.acreate(user=user)).key
+
+    response = await post(
+        token,
+        run_input(
+            "t-ids",
+            "r-2",
+            [{"id": "cs-tool-" + "1" * 32, "role": "user", "content": "x"}],
+        ),
+    )
+
+    assert response.status_code == 400
+    assert response.json()["type"] == "invalid_input"
+    assert list(response.json()["fields"]) == ["messages.0.id"]
+    assert "'cs-'" in response.json()["detail"]
+    assert not await Message.objects.filter(message_id="cs-tool-" + "1" * 32).aexists()
+
+
+async def test_echoed_history_with_minted_ids_is_accepted(answered_thread):
+    """A client feeding its history back (HttpAgent) may repeat Countersign's ids."""
+    history = [
+        {"id": "u1", "role": "user", "content": "hi"},
+        {"id": "a1", "role": "assistant", "content": ""},
+        {
+            "id": "cs-tool-" + "0" * 32,
+            "role": "tool",
+            "toolCallId": "call_1",
+            "content": "done",
+        },
+        {"id": "u2", "role": "user", "content": "thanks"},
+    ]
+
+    result = await sync_to_async(check_input_messages)(
+        thread=answered_thread, messages=history
+    )
+
+    assert result is None
+
+
+async def test_a_thread_of_another_user_answers_404_not_409(
+    other_user, answered_thread
+):
+    token = (await Token.objects.acreate(user=other_user)).key
+
+    response = await post(
+        token,
+        run_input(
+            "t-ids", "r-2", [{"id": "u1", "role": "user", "content": "different"}]
+        ),
+    )
+
+    assert response.status_code == 404
+    assert response.json()["type"] == "not_found"

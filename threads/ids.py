@@ -1,0 +1,175 @@
+"""Every id Countersign mints, and why no client input can pre-empt one.
+
+A thread's messages, tool calls and runs share id spaces with ids that clients
+choose (AG-UI clients name their messages, runs and threads). An id Countersign
+needs later (the tool message answering a call, a synthetic answer, an interrupt)
+must never be taken first by a client, or the later insert collides and the call
+stays unanswered. The rules:
+
+- **Namespaced and unguessable.** Ids Countersign writes into a thread's history
+  itself are ``cs-<kind>-<32 hex digits>``: :data:`RESERVED_PREFIX`, a kind
+  (:func:`new_message_id` ``msg``, :func:`new_tool_message_id` ``tool`` for tool
+  results and the synthetic "interrupted" answers, :func:`new_interrupt_id`
+  ``int``), then 128 random bits from :mod:`secrets`. The old ``result-<callId>``
+  form was predictable from the call id alone.
+- **Clients may not take the namespace.** A message in an input whose id starts
+  with :data:`RESERVED_PREFIX` is accepted only as an echo of the stored message of
+  that id (a client feeding its history back, as ``HttpAgent`` does); a new one is
+  refused with HTTP 400 naming the field.
+- **Collisions are refused before anything is recorded.** An input message whose id
+  is already stored for a different message (another role, another ``toolCallId``,
+  other user text), a tool message for a call that already has its answer, and an
+  assistant tool call whose id the thread already holds, are refused with HTTP 409
+  (:class:`IdConflict`) naming the field and the conflicting id, checked by
+  :func:`check_input_messages` before the run is created.
+- Thread and run ids are UUID4 strings (:func:`threads.models.new_public_id`):
+  unguessable, so a client cannot aim at a future one; a client-chosen ``runId``
+  already used on the thread is a 409 where the run is created.
+
+Implements DC-01, SEC-06 (issue 19.3).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from typing import Any, Final
+
+from threads.exceptions import ThreadsError
+from threads.models import Message, ToolCall
+
+#: The prefix of every id Countersign mints into a thread's history.
+RESERVED_PREFIX: Final = "cs-"
+
+
+class IdConflict(ThreadsError):
+    """An input id collides with a stored one; nothing was recorded (HTTP 409).
+
+    ``field`` is the input's JSON path (``messages.2.id``), ``value`` the public id.
+    """
+
+    code = "id_conflict"
+    status = 409
+
+    def __init__(self, detail: str, *, field: str, value: str) -> None:
+        super().__init__(detail)
+        self.field = field
+        self.value = value
+
+
+class ReservedId(ThreadsError):
+    """A new input id takes Countersign's namespace (HTTP 400)."""
+
+    code = "invalid_input"
+    status = 400
+
+    def __init__(self, detail: str, *, field: str) -> None:
+        super().__init__(detail)
+        self.field = field
+
+
+def _mint(kind: str) -> str:
+    return f"{RESERVED_PREFIX}{kind}-{secrets.token_hex(16)}"
+
+
+def new_message_id() -> str:
+    """Return a new id for a message Countersign records (a REST user message)."""
+    return _mint("msg")
+
+
+def new_tool_message_id() -> str:
+    """Return a new id for a tool message Countersign writes (a result, a synthetic answer)."""
+    return _mint("tool")
+
+
+def new_interrupt_id() -> str:
+    """Return a new id for an AG-UI interrupt."""
+    return _mint("int")
+
+
+def is_reserved(value: str) -> bool:
+    """Return whether ``value`` lies in Countersign's namespace (:data:`RESERVED_PREFIX`)."""
+    return value.startswith(RESERVED_PREFIX)
+
+
+def _same_message(stored: Any, data: dict[str, Any]) -> bool:
+    """Return whether input message ``data`` is an echo of ``stored`` (same id)."""
+    if stored.role != data.get("role"):
+        return False
+    if stored.role == "tool":
+        return stored.tool_call_id == data.get("toolCallId")
+    if stored.role in ("user", "system", "developer"):
+        return stored.content == data.get("content")
+    return True
+
+
+def check_input_messages(*, thread: Any, messages: Sequence[dict[str, Any]]) -> None:
+    """Refuse input messages whose ids collide with ``thread``'s stored history.
+
+    ``messages`` are AG-UI message dicts (camelCase, as dumped by the official
+    models) in input order; ``thread`` may be ``None`` (a new thread, where only the
+    namespace is checked). Raises :class:`ReservedId` (400) for a new message in
+    Countersign's namespace and :class:`IdConflict` (409) for a collision. Stores
+    nothing. Implements issue 19.3 and 13.7.
+    """
+    stored: dict[str, Any] = {}
+    answered: dict[str, str] = {}
+    calls: set[str] = set()
+    if thread is not None:
+        ids = [m.get("id") for m in messages if m.get("id")]
+        stored = {m.message_id: m for m in thread.messages.filter(message_id__in=ids)}
+        answered = {
+            call_id: message_id
+            for call_id, message_id in Message.objects.filter(
+                thread=thread, role=Message.Role.TOOL
+            ).values_list("tool_call_id", "message_id")
+            if call_id
+        }
+        calls = set(
+            ToolCall.objects.filter(thread=thread).values_list(
+                "tool_call_id", flat=True
+            )
+        )
+    for index, data in enumerate(messages):
+        if data.get("role") not in Message.Role.values:
+            continue  # not stored (activity, reasoning...): nothing to collide with
+        message_id = str(data.get("id") or "")
+        where = f"messages.{index}.id"
+        existing = stored.get(message_id)
+        if existing is not None:
+            if not _same_message(existing, data):
+                raise IdConflict(
+                    f"{where} {message_id!r} is already the id of a different "
+                    f"{existing.role} message on this thread; give a new message a new id",
+                    field=where,
+                    value=message_id,
+                )
+            continue
+        if is_reserved(message_id):
+            raise ReservedId(
+                f"{where} {message_id!r}: ids starting with {RESERVED_PREFIX!r} are minted "
+                "by Countersign and cannot name a new message; choose another id",
+                field=where,
+            )
+        if data.get("role") == "tool":
+            call_id = str(data.get("toolCallId") or "")
+            if call_id in answered:
+                where = f"messages.{index}.toolCallId"
+                raise IdConflict(
+                    f"{where} {call_id!r} is already answered on this thread (by message "
+                    f"{answered[call_id]!r}); a call takes one answer",
+                    field=where,
+                    value=call_id,
+                )
+            answered[call_id] = message_id
+        for call_index, call in enumerate(data.get("toolCalls") or []):
+            call_id = str(call.get("id") or "")
+            if call_id in calls:
+                where = f"messages.{index}.toolCalls.{call_index}.id"
+                raise IdConflict(
+                    f"{where} {call_id!r} is already a tool call of this thread; "
+                    "a new assistant message cannot reuse it",
+                    field=where,
+                    value=call_id,
+                )
+            calls.add(call_id)
