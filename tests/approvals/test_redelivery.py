@@ -33,7 +33,7 @@ def test_bc32_dead_workers_call_is_redelivered_although_the_startup_sweep_missed
     worker.stop()
     worker.env["CELERY_VISIBILITY_TIMEOUT"] = "1"
     worker.env["COUNTERSIGN_EXECUTION_LEASE_GRACE_SECONDS"] = "0"
-    worker.start(COUNTERSIGN_TEST_CRASH_AFTER_RESERVATION="1")
+    worker.start(COUNTERSIGN_TEST_CRASH_AT="after_reservation")
     approval_decide(
         approval=ApprovalRequest.objects.get(tool_call=call),
         decided_by=approver,
