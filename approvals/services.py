@@ -744,6 +744,11 @@ def _execution_refusal(
     """Return why ``execution`` must not run, or ``None`` when it may (SEC-02, LP-01)."""
     if tool is None:
         return f"tool {call.name!r} is no longer configured"
+    from threads.mcp_servers import schema_change_refusal
+
+    changed = schema_change_refusal(run_input=call.run.input, tool=tool)
+    if changed is not None:
+        return changed
     if execution.authorized_by == "approval":
         approval = ApprovalRequest.objects.filter(tool_call=call).first()
         if approval is None or approval.status != ApprovalRequest.Status.APPROVED:

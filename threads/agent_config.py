@@ -12,6 +12,7 @@ Each entry maps an agent name to::
         "url": "http://...",                # agui_http only
         "base_url_env": "OPENAI_BASE_URL",  # optional: env var holding a base URL
         "provider_factory": "pkg.module.make",  # optional: a callable(model=...) -> Provider
+        "mcp_servers": {"files": {"url": "https://..."}},  # see threads.mcp_servers
     }
 
 ``provider_factory`` plugs in a provider of one's own (any
@@ -69,7 +70,12 @@ def _load_toolset(paths: tuple[str, ...]) -> Any:
 def agent_toolset(name: str) -> Any:
     """Return agent ``name``'s assembled :class:`agentcore.tools.Toolset` (RT-03)."""
     config = agent_settings(name)
-    return _load_toolset(tuple(config.get("toolsets", ())))
+    local = _load_toolset(tuple(config.get("toolsets", ())))
+    if not config.get("mcp_servers"):
+        return local
+    from threads.mcp_servers import toolset_with_mcp
+
+    return toolset_with_mcp(name, config, local)
 
 
 def agent_application_tools(name: str) -> list[Any]:

@@ -10,6 +10,9 @@ from django.core import checks
 from django.utils.module_loading import import_string
 
 from threads.agent_config import KEY_ENV, PROVIDERS
+from threads.mcp_servers import check_mcp_servers
+
+checks.register(check_mcp_servers)
 
 
 @checks.register()
@@ -93,7 +96,7 @@ def raise_on_configuration_errors() -> None:
     """
     from django.core.exceptions import ImproperlyConfigured
 
-    problems = [*check_agents(), *check_channel_layer()]
+    problems = [*check_agents(), *check_channel_layer(), *check_mcp_servers()]
     errors = [p for p in problems if p.level >= checks.ERROR]
     if errors:
         raise ImproperlyConfigured(
