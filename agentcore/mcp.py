@@ -567,10 +567,11 @@ class McpToolSource:
             except BaseException as error:
                 self._last_error = type(error).__name__
                 logger.warning(
-                    "MCP server %r (%s): connection failed or lost: %s",
+                    "MCP server %r (%s): connection failed or lost: %s: %.300s",
                     self.config.name,
                     self.config.transport,
                     type(error).__name__,
+                    error,
                 )
             finally:
                 self._client = None
@@ -607,13 +608,15 @@ class McpToolSource:
                 Client(streamable_http_client(config.url, http_client=http), **common),
                 http,
             )
+        from mcp.client.stdio import stdio_client
+
         params = StdioServerParameters(
             command=config.command or "",
             args=list(config.args),
             env=dict(config.env) if config.env is not None else None,
             cwd=config.cwd,
         )
-        return Client(params, **common)
+        return Client(stdio_client(params, errlog=_child_stderr()), **common)
 
     async def _on_message(self, message: Any) -> None:
         """Relist on a handshake-era ``notifications/tools/list_changed``."""
@@ -880,6 +883,25 @@ class _ClosingClient:
             await self._client.__aexit__(*exc)
         finally:
             await self._http.__aexit__(None, None, None)
+
+
+def _child_stderr() -> Any:
+    """Return a real file for a stdio server's stderr.
+
+    Celery replaces ``sys.stderr`` by a logging proxy without a file descriptor,
+    which a child process cannot inherit; the process's original stderr (or the
+    null device) is used instead.
+    """
+    import sys
+
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.fileno()
+                return stream
+        except (AttributeError, OSError, ValueError):
+            continue
+    return open(os.devnull, "w")  # noqa: SIM115 - kept for the process's lifetime
 
 
 def _client_info() -> Any:

@@ -31,6 +31,7 @@ class ApprovalOutputSerializer(serializers.Serializer):
     threadId = serializers.CharField(source="thread.thread_id")
     runId = serializers.CharField(source="run.run_id")
     tool = serializers.CharField(source="tool_name")
+    label = serializers.SerializerMethodField()
     status = serializers.ChoiceField(choices=ApprovalRequest.Status.choices)
     isDestructive = serializers.BooleanField(source="is_destructive")
     proposedArguments = serializers.DictField(source="proposed_arguments")
@@ -45,6 +46,12 @@ class ApprovalOutputSerializer(serializers.Serializer):
     decidedAt = serializers.DateTimeField(source="decided_at", allow_null=True)
     reason = serializers.CharField(allow_blank=True)
     execution = serializers.SerializerMethodField()
+
+    def get_label(self, approval: ApprovalRequest) -> str:
+        """Return the tool's label for the call (for MCP tools: server, tool, claims)."""
+        from approvals.labels import approval_label
+
+        return approval_label(approval)
 
     @extend_schema_field(ExecutionOutputSerializer(allow_null=True))
     def get_execution(self, approval: ApprovalRequest) -> dict[str, Any] | None:

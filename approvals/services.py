@@ -108,11 +108,14 @@ def audit_verify() -> list[int]:
 
 def approval_snapshot(approval: ApprovalRequest) -> dict[str, Any]:
     """Return the JSON shape of ``approval`` sent to browsers and the REST API."""
+    from approvals.labels import approval_label
+
     return {
         "id": approval.pk,
         "toolCallId": approval.tool_call.tool_call_id,
         "threadId": approval.thread.thread_id,
         "tool": approval.tool_name,
+        "label": approval_label(approval),
         "status": approval.status,
         "isDestructive": approval.is_destructive,
         "proposedArguments": approval.proposed_arguments,
