@@ -901,7 +901,8 @@ def _child_stderr() -> Any:
                 return stream
         except (AttributeError, OSError, ValueError):
             continue
-    return open(os.devnull, "w")  # noqa: SIM115 - kept for the process's lifetime
+    # Kept open for the process lifetime: every stdio child may inherit it.
+    return open(os.devnull, "w")
 
 
 def _client_info() -> Any:
