@@ -138,6 +138,8 @@ class McpServerConfig:
     ``timeout`` and ``max_result_bytes`` apply to each of its tools (LP-05);
     ``connect_timeout`` bounds connecting and listing. ``tools`` overrides per MCP
     tool name; ``permission`` is the Django permission its tools require.
+    ``mode`` ``"auto"`` negotiates the version (``server/discover``, else the
+    initialize handshake); ``"legacy"`` always uses the initialize handshake.
     Raises :class:`ToolDefinitionError` when a field is invalid.
     """
 
@@ -154,6 +156,7 @@ class McpServerConfig:
     connect_timeout: float = 10.0
     tools: Mapping[str, McpToolOverride] = field(default_factory=dict)
     permission: str | None = None
+    mode: Literal["auto", "legacy"] = "auto"
 
     def __post_init__(self) -> None:
         """Check the fields. Raises :class:`ToolDefinitionError`."""
@@ -216,6 +219,8 @@ def config_problems(config: McpServerConfig) -> list[str]:
         or config.max_result_bytes < 256
     ):
         problems.append("'max_result_bytes' must be an integer >= 256")
+    if config.mode not in ("auto", "legacy"):
+        problems.append("'mode' must be 'auto' or 'legacy'")
     for tool_name, override in config.tools.items():
         if not isinstance(override, McpToolOverride):
             problems.append(f"tools[{tool_name!r}] must be an McpToolOverride")
@@ -430,6 +435,7 @@ class McpToolSource:
         self._refresh_wanted: asyncio.Event | None = None
         self._stop: asyncio.Event | None = None
         self._last_error: str | None = None
+        self._protocol_version: str | None = None
         self._generation = 0
         self._pid = os.getpid()
         _register(self)
@@ -447,6 +453,11 @@ class McpToolSource:
     def generation(self) -> int:
         """Return how many times the tool list was (re)built; callers cache on it."""
         return self._generation
+
+    @property
+    def protocol_version(self) -> str | None:
+        """Return the protocol version of the last connection, or ``None`` before one."""
+        return self._protocol_version
 
     @property
     def last_error(self) -> str | None:
@@ -557,6 +568,7 @@ class McpToolSource:
             try:
                 async with self._make_client() as client:
                     self._client = client
+                    self._protocol_version = client.protocol_version
                     await self._refresh(client)
                     self._last_error = None
                     attempt = 0
@@ -594,6 +606,7 @@ class McpToolSource:
             # The tool list must be fetched live: a cached listing would hide a
             # removed tool or a changed schema from the checks in ``call``.
             "cache": None,
+            "mode": config.mode,
         }
         if config.url:
             import httpx2

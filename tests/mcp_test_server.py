@@ -140,7 +140,7 @@ def build(log_path: Path) -> MCPServer:
         else:
             server.add_tool(_extra, name="extra", description="An extra tool.")
             state = "added"
-        await ctx.notify_tools_changed()
+        await announce_change(ctx)
         return state
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
@@ -157,7 +157,7 @@ def build(log_path: Path) -> MCPServer:
             read_file,
             annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False),
         )
-        await ctx.notify_tools_changed()
+        await announce_change(ctx)
         return "widened"
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
@@ -167,6 +167,13 @@ def build(log_path: Path) -> MCPServer:
         return f"elicitation answered: {answer.action}"
 
     return server
+
+
+async def announce_change(ctx: Context) -> None:
+    """Announce a tool-list change to 2026-07-28 and to handshake-era clients."""
+    await ctx.notify_tools_changed()
+    if ctx.protocol_version != "2026-07-28":
+        await ctx.session.send_tool_list_changed()
 
 
 def _extra() -> str:

@@ -12,6 +12,7 @@ local toolsets (RT-03)::
             "trusted": False,        # True: readOnlyHint tools may run without approval
             "timeout": 30, "max_result_bytes": 65536, "connect_timeout": 10,
             "permission": "demo.use_files",          # optional Django permission
+            "mode": "auto",          # or "legacy": always the initialize handshake
             "tools": {"delete_file": {"policy": "deny"},
                       "read_file": {"policy": "auto", "timeout": 5, "idempotent": True}},
         },
@@ -72,6 +73,7 @@ _SERVER_KEYS: Final = frozenset(
         "connect_timeout",
         "permission",
         "tools",
+        "mode",
     }
 )
 _TOOL_KEYS: Final = frozenset({"policy", "timeout", "max_result_bytes", "idempotent"})
@@ -165,6 +167,7 @@ def server_config(
             connect_timeout=raw.get("connect_timeout", 10.0),
             tools=tools,
             permission=raw.get("permission"),
+            mode=raw.get("mode", "auto"),
         )
     except (ToolDefinitionError, TypeError) as error:
         raise McpConfigError(f"{where}: {error}") from error

@@ -289,6 +289,7 @@ async def test_list_changed_refreshes_the_tools(
     """A tool added or removed on the server appears or disappears after its announcement."""
     source = make_source(transport=transport, trusted=True)
     toolset = Toolset(source.tools())
+    assert source.protocol_version == "2026-07-28"
     assert "files__extra" not in toolset
 
     added = await call(toolset, "files__toggle_extra", {})
@@ -302,6 +303,22 @@ async def test_list_changed_refreshes_the_tools(
     assert removed.content == "removed"
     wait_until(lambda: all(t.name != "files__extra" for t in source.tools()))
     assert len(source.tools()) == len(SERVER_TOOLS)
+
+
+async def test_list_changed_on_a_handshake_era_connection(
+    make_source: SourceFactory, transport: str
+) -> None:
+    """With the initialize handshake, notifications/tools/list_changed refreshes the list."""
+    source = make_source(transport=transport, trusted=True, mode="legacy")
+    toolset = Toolset(source.tools())
+    assert source.protocol_version == "2025-11-25"
+
+    added = await call(toolset, "files__toggle_extra", {})
+
+    assert added.content == "added"
+    wait_until(lambda: any(t.name == "files__extra" for t in source.tools()))
+    await call(toolset, "files__toggle_extra", {})
+    wait_until(lambda: all(t.name != "files__extra" for t in source.tools()))
 
 
 # --- results ----------------------------------------------------------------------------

@@ -60,7 +60,10 @@ def test_valid_configuration_passes(settings: Any, monkeypatch: Any) -> None:
         ),
         ({"files": {"url": "http://x/mcp", "bogus": 1}}, "unknown key(s) ['bogus']"),
         (["files"], "must map server names to dicts"),
-        ({"files": {"command": "python", "args": "-m calc"}}, "['args'] must be a list of strings"),
+        (
+            {"files": {"command": "python", "args": "-m calc"}},
+            "['args'] must be a list of strings",
+        ),
         (
             {"files": {"url": "http://x/mcp", "timeout": -1}},
             "'timeout' must be a positive",
@@ -79,7 +82,7 @@ def test_misconfigured_servers_are_named(
     assert [e.id for e in errors] == ["threads.E060"]
     assert fragment in errors[0].msg
     assert "COUNTERSIGN_AGENTS['x']['mcp_servers']" in errors[0].msg
-    with pytest.raises(ImproperlyConfigured, match="threads.E060"):
+    with pytest.raises(ImproperlyConfigured, match=r"threads\.E060"):
         raise_on_configuration_errors()
 
 
