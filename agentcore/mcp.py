@@ -97,6 +97,8 @@ SUPPORTED_PROTOCOL_VERSIONS: Final = (
     "2024-11-05",
 )
 _LIST_PAGE_CAP: Final = 50
+#: Seconds between liveness pings on a connection without a listen stream.
+_PING_INTERVAL: Final = 30.0
 _RECONNECT_BACKOFF: Final = (0.5, 1.0, 2.0, 5.0, 10.0)
 _POLICIES: Final = frozenset(get_args(Policy))
 _MEDIA_PREFIXES: Final[tuple[tuple[str, MediaKind], ...]] = (
@@ -400,10 +402,28 @@ class _Listed:
     tool: Tool
     mcp_name: str
     schema_json: str
+    listing_json: str
 
 
 def _schema_key(schema: Any) -> str:
     return json.dumps(schema, sort_keys=True, separators=(",", ":"))
+
+
+def _listing_key(mcp_tool: Any) -> str:
+    """Return everything a built Tool depends on, as canonical JSON."""
+    annotations = mcp_tool.annotations
+    return json.dumps(
+        {
+            "description": mcp_tool.description,
+            "schema": mcp_tool.input_schema,
+            "annotations": annotations.model_dump(mode="json")
+            if annotations is not None
+            else None,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+        default=str,
+    )
 
 
 class McpToolSource:
@@ -664,17 +684,26 @@ class McpToolSource:
                         raise ConnectionError("listen stream closed") from None
                     await self._refresh(client)
         except (ListenNotSupportedError, MCPError) as error:
-            if isinstance(error, MCPError) and not _listen_refused(error):
+            if isinstance(error, MCPError) and _connection_lost(error):
                 raise
-            # A handshake-era server announces changes as notifications instead.
+            # A handshake-era server (or one without listen streams) announces
+            # changes as notifications; a ping now and then notices a dead server.
             while True:
                 wanted = asyncio.ensure_future(self._refresh_wanted.wait())
                 done, _ = await asyncio.wait(
-                    {wanted, stop_task}, return_when=asyncio.FIRST_COMPLETED
+                    {wanted, stop_task},
+                    timeout=_PING_INTERVAL,
+                    return_when=asyncio.FIRST_COMPLETED,
                 )
                 if stop_task in done:
                     wanted.cancel()
                     return
+                if wanted not in done:
+                    wanted.cancel()
+                    await asyncio.wait_for(
+                        client.send_ping(), self.config.connect_timeout
+                    )
+                    continue
                 self._refresh_wanted.clear()
                 await self._refresh(client)
         finally:
@@ -696,8 +725,10 @@ class McpToolSource:
             if not cursor:
                 break
         built: dict[str, _Listed] = {}
+        with self._lock:
+            previous = dict(self._listed)
         for mcp_tool in listed:
-            item = self._build(mcp_tool)
+            item = self._reuse(previous, mcp_tool) or self._build(mcp_tool)
             if item is not None and item.tool.name not in built:
                 built[item.tool.name] = item
         with self._lock:
@@ -718,6 +749,13 @@ class McpToolSource:
                 self._on_change(self)
             except Exception:
                 logger.exception("on_change of MCP server %r failed", self.config.name)
+
+    def _reuse(self, previous: Mapping[str, _Listed], mcp_tool: Any) -> _Listed | None:
+        """Return the already built entry for ``mcp_tool`` when its listing is unchanged."""
+        item = previous.get(namespaced_name(self.config.name, mcp_tool.name))
+        if item is None or item.listing_json != _listing_key(mcp_tool):
+            return None
+        return item
 
     def _build(self, mcp_tool: Any) -> _Listed | None:
         """Return the Tool for one listed MCP tool, or ``None`` (logged) when unusable."""
@@ -779,7 +817,12 @@ class McpToolSource:
                 "MCP server %r: tool %r skipped: %s", config.name, mcp_tool.name, error
             )
             return None
-        return _Listed(tool=tool, mcp_name=mcp_tool.name, schema_json=schema_json)
+        return _Listed(
+            tool=tool,
+            mcp_name=mcp_tool.name,
+            schema_json=schema_json,
+            listing_json=_listing_key(mcp_tool),
+        )
 
     def _executor(
         self, mcp_name: str, schema_json: str, timeout: float
@@ -924,11 +967,11 @@ def _client_info() -> Any:
     return Implementation(name="countersign", version="1")
 
 
-def _listen_refused(error: Any) -> bool:
-    """Return whether a ``subscriptions/listen`` failure means the server does not offer it."""
-    from mcp_types import METHOD_NOT_FOUND
+def _connection_lost(error: Any) -> bool:
+    """Return whether an ``MCPError`` means the connection is gone (not a refused request)."""
+    from mcp_types import CONNECTION_CLOSED
 
-    return getattr(error, "code", None) == METHOD_NOT_FOUND
+    return getattr(error, "code", None) == CONNECTION_CLOSED
 
 
 def _is_transport_failure(error: BaseException) -> bool:

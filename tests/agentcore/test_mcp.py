@@ -165,6 +165,18 @@ def test_tools_are_listed_namespaced_with_schemas_unchanged(
     assert read_file.description == "Read a file and return its text."
 
 
+def test_relisting_an_unchanged_server_keeps_the_built_tools(
+    make_source: SourceFactory,
+) -> None:
+    """Validators compile once: a relisting with no change returns the same Tool objects."""
+    source = make_source()
+    before = source.tools()
+
+    source.refresh()
+
+    assert all(a is b for a, b in zip(before, source.tools(), strict=True))
+
+
 def test_two_servers_never_collide(make_source: SourceFactory) -> None:
     """The same server under two names gives two disjoint sets of tool names (RT-03)."""
     first = make_source("alpha").tools()
