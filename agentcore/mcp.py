@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, get_args
+from typing import TYPE_CHECKING, Any, Final, Literal, TextIO, cast, get_args
 
 from agentcore.content import (
     Content,
@@ -63,6 +63,18 @@ from agentcore.tools import (
     ToolUpstreamUnavailable,
     define_tool,
 )
+
+if TYPE_CHECKING:
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import (
+        CallToolResult,
+        ContentBlock,
+        Implementation,
+        RequestParamsMeta,
+        ToolAnnotations,
+    )
+    from mcp_types import Tool as McpTool
 
 __all__ = [
     "IDEMPOTENCY_META_KEY",
@@ -251,7 +263,7 @@ class _Claims:
     open_world: bool | None
 
     @classmethod
-    def of(cls, annotations: Any) -> _Claims | None:
+    def of(cls, annotations: ToolAnnotations | None) -> _Claims | None:
         if annotations is None:
             return None
         return cls(
@@ -275,7 +287,10 @@ class _Claims:
 
 
 def policy_from_annotations(
-    annotations: Any, *, trusted: bool, override: Policy | None = None
+    annotations: ToolAnnotations | None,
+    *,
+    trusted: bool,
+    override: Policy | None = None,
 ) -> Policy:
     """Return the policy for an MCP tool from its (untrusted) annotations.
 
@@ -311,28 +326,38 @@ def _metadata(**values: Any) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v not in (None, "")}
 
 
-def _block_part(block: Any) -> dict[str, Any] | None:
+def _block_part(block: ContentBlock) -> dict[str, Any] | None:
     """Return the AG-UI part for one MCP content block, or ``None`` to drop it."""
-    kind = getattr(block, "type", None)
-    if kind == "text":
+    from mcp_types import (
+        AudioContent,
+        EmbeddedResource,
+        ImageContent,
+        ResourceLink,
+        TextContent,
+        TextResourceContents,
+    )
+
+    if isinstance(block, TextContent):
         return text_part(block.text)
-    if kind in ("image", "audio"):
-        return media_part(kind, data_source(block.data, mime_type=block.mime_type))
-    if kind == "resource_link":
+    if isinstance(block, ImageContent):
+        return media_part("image", data_source(block.data, mime_type=block.mime_type))
+    if isinstance(block, AudioContent):
+        return media_part("audio", data_source(block.data, mime_type=block.mime_type))
+    if isinstance(block, ResourceLink):
         return media_part(
             _media_kind(block.mime_type),
             url_source(block.uri, mime_type=block.mime_type),
             metadata=_metadata(
                 mcp="resource_link",
                 name=block.name,
-                title=getattr(block, "title", None),
+                title=block.title,
                 description=block.description,
             ),
         )
-    if kind == "resource":
+    if isinstance(block, EmbeddedResource):
         resource = block.resource
         mime = resource.mime_type
-        if hasattr(resource, "text"):
+        if isinstance(resource, TextResourceContents):
             return text_part(
                 resource.text,
                 metadata=_metadata(mcp="resource", uri=resource.uri, mimeType=mime),
@@ -345,7 +370,7 @@ def _block_part(block: Any) -> dict[str, Any] | None:
     return None
 
 
-def content_from_mcp(result: Any) -> tuple[Content, dict[str, Any]]:
+def content_from_mcp(result: CallToolResult) -> tuple[Content, dict[str, Any]]:
     """Map an MCP ``CallToolResult`` to AG-UI result content and log details.
 
     Text, image, audio, resource links (a media part of the kind their MIME type
@@ -387,8 +412,10 @@ def content_from_mcp(result: Any) -> tuple[Content, dict[str, Any]]:
     return (parts if parts else ""), details
 
 
-def _error_text(result: Any) -> str:
-    texts = [b.text for b in result.content or () if getattr(b, "type", None) == "text"]
+def _error_text(result: CallToolResult) -> str:
+    from mcp_types import TextContent
+
+    texts = [b.text for b in result.content or () if isinstance(b, TextContent)]
     return " ".join(texts).strip() or "no details given"
 
 
@@ -409,7 +436,7 @@ def _schema_key(schema: Any) -> str:
     return json.dumps(schema, sort_keys=True, separators=(",", ":"))
 
 
-def _listing_key(mcp_tool: Any) -> str:
+def _listing_key(mcp_tool: McpTool) -> str:
     """Return everything a built Tool depends on, as canonical JSON."""
     annotations = mcp_tool.annotations
     return json.dumps(
@@ -449,7 +476,7 @@ class McpToolSource:
         self._listed: dict[str, _Listed] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._client: Any = None
+        self._client: Client | None = None
         self._ready = threading.Event()
         self._closed = False
         self._refresh_wanted: asyncio.Event | None = None
@@ -517,7 +544,7 @@ class McpToolSource:
         schema_json: str,
         context: ToolContext,
         timeout: float,
-    ) -> Any:
+    ) -> CallToolResult:
         """Call MCP tool ``mcp_name`` and return its ``CallToolResult``; awaitable from any loop.
 
         The live listing is checked first: a tool the server no longer offers
@@ -658,7 +685,7 @@ class McpToolSource:
         if isinstance(message, ToolListChangedNotification) and self._refresh_wanted:
             self._refresh_wanted.set()
 
-    async def _watch(self, client: Any) -> None:
+    async def _watch(self, client: Client) -> None:
         """Return when the connection is lost or the source is closed."""
         from mcp.client.subscriptions import ListenNotSupportedError
         from mcp.shared.exceptions import MCPError
@@ -714,9 +741,9 @@ class McpToolSource:
         if client is not None:
             await self._refresh(client)
 
-    async def _refresh(self, client: Any) -> None:
+    async def _refresh(self, client: Client) -> None:
         """List every page of tools and rebuild the Tool objects."""
-        listed: list[Any] = []
+        listed: list[McpTool] = []
         cursor: str | None = None
         for _ in range(_LIST_PAGE_CAP):
             page = await client.list_tools(cursor=cursor)
@@ -750,14 +777,16 @@ class McpToolSource:
             except Exception:
                 logger.exception("on_change of MCP server %r failed", self.config.name)
 
-    def _reuse(self, previous: Mapping[str, _Listed], mcp_tool: Any) -> _Listed | None:
+    def _reuse(
+        self, previous: Mapping[str, _Listed], mcp_tool: McpTool
+    ) -> _Listed | None:
         """Return the already built entry for ``mcp_tool`` when its listing is unchanged."""
         item = previous.get(namespaced_name(self.config.name, mcp_tool.name))
         if item is None or item.listing_json != _listing_key(mcp_tool):
             return None
         return item
 
-    def _build(self, mcp_tool: Any) -> _Listed | None:
+    def _build(self, mcp_tool: McpTool) -> _Listed | None:
         """Return the Tool for one listed MCP tool, or ``None`` (logged) when unusable."""
         config = self.config
         name = namespaced_name(config.name, mcp_tool.name)
@@ -861,7 +890,7 @@ class McpToolSource:
         schema_json: str,
         context: ToolContext,
         timeout: float,
-    ) -> Any:
+    ) -> CallToolResult:
         from mcp.shared.exceptions import MCPError
 
         server = self.config.name
@@ -891,7 +920,10 @@ class McpToolSource:
                 "the call was proposed; it was not executed, because the approval "
                 "covered the old schema. Propose the call again."
             )
-        meta = {IDEMPOTENCY_META_KEY: context.idempotency_key}
+        # An open TypedDict (extra_items=Any) that type checkers do not model yet.
+        meta = cast(
+            "RequestParamsMeta", {IDEMPOTENCY_META_KEY: context.idempotency_key}
+        )
         try:
             return await client.call_tool(
                 mcp_name, arguments, read_timeout_seconds=timeout, meta=meta
@@ -941,7 +973,7 @@ class _ClosingClient:
             await self._http.__aexit__(None, None, None)
 
 
-def _child_stderr() -> Any:
+def _child_stderr() -> TextIO:
     """Return a real file for a stdio server's stderr.
 
     Celery replaces ``sys.stderr`` by a logging proxy without a file descriptor,
@@ -961,13 +993,13 @@ def _child_stderr() -> Any:
     return open(os.devnull, "w")
 
 
-def _client_info() -> Any:
+def _client_info() -> Implementation:
     from mcp_types import Implementation
 
     return Implementation(name="countersign", version="1")
 
 
-def _connection_lost(error: Any) -> bool:
+def _connection_lost(error: MCPError) -> bool:
     """Return whether an ``MCPError`` means the connection is gone (not a refused request)."""
     from mcp_types import CONNECTION_CLOSED
 
@@ -998,7 +1030,7 @@ def _is_transport_failure(error: BaseException) -> bool:
     return False
 
 
-def _mcp_error(server: str, tool: str, error: Any) -> ToolError:
+def _mcp_error(server: str, tool: str, error: MCPError) -> ToolError:
     """Map a JSON-RPC error from the server to a sanitized tool error (SEC-06)."""
     from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
