@@ -261,11 +261,20 @@ def schema_change_refusal(
 
     ``run_input`` is the run's ``RunAgentInput`` JSON, whose ``tools`` hold the
     parameter schema each application tool had when the call was proposed (and
-    so approved). ``None`` when the schema is unchanged or was not advertised.
+    so approved). ``None`` when the schema is unchanged or was not advertised
+    (an advertisement without ``parameters`` is not compared).
     """
     for advertised in (run_input or {}).get("tools", []) or []:
-        if isinstance(advertised, Mapping) and advertised.get("name") == tool.name:
-            if advertised.get("parameters") != tool.parameters:
+        if (
+            isinstance(advertised, Mapping)
+            and advertised.get("name") == tool.name
+            and "parameters" in advertised
+        ):
+            # Compared in the form run inputs store (the AG-UI Tool's JSON dump).
+            current = tool.agui_tool().model_dump(
+                mode="json", by_alias=True, exclude_none=True
+            )
+            if advertised["parameters"] != current.get("parameters"):
                 return (
                     f"the input schema of {tool.name!r} changed after the call was "
                     "proposed; the approval covered the old schema, so it was not "

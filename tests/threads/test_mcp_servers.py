@@ -136,6 +136,9 @@ def test_schema_change_refusal_compares_with_the_advertised_schema() -> None:
 
     assert schema_change_refusal(run_input=same, tool=tool) is None
     assert schema_change_refusal(run_input={"tools": []}, tool=tool) is None
+    assert (
+        schema_change_refusal(run_input={"tools": [{"name": "t"}]}, tool=tool) is None
+    )
     assert schema_change_refusal(run_input=older, tool=tool) == (
         "the input schema of 't' changed after the call was proposed; the approval "
         "covered the old schema, so it was not executed. Propose the call again."
