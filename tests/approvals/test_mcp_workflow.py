@@ -101,7 +101,12 @@ def _start(user: Any, agent: str, executor: Any) -> ToolCall:
 
 
 def test_destructive_mcp_tool_is_approved_executed_once_and_continues(
-    user: Any, approver: Any, mcp_agents: Any, executor: Any, mcp_log: Path
+    client: Any,
+    user: Any,
+    approver: Any,
+    mcp_agents: Any,
+    executor: Any,
+    mcp_log: Path,
 ) -> None:
     """Queue → approve → one execution on the server → one tool message → continuation."""
     call = _start(user, "mcp_files", executor)
@@ -118,6 +123,16 @@ def test_destructive_mcp_tool_is_approved_executed_once_and_continues(
         "server: hints not relied on)"
     )
     assert executed(mcp_log) == []
+    # The queue page and the REST API show the same label to the operator.
+    client.force_login(approver)
+    page = client.get("/approvals/")
+    assert page.status_code == 200
+    assert "tool 'delete_file'; the server claims: destructiveHint=true" in (
+        page.content.decode()
+    )
+    detail = client.get(f"/api/approvals/{approval.pk}/")
+    assert detail.status_code == 200
+    assert detail.json()["label"] == approval_snapshot(approval)["label"]
 
     # When: an operator approves it.
     approval_decide(approval=approval, decided_by=approver, decision="approve")
