@@ -225,7 +225,7 @@ def config_problems(config: McpServerConfig) -> list[str]:
         ("timeout", config.timeout),
         ("connect_timeout", config.connect_timeout),
     ):
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        if not _positive(value):
             problems.append(f"{label!r} must be a positive number of seconds")
     if (
         isinstance(config.max_result_bytes, bool)
@@ -242,7 +242,27 @@ def config_problems(config: McpServerConfig) -> list[str]:
             problems.append(
                 f"tools[{tool_name!r}].policy must be one of {sorted(_POLICIES)}"
             )
+        elif override.timeout is not None and not _positive(override.timeout):
+            problems.append(
+                f"tools[{tool_name!r}].timeout must be a positive number of seconds"
+            )
+        elif override.max_result_bytes is not None and not (
+            isinstance(override.max_result_bytes, int)
+            and not isinstance(override.max_result_bytes, bool)
+            and override.max_result_bytes >= 256
+        ):
+            problems.append(f"tools[{tool_name!r}].max_result_bytes must be >= 256")
+    if config.permission is not None and (
+        not isinstance(config.permission, str) or "." not in config.permission
+    ):
+        problems.append(
+            "'permission' must be a Django permission string such as 'demo.use_files'"
+        )
     return problems
+
+
+def _positive(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float) and value > 0
 
 
 def namespaced_name(server: str, tool: str) -> str:

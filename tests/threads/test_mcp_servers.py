@@ -59,6 +59,14 @@ def test_valid_configuration_passes(settings: Any, monkeypatch: Any) -> None:
             "tools['t'].policy must be one of ['auto', 'deny', 'require_approval']",
         ),
         ({"files": {"url": "http://x/mcp", "bogus": 1}}, "unknown key(s) ['bogus']"),
+        (
+            {"files": {"url": "http://x/mcp", "tools": {"t": {"timeout": 0}}}},
+            "tools['t'].timeout must be a positive number of seconds",
+        ),
+        (
+            {"files": {"url": "http://x/mcp", "permission": "nodot"}},
+            "'permission' must be a Django permission string",
+        ),
         (["files"], "must map server names to dicts"),
         (
             {"files": {"command": "python", "args": "-m calc"}},
