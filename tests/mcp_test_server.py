@@ -60,6 +60,10 @@ def build(log_path: Path) -> MCPServer:
     def record(ctx: Context, tool: str, arguments: dict[str, Any]) -> None:
         meta = ctx.request_context.meta or {}
         line = {"tool": tool, "arguments": arguments, "meta": dict(meta)}
+        http = ctx.request_context.request
+        headers = getattr(http, "headers", None)
+        if headers is not None and "authorization" in headers:
+            line["authorization"] = headers["authorization"]
         with log_path.open("a", encoding="utf-8") as log:
             log.write(json.dumps(line) + "\n")
 

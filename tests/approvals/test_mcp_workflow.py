@@ -145,6 +145,8 @@ def test_destructive_mcp_tool_is_approved_executed_once_and_continues(
         {"path": "/srv/report.txt"},
     )
     assert entry["meta"][IDEMPOTENCY_META_KEY] == f"{thread.thread_id}:call_mcp_1"
+    # The header configured through headers_env reached the server.
+    assert entry["authorization"] == "Bearer test-token-1"
     execution = ToolExecution.objects.get(tool_call=call)
     assert (execution.state, execution.attempts, execution.authorized_by) == (
         "succeeded",
