@@ -11,6 +11,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from approvals.labels import approval_label
 from approvals.models import ApprovalRequest, ToolExecution
 
 
@@ -31,6 +32,9 @@ class ApprovalOutputSerializer(serializers.Serializer):
     threadId = serializers.CharField(source="thread.thread_id")
     runId = serializers.CharField(source="run.run_id")
     tool = serializers.CharField(source="tool_name")
+    # The response key is "label"; DRF's metaclass pops declared fields off the
+    # class, so Field.label (set per instance) is not shadowed at run time.
+    label = serializers.SerializerMethodField()  # type: ignore[assignment]
     status = serializers.ChoiceField(choices=ApprovalRequest.Status.choices)
     isDestructive = serializers.BooleanField(source="is_destructive")
     proposedArguments = serializers.DictField(source="proposed_arguments")
@@ -45,6 +49,10 @@ class ApprovalOutputSerializer(serializers.Serializer):
     decidedAt = serializers.DateTimeField(source="decided_at", allow_null=True)
     reason = serializers.CharField(allow_blank=True)
     execution = serializers.SerializerMethodField()
+
+    def get_label(self, approval: ApprovalRequest) -> str:
+        """Return the tool's label for the call (for MCP tools: server, tool, claims)."""
+        return approval_label(approval)
 
     @extend_schema_field(ExecutionOutputSerializer(allow_null=True))
     def get_execution(self, approval: ApprovalRequest) -> dict[str, Any] | None:

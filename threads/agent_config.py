@@ -15,6 +15,7 @@ Each entry maps an agent name to::
         "url": "http://...",                # agui_http only
         "base_url_env": "OPENAI_BASE_URL",  # optional: env var holding a base URL
         "provider_factory": "pkg.module.make",  # optional: a callable(model=...) -> Provider
+        "mcp_servers": {"files": {"url": "https://..."}},  # see threads.mcp_servers
     }
 
 ``options`` are the adapter's own constructor options (:func:`provider_options`:
@@ -42,6 +43,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from threads.conf import countersign_settings
 from threads.exceptions import UnknownAgent
+from threads.mcp_servers import toolset_with_mcp
 
 PROVIDERS = (
     "scripted",
@@ -64,6 +66,8 @@ _COMMON_KEYS: Final[dict[str, Any]] = {
     "model": str,
     "toolsets": list[str],
     "options": dict[str, Any],
+    # Checked in depth by threads.mcp_servers.check_mcp_servers (threads.E060).
+    "mcp_servers": dict[str, Any],
 }
 #: Keys of an agent run by the built-in loop (every provider but ``agui_http``).
 _LOOP_KEYS: Final[dict[str, Any]] = {
@@ -113,7 +117,10 @@ def _load_toolset(paths: tuple[str, ...]) -> Any:
 def agent_toolset(name: str) -> Any:
     """Return agent ``name``'s assembled :class:`agentcore.tools.Toolset` (RT-03)."""
     config = agent_settings(name)
-    return _load_toolset(tuple(config.get("toolsets", ())))
+    local = _load_toolset(tuple(config.get("toolsets", ())))
+    if not config.get("mcp_servers"):
+        return local
+    return toolset_with_mcp(name, config, local)
 
 
 def agent_application_tools(name: str) -> list[Any]:

@@ -21,9 +21,12 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from threads.agent_config import KEY_ENV, PROVIDERS, config_problems
+from threads.mcp_servers import check_mcp_servers
 
 #: One check id per kind of agent-entry problem (``config_problems``).
 _PROBLEM_IDS = {"unknown_key": "threads.E020", "invalid_value": "threads.E021"}
+
+checks.register(check_mcp_servers)
 
 
 @checks.register()
@@ -110,7 +113,7 @@ def raise_on_configuration_errors() -> None:
     naming the setting, instead of failing the first run.
     """
 
-    problems = [*check_agents(), *check_channel_layer()]
+    problems = [*check_agents(), *check_channel_layer(), *check_mcp_servers()]
     errors = [p for p in problems if p.level >= checks.ERROR]
     if errors:
         raise ImproperlyConfigured(

@@ -41,6 +41,7 @@ from approvals.services.notify import notify_call_changed
 from approvals.transitions import execution_transition
 from threads.answers import error_content, tool_message_write
 from threads.conf import countersign_settings
+from threads.mcp_servers import schema_change_refusal
 from threads.models import ToolCall
 from threads.services import continuation_maybe_start
 from threads.transitions import tool_call_transition
@@ -240,6 +241,9 @@ def _execution_refusal(
     """
     if tool is None:
         return f"tool {call.name!r} is no longer configured"
+    changed = schema_change_refusal(run_input=call.run.input, tool=tool)
+    if changed is not None:
+        return changed
     approval: ApprovalRequest | None = None
     if execution.authorized_by == "approval":
         approval = ApprovalRequest.objects.filter(tool_call=call).first()

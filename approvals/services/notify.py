@@ -10,6 +10,7 @@ from typing import Any
 
 from django.db import transaction
 
+from approvals.labels import approval_label
 from approvals.models import ApprovalRequest
 from threads.models import ToolCall
 from threads.realtime import group_send, publish_notification
@@ -25,6 +26,7 @@ def approval_snapshot(approval: ApprovalRequest) -> dict[str, Any]:
         "toolCallId": approval.tool_call.tool_call_id,
         "threadId": approval.thread.thread_id,
         "tool": approval.tool_name,
+        "label": approval_label(approval),
         "status": approval.status,
         "isDestructive": approval.is_destructive,
         "proposedArguments": approval.proposed_arguments,

@@ -48,6 +48,7 @@ function create(approval) {
   const check = h("input", { type: "checkbox", id: `select-${id}`, "aria-label": `Select ${approval.tool} request ${id}` });
   const title = h("h2", { class: "req-tool", id: `req-title-${id}`, text: approval.tool });
   const destructive = h("span", { class: "badge badge-destructive", text: "destructive", hidden: !approval.isDestructive });
+  const label = h("p", { class: "req-label muted", text: approval.label || "", hidden: !approval.label });
   const verdict = h("span", { class: "verdict" });
   const thread = h("a", { class: "req-thread", href: `/threads/${encodeURIComponent(approval.threadId)}/` }, "Open thread");
   const age = h("span", { class: "req-age" });
@@ -65,10 +66,11 @@ function create(approval) {
       destructive,
       verdict,
     ),
+    label,
     h("p", { class: "req-meta" }, thread, " · ", age, " · ", expiry),
     args,
   );
-  const view = { id, el, check, title, destructive, verdict, thread, age, expiry, args, error, approval, editing: false };
+  const view = { id, el, check, title, label, destructive, verdict, thread, age, expiry, args, error, approval, editing: false };
   if (canDecide) buildActions(view);
   el.append(error);
   el.addEventListener("focusin", () => select(id, { focus: false }));
@@ -158,6 +160,8 @@ function closeEditor(view) {
 function update(view, approval) {
   view.approval = approval;
   view.title.textContent = approval.tool;
+  view.label.textContent = approval.label || "";
+  view.label.hidden = !approval.label;
   view.destructive.hidden = !approval.isDestructive;
   view.verdict.textContent = approval.schemaValid ? "arguments valid" : `arguments invalid: ${approval.schemaErrors || "see schema"}`;
   view.verdict.className = `verdict ${approval.schemaValid ? "verdict-ok" : "verdict-bad"}`;
