@@ -90,7 +90,7 @@ async def read_stream(response: Any) -> str:
 
 
 async def test_imported_conversation_with_tool_results_is_accepted_on_a_new_thread(
-    token,
+    token, executor
 ):
     """Issue 14: a new thread whose first input carries answered tool calls starts its run."""
     response = await post(body(IMPORTED), token=token)
