@@ -52,6 +52,9 @@ limit are refused before any rung. ``docs/arguments.md`` describes the ladder fo
 readers outside the code.
 
 This module never imports Django.
+
+Over 400 lines because it holds the repair ladder, rung by rung, with the screens
+and error messages each rung needs (docs/arguments.md); a rung is meaningless alone.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ omitted. The same value goes into ``TOOL_CALL_RESULT``, the tool message and the
 history replayed to a model (TC-10).
 
 This module never imports Django.
+
+Over 400 lines because it holds the content-part models and their
+flattening/downgrade rules per provider (TC-10..16), one table each.
 """
 
 from __future__ import annotations

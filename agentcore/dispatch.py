@@ -10,6 +10,10 @@ Errors become results with a sanitized type and an actionable message; the full
 detail goes to the ``agentcore.dispatch`` logger, never to the model (SEC-06).
 
 This module never imports Django.
+
+Over 400 lines because it holds one call's whole path (resolve, parse, policy,
+limits, classify, bound the result) and the batch scheduler that orders calls;
+splitting them would split the timeout/cancel handling they share.
 """
 
 from __future__ import annotations

@@ -30,6 +30,9 @@
 
 Token usage reported by the provider is summed over the turns onto the terminal event.
 This module never imports Django nor a provider SDK.
+
+Over 400 lines because it holds the agent loop's one execution state machine (turns,
+calls, limits, retries, cancellation); the pieces share its per-run state.
 """
 
 from __future__ import annotations

@@ -24,6 +24,10 @@ run. Elicitation is not offered to servers (the capability is not advertised); a
 server that asks anyway gets a refusal, and the call ends with an error result.
 
 This module never imports Django.
+
+Over 400 lines because it holds the whole MCP client side: configuration, the per-
+process connection on its own loop, listing and refresh, policy from annotations,
+content mapping and call execution; each part is only used by the others.
 """
 
 from __future__ import annotations

@@ -26,6 +26,9 @@ calls, text messages and steps), ``"TC-01"`` (a malformed tool-call event),
 than ``"tool"``), ``"TC-10"`` / ``"TC-11"`` (result content), ``"TC-17"`` (reserved names),
 ``"FT-04"`` (``pendingToolCallIds``) and ``"LIFECYCLE"`` (run lifecycle, identifiers,
 malformed events).
+
+Over 400 lines because it holds the streaming-pattern state machine with one handler
+per event type and the rule checks those handlers share.
 """
 
 from __future__ import annotations

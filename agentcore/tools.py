@@ -7,6 +7,10 @@ tool is defined (PERFORMANCE.md). Which tools a turn offers is an explicit, orde
 registry and no discovery (RT-03).
 
 This module never imports Django.
+
+Over 400 lines because it holds the tool contract, its definer and the per-turn
+Toolset assembly with deferred-tool search; all are the one public surface tools are
+written against.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@
 
 Django is imported lazily inside ``refund_order``'s execute, so importing this module
 needs no configured settings.
+
+Over 400 lines because it holds the demo toolset that shows every path (agent-side,
+auto, approval, media) with its refund ledger logic.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ service or selector, and returns an ``OutputSerializer``'s data. Objects are
 looked up among those the user may see, so another user's thread, run or tool
 call answers 404. Errors are mapped in ``config.exception_handler``.
 Implements DC-05 (a REST API for integrations).
+
+Over 400 lines because it holds the REST views of one app (threads, messages, runs,
+calls), each a thin shell, plus the idempotency and throttling they share.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 Output keys are camelCase like the AG-UI wire format and
 :func:`approvals.services.approval_snapshot`. Input serializers reject unknown
 fields (:class:`StrictInputMixin`). Implements DC-05.
+
+Over 400 lines because it holds the REST API's input and output serializers of one
+app, as DRF apps keep them.
 """
 
 from __future__ import annotations

@@ -27,6 +27,9 @@ dropped with a warning, as the processing model requires.
 
 Unlike the modules beside it this is not a model :class:`Provider`: a remote agent runs
 its own loop and tools. ``httpx`` is imported here; it is a core dependency, no SDK.
+
+Over 400 lines because it holds the remote agent adapter with its own SSE reader and
+bounded retry of the request; both serve only this adapter.
 """
 
 from __future__ import annotations

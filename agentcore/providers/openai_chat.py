@@ -11,6 +11,9 @@ Streaming: ``tool_calls`` deltas are merged per ``(choice index, tool_calls[].in
 new id or a new name starts a new call (BC02); ids may come once or in every chunk;
 object-valued ``arguments`` are serialized to JSON text (BC08). Stop reasons follow
 LP-09, with truncation detected from usage as well as ``finish_reason`` (BC11).
+
+Over 400 lines because it holds the request builder and the stream parser of one
+wire format, kept together as every adapter is.
 """
 
 from __future__ import annotations

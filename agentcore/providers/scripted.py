@@ -20,6 +20,9 @@ network and no API key. It has two modes:
 
 Text and argument text are streamed in several fragments, so streaming shows. Every
 request is kept in :attr:`ScriptedProvider.requests` for tests to inspect.
+
+Over 400 lines because it holds the offline model and the demo's scripts (weather,
+refund, chart) that drive every path without an API key.
 """
 
 from __future__ import annotations
