@@ -17,6 +17,8 @@ app.autodiscover_tasks()
 @worker_init.connect(dispatch_uid="countersign.check_configuration")
 def _check_configuration(**kwargs: object) -> None:
     """Refuse to start a worker with a misconfigured Countersign (system checks)."""
+    # Deferred: config.celery is imported by config/__init__ before Django's apps
+    # are ready; the checks import models.
     from threads.checks import raise_on_configuration_errors
 
     raise_on_configuration_errors()

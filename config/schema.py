@@ -29,6 +29,9 @@ class ApiAutoSchema(AutoSchema):
         return outer + inner.removesuffix("Serializer")
 
     def _map_basic_serializer(self, serializer: Any, direction: Any) -> Any:
+        # Deferred: this module is named in settings (REST_FRAMEWORK's
+        # DEFAULT_SCHEMA_CLASS) and may load before the app registry is ready;
+        # serializers import models.
         from threads.serializers import StrictInputMixin
 
         result = super()._map_basic_serializer(serializer, direction)

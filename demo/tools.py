@@ -270,6 +270,8 @@ def _refund_order(params: dict[str, Any], context: ToolContext) -> ToolOutput:
     unknown order, an amount with more than two decimals, or one above what is left
     to refund. Implements LP-07.
     """
+    # Deferred: the demo tools are plain agentcore tools, importable without Django
+    # (the scripted provider's tests use them); only the refund needs the ledger.
     from django.db import IntegrityError, transaction
     from django.db.models import Sum
 

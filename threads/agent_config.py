@@ -109,6 +109,8 @@ def agent_settings(name: str) -> dict[str, Any]:
 
 @lru_cache(maxsize=64)
 def _load_toolset(paths: tuple[str, ...]) -> Any:
+    # Deferred: agentcore's protocol models cost a few hundred ms to import (B6), and
+    # the web process's settings/checks path must not pay it before it serves.
     from agentcore.tools import Toolset
 
     return Toolset.assemble(*(import_string(path) for path in paths))
@@ -142,6 +144,7 @@ def agent_options(config: dict[str, Any]) -> dict[str, Any]:
     ``"**"`` means anything is accepted. Raises ``ImportError`` when the factory
     does not import, ``ProviderConfigError`` for an unknown provider.
     """
+    # Deferred like the toolset import above: the registry pulls in the adapters.
     from agentcore.providers.registry import callable_options, provider_options
 
     factory = config.get("provider_factory")
@@ -233,11 +236,13 @@ def agent_build(name: str) -> Any:
     provider_name = config.get("provider", "scripted")
     options: dict[str, Any] = dict(config.get("options") or {})
     if provider_name == "agui_http":
+        # Deferred: only the process that runs an agent imports its adapter (B6).
         from agentcore.providers.agui_http import RemoteAgent
 
         if config.get("headers") is not None:
             options.setdefault("headers", config["headers"])
         return RemoteAgent(config["url"], **options)
+    # Deferred: the loop and the provider SDKs load only where a run executes (B6).
     from agentcore.loop import LoopAgent
     from agentcore.providers.registry import get_provider
 
