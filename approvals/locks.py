@@ -9,7 +9,7 @@ after locking.
 
 from __future__ import annotations
 
-from approvals.models import ApprovalRequest, ToolExecution
+from approvals.models import ApprovalRequest, AuditChainHead, ToolExecution
 from threads.locks import tool_call_lock
 from threads.models import Thread, ToolCall
 
@@ -41,3 +41,13 @@ def execution_lock(
 def call_approval_lock(*, call: ToolCall) -> ApprovalRequest | None:
     """Lock and return ``call``'s approval request, or ``None``; the call must be locked."""
     return ApprovalRequest.objects.select_for_update().filter(tool_call=call).first()
+
+
+def audit_head_lock() -> AuditChainHead:
+    """Lock the audit chain's head row (created on first use) and return it.
+
+    Taken last, after any thread/call/approval/execution lock, so appends to the
+    chain are serialized without breaking the one lock order. Implements SEC-04.
+    """
+    head, _ = AuditChainHead.objects.select_for_update().get_or_create(pk=1)
+    return head

@@ -232,13 +232,11 @@ def _status_writes_in(node: ast.AST) -> Iterator[ast.AST]:
 
 
 #: The modules that take row locks (``docs/architecture.md``, "Lock order").
-LOCK_MODULES = frozenset(
-    {"threads.locks", "approvals.locks", "approvals.services.audit"}
-)
+LOCK_MODULES = frozenset({"threads.locks", "approvals.locks"})
 
 
 def test_row_locks_are_taken_only_in_the_lock_modules() -> None:
-    """``select_for_update`` appears only in the lock modules (and the audit chain head)."""
+    """``select_for_update`` appears only in the lock modules."""
     found = sorted(
         f"{module}:{node.lineno}"
         for module, path in MODULES.items()

@@ -7,7 +7,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from approvals.models import AuditChainHead, AuditEntry
+from approvals.locks import audit_head_lock
+from approvals.models import AuditEntry
 
 
 def audit_append(
@@ -25,7 +26,7 @@ def audit_append(
     thread/call/approval/execution lock). Implements SEC-04.
     """
     with transaction.atomic():
-        head, _ = AuditChainHead.objects.select_for_update().get_or_create(pk=1)
+        head = audit_head_lock()
         entry = AuditEntry(
             actor=actor if getattr(actor, "pk", None) else None,
             actor_label=getattr(actor, "username", None) or "system",
