@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from approvals.models import ApprovalRequest, ToolExecution
-from threads.transitions import check_transition
+from threads.transitions import apply_transition
 
 _A = ApprovalRequest.Status
 _E = ToolExecution.State
@@ -50,17 +50,14 @@ def approval_transition(
     reason in one UPDATE. Raises :class:`threads.exceptions.IllegalTransition`
     for a move ``APPROVAL_TRANSITIONS`` does not allow. Implements STYLE.md 8.
     """
-    changed = check_transition(
+    return apply_transition(
+        instance=approval,
+        field="status",
         table=APPROVAL_TRANSITIONS,
         what=f"approval {approval.pk!r}",
-        current=approval.status,
         to=to,
+        save=save,
     )
-    if changed:
-        approval.status = to
-        if save:
-            approval.save(update_fields=["status"])
-    return changed
 
 
 def execution_transition(
@@ -71,14 +68,11 @@ def execution_transition(
     Raises :class:`threads.exceptions.IllegalTransition` for a move
     ``EXECUTION_TRANSITIONS`` does not allow. Implements STYLE.md 8.
     """
-    changed = check_transition(
+    return apply_transition(
+        instance=execution,
+        field="state",
         table=EXECUTION_TRANSITIONS,
         what=f"execution of call {execution.tool_call_id!r}",
-        current=execution.state,
         to=to,
+        save=save,
     )
-    if changed:
-        execution.state = to
-        if save:
-            execution.save(update_fields=["state"])
-    return changed

@@ -14,8 +14,10 @@ that no other module assigns these fields.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
+
+from django.db.models import Model
 
 from threads.exceptions import IllegalTransition
 from threads.models import Run, ToolCall
@@ -72,29 +74,37 @@ TOOL_CALL_TRANSITIONS: Final[Mapping[str, frozenset[str]]] = {
 }
 
 
-def check_transition(
+def apply_transition(
     *,
+    instance: Model,
+    field: str,
     table: Mapping[str, Iterable[str]],
     what: str,
-    current: str,
     to: str,
+    save: bool,
+    update_fields: Sequence[str] = (),
 ) -> bool:
-    """Return whether ``current`` → ``to`` changes anything; raise if the table forbids it.
+    """Move ``instance.<field>`` to ``to`` if ``table`` allows it; return whether it changed.
 
-    ``what`` names the row in the error (e.g. ``"run 'r-1'"``). Raises
-    :class:`IllegalTransition` naming both states when ``to`` is not listed for
-    ``current``. Staying put returns ``False``.
+    The one body of every ``*_transition`` function. ``what`` names the row in
+    the error (e.g. ``"run 'r-1'"``). Raises :class:`IllegalTransition` naming
+    both states when ``to`` is not listed for the current state; staying put
+    returns ``False`` and writes nothing. When ``save`` is true the change is
+    saved with ``field`` plus ``update_fields``.
     """
     # TextChoices members compare equal to their values; messages show the value.
-    current, to = str(current), str(to)
-    if current == to:
+    current, target = str(getattr(instance, field)), str(to)
+    if current == target:
         return False
-    if to not in table.get(current, ()):
+    if target not in table.get(current, ()):
         allowed = sorted(table.get(current, ()))
         raise IllegalTransition(
-            f"{what} cannot move from {current!r} to {to!r}; "
+            f"{what} cannot move from {current!r} to {target!r}; "
             f"from {current!r} it may move to {allowed!r}"
         )
+    setattr(instance, field, to)
+    if save:
+        instance.save(update_fields=[field, *update_fields])
     return True
 
 
@@ -106,14 +116,14 @@ def run_transition(*, run: Run, to: str, save: bool = True) -> bool:
     :class:`IllegalTransition` for a move ``RUN_TRANSITIONS`` does not allow.
     Implements STYLE.md 8.
     """
-    changed = check_transition(
-        table=RUN_TRANSITIONS, what=f"run {run.run_id!r}", current=run.status, to=to
+    return apply_transition(
+        instance=run,
+        field="status",
+        table=RUN_TRANSITIONS,
+        what=f"run {run.run_id!r}",
+        to=to,
+        save=save,
     )
-    if changed:
-        run.status = to
-        if save:
-            run.save(update_fields=["status"])
-    return changed
 
 
 def tool_call_transition(*, call: ToolCall, to: str, save: bool = True) -> bool:
@@ -122,14 +132,12 @@ def tool_call_transition(*, call: ToolCall, to: str, save: bool = True) -> bool:
     Returns whether the state changed. Raises :class:`IllegalTransition` for a
     move ``TOOL_CALL_TRANSITIONS`` does not allow. Implements STYLE.md 8.
     """
-    changed = check_transition(
+    return apply_transition(
+        instance=call,
+        field="state",
         table=TOOL_CALL_TRANSITIONS,
         what=f"tool call {call.tool_call_id!r}",
-        current=call.state,
         to=to,
+        save=save,
+        update_fields=("updated_at",),
     )
-    if changed:
-        call.state = to
-        if save:
-            call.save(update_fields=["state", "updated_at"])
-    return changed
