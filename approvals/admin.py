@@ -121,6 +121,8 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         "approved_arguments_hash",
         "schema_valid",
         "schema_errors",
+        "reapproval_note",
+        "superseded_by",
     )
     exclude = ("proposed_arguments", "edited_arguments")
     change_form_template = "admin/approvals/approvalrequest/change_form.html"
@@ -129,7 +131,9 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         return (
             super()
             .get_queryset(request)
-            .select_related("thread", "requested_by", "decided_by", "tool_call")
+            .select_related(
+                "thread", "requested_by", "decided_by", "tool_call", "supersedes"
+            )
         )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -159,13 +163,36 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
 
     @admin.display(description="arguments")
     def arguments_pretty(self, obj: ApprovalRequest) -> str:
-        if obj.edited:
-            return format_html(
+        shown = (
+            format_html(
                 "<strong>edited</strong>{}<details><summary>proposed</summary>{}</details>",
                 _pretty(obj.edited_arguments),
                 _pretty(obj.proposed_arguments),
             )
-        return _pretty(obj.proposed_arguments)
+            if obj.edited
+            else _pretty(obj.proposed_arguments)
+        )
+        if not obj.reapproval:
+            return shown
+        why = ApprovalRequest.Reapproval(obj.reapproval).label
+        return format_html("<p><strong>{}</strong></p>{}", why, shown)
+
+    @admin.display(description="changed since approval")
+    def reapproval_note(self, obj: ApprovalRequest) -> str:
+        """The re-approval context: why, and what the earlier request approved."""
+        previous = obj.previous
+        if not obj.reapproval or previous is None:
+            return "—"
+        why = ApprovalRequest.Reapproval(obj.reapproval).label
+        if obj.reapproval == ApprovalRequest.Reapproval.SCHEMA_CHANGED:
+            why += f" (schema {obj.previous_schema_hash[:12]} → {obj.schema_hash[:12]})"
+        return format_html(
+            "{} — request #{} approved:{}now:{}",
+            why,
+            previous.pk,
+            _pretty(previous.approved_arguments),
+            _pretty(obj.proposed_arguments),
+        )
 
     @admin.display(description="proposed arguments")
     def proposed_pretty(self, obj: ApprovalRequest) -> str:

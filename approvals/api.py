@@ -218,8 +218,11 @@ class ApprovalResolveApi(APIView):
         approval = visible_approval(request, pk)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
+        call = approval.call
+        if call is None:
+            raise Http404(f"approval {pk!r} decides no tool call")
         execution_resolve(
-            tool_call=approval.tool_call,
+            tool_call=call,
             resolved_by=request.user,
             **data.validated_data,
         )

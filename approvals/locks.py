@@ -17,10 +17,15 @@ from threads.models import Thread, ToolCall
 def approval_lock(
     *, approval: ApprovalRequest
 ) -> tuple[Thread, ToolCall, ApprovalRequest]:
-    """Lock ``approval``'s thread, its call, then the request; return all three freshly read."""
-    thread, call = tool_call_lock(
-        thread_pk=approval.thread_id, tool_call_pk=approval.tool_call_id
-    )
+    """Lock ``approval``'s thread, its call, then the request; return all three freshly read.
+
+    A request a re-approval superseded locks the call its successor decides.
+    Raises :class:`LookupError` for a request whose call is gone.
+    """
+    decided = approval.call
+    if decided is None:
+        raise LookupError(f"approval {approval.pk!r} decides no tool call")
+    thread, call = tool_call_lock(thread_pk=approval.thread_id, tool_call_pk=decided.pk)
     locked = (
         ApprovalRequest.objects.select_for_update(of=("self",))
         .select_related("run")
@@ -36,6 +41,20 @@ def execution_lock(
     thread, call = tool_call_lock(thread_pk=thread_pk, tool_call_pk=tool_call_pk)
     execution = ToolExecution.objects.select_for_update().filter(tool_call=call).first()
     return thread, call, execution
+
+
+def execution_approval_lock(
+    *, thread_pk: int, tool_call_pk: int
+) -> tuple[Thread, ToolCall, ApprovalRequest | None, ToolExecution | None]:
+    """Lock the thread, call ``tool_call_pk``, its open approval request, then its execution.
+
+    Either of the last two is ``None`` when the call has none. For the executor,
+    which may send the call back to an operator (issue 14 item 6).
+    """
+    thread, call = tool_call_lock(thread_pk=thread_pk, tool_call_pk=tool_call_pk)
+    approval = call_approval_lock(call=call)
+    execution = ToolExecution.objects.select_for_update().filter(tool_call=call).first()
+    return thread, call, approval, execution
 
 
 def call_approval_lock(*, call: ToolCall) -> ApprovalRequest | None:

@@ -1,7 +1,8 @@
 """The approval queue, tool executions and the append-only audit trail.
 
-Invariants backed by the database: one approval request per tool call; one
-execution record per tool call (claimed before any side effect, BC32); audit
+Invariants backed by the database: one open approval request per tool call (an
+earlier request a re-approval superseded keeps its decision and points to its
+successor, issue 14 item 6); one execution record per tool call (claimed before any side effect, BC32); audit
 entries chained by hash and never updated. Implements DC-03, DC-04, SEC-02.
 """
 
@@ -38,12 +39,43 @@ class ApprovalRequest(models.Model):
         EXPIRED = "expired", "expired"
         CANCELLED = "cancelled", "cancelled"
 
+    class Reapproval(models.TextChoices):
+        NONE = "", "first request"
+        ARGUMENTS_CHANGED = "arguments_changed", "arguments changed since approval"
+        SCHEMA_CHANGED = "schema_changed", "schema changed since approval"
+
+    #: The call this request decides; released (null) once a re-approval supersedes
+    #: the request, so the call's one open request is always ``call.approval``.
     tool_call = models.OneToOneField(
-        ToolCall, on_delete=models.CASCADE, related_name="approval"
+        ToolCall,
+        on_delete=models.CASCADE,
+        related_name="approval",
+        null=True,
+        blank=True,
     )
     thread = models.ForeignKey(
         Thread, on_delete=models.CASCADE, related_name="approvals"
     )
+    #: The request that replaced this (decided) one when the call changed after
+    #: approval; the reverse accessor ``supersedes`` gives the earlier request.
+    superseded_by = models.OneToOneField(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="supersedes",
+    )
+    #: Why this request was made again after an approval (blank for a first request).
+    reapproval = models.CharField(
+        max_length=20, choices=Reapproval.choices, blank=True, default=""
+    )
+    #: How many approvals of this call came before this request (0 for the first).
+    reapproval_count = models.PositiveSmallIntegerField(default=0)
+    #: SHA-256 of the tool's input schema this request was made against; blank
+    #: when it is the one the run advertised (``RunAgentInput.tools``).
+    schema_hash = models.CharField(max_length=64, blank=True, default="")
+    #: For a schema re-approval: the hash of the schema the earlier approval covered.
+    previous_schema_hash = models.CharField(max_length=64, blank=True, default="")
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")
     tool_name = models.CharField(max_length=200)
     is_destructive = models.BooleanField(default=False)
@@ -94,6 +126,21 @@ class ApprovalRequest(models.Model):
     def approved_arguments(self) -> Any:
         """The arguments that were approved: the edited ones if any, else the proposed."""
         return self.edited_arguments if self.edited else self.proposed_arguments
+
+    @property
+    def call(self) -> ToolCall | None:
+        """The call this request decides, following re-approvals for a superseded one."""
+        request: ApprovalRequest | None = self
+        while request is not None:
+            if request.tool_call_id is not None:
+                return request.tool_call
+            request = request.superseded_by
+        return None
+
+    @property
+    def previous(self) -> ApprovalRequest | None:
+        """The earlier request this one superseded, or ``None`` for a first request."""
+        return getattr(self, "supersedes", None)
 
 
 class ToolExecution(models.Model):

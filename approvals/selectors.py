@@ -25,7 +25,7 @@ def approval_visible_to(*, user: Any) -> QuerySet[ApprovalRequest]:
     users see the requests on their own threads.
     """
     approvals = ApprovalRequest.objects.select_related(
-        "tool_call", "thread", "run", "decided_by"
+        "tool_call", "thread", "run", "decided_by", "supersedes"
     )
     if not getattr(user, "is_authenticated", False):
         return approvals.none()

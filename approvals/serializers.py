@@ -28,7 +28,7 @@ class ApprovalOutputSerializer(serializers.Serializer):
     """An approval request: what was proposed, what was decided, by whom and why."""
 
     id = serializers.IntegerField()
-    toolCallId = serializers.CharField(source="tool_call.tool_call_id")
+    toolCallId = serializers.CharField(source="call.tool_call_id")
     threadId = serializers.CharField(source="thread.thread_id")
     runId = serializers.CharField(source="run.run_id")
     tool = serializers.CharField(source="tool_name")
@@ -48,17 +48,54 @@ class ApprovalOutputSerializer(serializers.Serializer):
     )
     decidedAt = serializers.DateTimeField(source="decided_at", allow_null=True)
     reason = serializers.CharField(allow_blank=True)
+    reapproval = serializers.ChoiceField(
+        choices=ApprovalRequest.Reapproval.choices,
+        allow_blank=True,
+        help_text="Why the call was sent back to an operator after an approval: "
+        "`arguments_changed`, `schema_changed`, or empty for a first request.",
+    )
+    supersedes = serializers.IntegerField(
+        source="previous.pk",
+        allow_null=True,
+        default=None,
+        help_text="The id of the earlier, approved request this one replaces.",
+    )
+    supersededBy = serializers.IntegerField(
+        source="superseded_by_id",
+        allow_null=True,
+        help_text="The id of the request that replaced this one after a change.",
+    )
+    previousArguments = serializers.SerializerMethodField()
+    schemaHash = serializers.CharField(
+        source="schema_hash",
+        allow_blank=True,
+        help_text="SHA-256 of the input schema a re-approval was made against.",
+    )
+    previousSchemaHash = serializers.CharField(
+        source="previous_schema_hash",
+        allow_blank=True,
+        help_text="SHA-256 of the input schema the earlier approval covered.",
+    )
     execution = serializers.SerializerMethodField()
 
     def get_label(self, approval: ApprovalRequest) -> str:
         """Return the tool's label for the call (for MCP tools: server, tool, claims)."""
         return approval_label(approval)
 
+    @extend_schema_field(
+        serializers.DictField(
+            allow_null=True,
+            help_text="The arguments the earlier request approved, for comparison.",
+        )
+    )
+    def get_previousArguments(self, approval: ApprovalRequest) -> Any:
+        previous = approval.previous
+        return previous.approved_arguments if previous is not None else None
+
     @extend_schema_field(ExecutionOutputSerializer(allow_null=True))
     def get_execution(self, approval: ApprovalRequest) -> dict[str, Any] | None:
-        execution = ToolExecution.objects.filter(
-            tool_call_id=approval.tool_call_id
-        ).first()
+        call = approval.call
+        execution = ToolExecution.objects.filter(tool_call=call).first()
         return (
             ExecutionOutputSerializer(execution).data if execution is not None else None
         )

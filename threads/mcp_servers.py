@@ -48,10 +48,12 @@ from agentcore.tools import Tool, ToolDefinitionError, Toolset
 __all__ = [
     "CHECK_ID",
     "McpConfigError",
+    "advertised_parameters",
+    "agent_mcp_refresh",
     "agent_mcp_tools",
     "check_mcp_servers",
     "close_sources",
-    "schema_change_refusal",
+    "current_parameters",
     "server_config",
     "toolset_with_mcp",
 ]
@@ -254,34 +256,46 @@ def toolset_with_mcp(agent: str, config: Mapping[str, Any], local: Toolset) -> T
     return Toolset.assemble(local, extra)
 
 
-def schema_change_refusal(
-    *, run_input: Mapping[str, Any] | None, tool: Any
-) -> str | None:
-    """Return why ``tool`` must not run because its schema changed since it was advertised.
+def advertised_parameters(
+    *, run_input: Mapping[str, Any] | None, name: str
+) -> tuple[bool, Any]:
+    """Return ``(found, parameters)`` of tool ``name`` as ``run_input`` advertised it.
 
     ``run_input`` is the run's ``RunAgentInput`` JSON, whose ``tools`` hold the
-    parameter schema each application tool had when the call was proposed (and
-    so approved). ``None`` when the schema is unchanged or was not advertised
-    (an advertisement without ``parameters`` is not compared).
+    parameter schema each application tool had when the call was proposed.
+    ``found`` is false when the tool was not advertised with ``parameters``.
     """
     for advertised in (run_input or {}).get("tools", []) or []:
         if (
             isinstance(advertised, Mapping)
-            and advertised.get("name") == tool.name
+            and advertised.get("name") == name
             and "parameters" in advertised
         ):
-            # Compared in the form run inputs store (the AG-UI Tool's JSON dump).
-            current = tool.agui_tool().model_dump(
-                mode="json", by_alias=True, exclude_none=True
-            )
-            if advertised["parameters"] != current.get("parameters"):
-                return (
-                    f"the input schema of {tool.name!r} changed after the call was "
-                    "proposed; the approval covered the old schema, so it was not "
-                    "executed. Propose the call again."
-                )
-            return None
-    return None
+            return True, advertised["parameters"]
+    return False, None
+
+
+def current_parameters(tool: Any) -> Any:
+    """Return ``tool``'s parameter schema in the form run inputs store it (AG-UI Tool JSON)."""
+    dumped = tool.agui_tool().model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dumped.get("parameters")
+
+
+def agent_mcp_refresh(agent: str) -> None:
+    """Relist the tools of agent ``agent``'s MCP servers now (best effort, never raises).
+
+    Called before an approved call's schema is compared, so a change the server
+    made after approval is seen even if its list-changed notice has not arrived.
+    """
+    config = (getattr(settings, "COUNTERSIGN_AGENTS", None) or {}).get(agent)
+    if not isinstance(config, Mapping) or not config.get("mcp_servers"):
+        return
+    try:
+        servers = _servers(agent, config)
+        for name, raw in servers.items():
+            _source(agent, str(name), raw).refresh()
+    except Exception:
+        logger.warning("MCP servers of agent %r: relisting failed", agent)
 
 
 def check_mcp_servers(

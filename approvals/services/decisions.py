@@ -44,7 +44,8 @@ def approval_decide(
     """Record an operator's decision on ``approval`` and act on it; return the request.
 
     Approve: the arguments (edited ones re-validated against the schema, SEC-02)
-    are hashed and the call queued for execution after commit. Reject: the call is
+    are hashed and the call queued for execution after commit (a re-approval's
+    queued execution takes the newly approved arguments, issue 14 item 6). Reject: the call is
     answered with a tool message saying an operator declined it and why. A repeated
     identical decision returns the request unchanged and enqueues nothing (BC34).
 
@@ -52,7 +53,7 @@ def approval_decide(
     :class:`ApprovalAlreadyDecided` when decided otherwise, :class:`ApprovalExpired`
     when it expired (it is answered as expired), :class:`ReasonRequired` for a
     rejection without a reason, :class:`InvalidEditedArguments` for edits that fail
-    the schema. Implements SEC-02, DC-03, DC-04, FT-06.
+    the schema (or, after a schema change, unedited arguments that fail it). Implements SEC-02, DC-03, DC-04, FT-06.
     """
     if not getattr(decided_by, "is_active", False) or not decided_by.has_perm(
         DECIDE_PERMISSION
@@ -123,13 +124,26 @@ def _decide_locked(
             )
             if arguments != approval.proposed_arguments:
                 approval.edited_arguments = arguments
+        elif not approval.schema_valid:
+            # A re-approval after a schema change: the current arguments may not
+            # fit the new schema, and running them would only come back here.
+            raise InvalidEditedArguments(
+                "the arguments do not match the tool's current input schema "
+                f"({approval.schema_errors or 'see the schema'}); approve with "
+                "edited arguments that do, or reject the call"
+            )
         approval.approved_arguments_hash = arguments_hash(arguments)
         approval_transition(
             approval=approval, to=ApprovalRequest.Status.APPROVED, save=False
         )
         approval.reason = reason
         tool_call_transition(call=call, to=ToolCall.State.APPROVED)
-        execution_create(call=call, arguments=arguments, authorized_by="approval")
+        execution_create(
+            call=call,
+            arguments=arguments,
+            authorized_by="approval",
+            reapproved=approval.reapproval_count > 0,
+        )
     else:
         approval_transition(
             approval=approval, to=ApprovalRequest.Status.REJECTED, save=False

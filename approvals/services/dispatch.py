@@ -20,6 +20,7 @@ from agentcore.tools import Tool, Toolset
 from approvals.models import ApprovalRequest, ToolExecution, arguments_hash
 from approvals.services.audit import audit_append
 from approvals.services.notify import notify_call_changed
+from approvals.transitions import execution_transition
 from threads.agent_config import agent_toolset
 from threads.answers import error_content, refusal_content, tool_message_write
 from threads.conf import countersign_settings
@@ -71,18 +72,37 @@ def call_answer_refused(
     audit_append(
         actor=actor, action=f"tool_call.{status}", target=call, after={"reason": reason}
     )
+    # A call sent back to an operator after approval still has its (never run)
+    # execution record queued; it is closed so nothing runs it (issue 14 item 6).
+    queued = (
+        ToolExecution.objects.select_for_update()
+        .filter(tool_call=call, state=ToolExecution.State.QUEUED)
+        .first()
+    )
+    if queued is not None:
+        execution_transition(
+            execution=queued, to=ToolExecution.State.FAILED, save=False
+        )
+        queued.error = error
+        queued.save(update_fields=["state", "error"])
     return True
 
 
 def execution_create(
-    *, call: ToolCall, arguments: dict[str, Any], authorized_by: str
+    *,
+    call: ToolCall,
+    arguments: dict[str, Any],
+    authorized_by: str,
+    reapproved: bool = False,
 ) -> None:
     """Create ``call``'s execution record with the validated ``arguments`` and enqueue it.
 
     ``authorized_by`` is ``"policy"`` or ``"approval"``. Idempotent: a second call
-    finds the record and enqueues nothing (BC34).
+    finds the record and enqueues nothing (BC34) — except for a call approved
+    again after a re-approval (``reapproved``): its record, still ``queued`` and
+    never run, takes the newly approved arguments and is enqueued once.
     """
-    _, created = ToolExecution.objects.get_or_create(
+    execution, created = ToolExecution.objects.get_or_create(
         tool_call=call,
         defaults={
             "authorized_by": authorized_by,
@@ -93,6 +113,40 @@ def execution_create(
     )
     if created:
         enqueue(EXECUTE_TASK, tool_call_pk=call.pk)
+    elif (
+        reapproved
+        and execution.state == ToolExecution.State.QUEUED
+        and execution.attempts == 0
+    ):
+        execution.arguments = arguments
+        execution.arguments_hash = arguments_hash(arguments)
+        execution.save(update_fields=["arguments", "arguments_hash"])
+        enqueue(EXECUTE_TASK, tool_call_pk=call.pk)
+
+
+def approval_request_open(
+    *, call: ToolCall, tool: Tool, arguments: dict[str, Any], **fields: Any
+) -> ApprovalRequest:
+    """Create ``call``'s pending approval request for ``arguments`` and return it.
+
+    It expires after the tool's (or the default) approval timeout; ``fields``
+    sets further columns (a re-approval's link and context). The caller moves the
+    call to ``awaiting_approval`` and audits. Must run holding the call's row lock.
+    """
+    timeout = getattr(tool, "approval_timeout", None) or float(
+        countersign_settings.APPROVAL_TIMEOUT_SECONDS
+    )
+    return ApprovalRequest.objects.create(
+        tool_call=call,
+        thread_id=call.thread_id,
+        run=call.run,
+        tool_name=tool.name,
+        is_destructive=bool(tool.is_destructive),
+        requested_by=call.thread.owner,
+        expires_at=timezone.now() + timedelta(seconds=timeout),
+        proposed_arguments=arguments,
+        **{"schema_valid": True, **fields},
+    )
 
 
 def pending_calls_dispatch(*, run: Run) -> None:
@@ -183,20 +237,7 @@ def _dispatch_one(
         )
         notify_call_changed(call)
     else:
-        timeout = getattr(tool, "approval_timeout", None) or float(
-            countersign_settings.APPROVAL_TIMEOUT_SECONDS
-        )
-        approval = ApprovalRequest.objects.create(
-            tool_call=call,
-            thread_id=call.thread_id,
-            run=run,
-            tool_name=tool.name,
-            is_destructive=bool(tool.is_destructive),
-            requested_by=run.thread.owner,
-            expires_at=timezone.now() + timedelta(seconds=timeout),
-            proposed_arguments=arguments,
-            schema_valid=True,
-        )
+        approval = approval_request_open(call=call, tool=tool, arguments=arguments)
         tool_call_transition(call=call, to=ToolCall.State.AWAITING_APPROVAL)
         audit_append(
             actor=None,

@@ -28,7 +28,7 @@ from approvals.exceptions import (
     ApprovalPermissionDenied,
     ExecutionInProgress,
 )
-from approvals.locks import execution_lock
+from approvals.locks import execution_approval_lock, execution_lock
 from approvals.models import (
     DECIDE_PERMISSION,
     ApprovalRequest,
@@ -38,10 +38,16 @@ from approvals.models import (
 from approvals.services.audit import audit_append
 from approvals.services.dispatch import run_tools
 from approvals.services.notify import notify_call_changed
+from approvals.services.reapproval import (
+    MAX_REAPPROVALS,
+    approval_reopen,
+    call_change,
+    schema_hashes,
+)
 from approvals.transitions import execution_transition
 from threads.answers import error_content, tool_message_write
 from threads.conf import countersign_settings
-from threads.mcp_servers import schema_change_refusal
+from threads.mcp_servers import agent_mcp_refresh
 from threads.models import ToolCall
 from threads.services import continuation_maybe_start
 from threads.transitions import tool_call_transition
@@ -61,21 +67,26 @@ _DONE_STATES = frozenset(
 def tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
     """Execute an approved (or auto-approved) application call exactly once.
 
-    Under the call's row lock: refuse anything not approved or already answered,
-    check that the arguments are exactly those approved (hash) and re-validate
-    them, check the permission the tool requires, and commit a reservation before
-    the side effect. Then run the tool with its timeout and an idempotency key
+    Under the call's row lock: refuse anything not approved or already answered;
+    send a queued approved call back to an operator as a new approval request
+    when its arguments no longer match the approved hash or its tool's input
+    schema changed since the approval (:mod:`.reapproval`; an error after
+    ``MAX_REAPPROVALS`` rounds); re-validate the arguments, check the permission
+    the tool requires, and commit a reservation before the side effect. Then run the tool with its timeout and an idempotency key
     derived from thread and ``toolCallId`` (handed to the tool, never to the
     model), record the outcome and write the one tool message. Returns the
     execution record (``None`` when the call has none). Raises
     :class:`ExecutionInProgress` while another delivery holds a live lease.
     Implements DC-04, LP-01, LP-05, LP-07, LP-08, BC32, BC34.
     """
-    thread_pk = ToolCall.objects.values_list("thread_id", flat=True).get(
+    thread_pk, agent = ToolCall.objects.values_list("thread_id", "run__agent").get(
         pk=tool_call_pk
     )
+    # Outside any lock (network I/O): an MCP server's schema change made after the
+    # approval is seen now, not when its list-changed notice happens to arrive.
+    agent_mcp_refresh(agent)
     with transaction.atomic():
-        _, call, execution = execution_lock(
+        _, call, approval, execution = execution_approval_lock(
             thread_pk=thread_pk, tool_call_pk=tool_call_pk
         )
         if execution is None:
@@ -104,7 +115,45 @@ def tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
             if not (tool and tool.idempotent):
                 _give_up_unknown(call=call, execution=execution)
                 return execution
-        refusal = _execution_refusal(call=call, execution=execution, tool=tool)
+        by_approval = execution.authorized_by == "approval"
+        if (
+            by_approval
+            and approval is not None
+            and approval.status == ApprovalRequest.Status.PENDING
+        ):
+            # Back with an operator after a change; approving enqueues it again.
+            return execution
+        if (
+            by_approval
+            and tool is not None
+            and approval is not None
+            and approval.status == ApprovalRequest.Status.APPROVED
+            and execution.state == ToolExecution.State.QUEUED
+        ):
+            change = call_change(
+                call=call, execution=execution, tool=tool, approval=approval
+            )
+            if change is not None and approval.reapproval_count < MAX_REAPPROVALS:
+                approval_reopen(
+                    call=call,
+                    approval=approval,
+                    execution=execution,
+                    tool=tool,
+                    change=change,
+                )
+                return execution
+            if change is not None:
+                _refuse(
+                    call=call,
+                    execution=execution,
+                    detail=f"{change.detail}, after {MAX_REAPPROVALS} re-approvals "
+                    "of this call already; it was not executed. Do not retry it; "
+                    "tell the user the tool keeps changing.",
+                )
+                return execution
+        refusal = _execution_refusal(
+            call=call, execution=execution, tool=tool, approval=approval
+        )
         if refusal is not None or tool is None:
             _refuse(call=call, execution=execution, detail=refusal or "")
             return execution
@@ -231,22 +280,31 @@ def _reserve(*, call: ToolCall, execution: ToolExecution, tool: Tool) -> None:
 
 
 def _execution_refusal(
-    *, call: ToolCall, execution: ToolExecution, tool: Tool | None
+    *,
+    call: ToolCall,
+    execution: ToolExecution,
+    tool: Tool | None,
+    approval: ApprovalRequest | None,
 ) -> str | None:
     """Return why ``execution`` must not run, or ``None`` when it may (SEC-02, LP-01).
 
     Checks the authorization and that the stored (validated, approved) arguments
-    still match their hash and still validate against the tool's current schema:
-    a tool reconfigured between approval and execution is refused, not guessed.
+    still match their hash and still validate against the tool's current schema.
+    A queued approved call that changed was sent back to an operator before this
+    check (:mod:`.reapproval`); what reaches it changed is refused, not guessed:
+    an auto-approved call, or a reservation being taken again.
     """
     if tool is None:
         return f"tool {call.name!r} is no longer configured"
-    changed = schema_change_refusal(run_input=call.run.input, tool=tool)
-    if changed is not None:
-        return changed
-    approval: ApprovalRequest | None = None
+    if execution.authorized_by != "approval":
+        approval = None
+    covered, current = schema_hashes(call=call, tool=tool, approval=approval)
+    if covered != current:
+        return (
+            f"the input schema of {tool.name!r} changed after the call was "
+            "authorized; it was not executed. Propose the call again."
+        )
     if execution.authorized_by == "approval":
-        approval = ApprovalRequest.objects.filter(tool_call=call).first()
         if approval is None or approval.status != ApprovalRequest.Status.APPROVED:
             return "the call was not approved"
         if (

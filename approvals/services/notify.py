@@ -23,7 +23,7 @@ def approval_snapshot(approval: ApprovalRequest) -> dict[str, Any]:
     """Return the JSON shape of ``approval`` sent to browsers and the REST API."""
     return {
         "id": approval.pk,
-        "toolCallId": approval.tool_call.tool_call_id,
+        "toolCallId": getattr(approval.call, "tool_call_id", None),
         "threadId": approval.thread.thread_id,
         "tool": approval.tool_name,
         "label": approval_label(approval),
@@ -40,6 +40,27 @@ def approval_snapshot(approval: ApprovalRequest) -> dict[str, Any]:
         "decidedBy": getattr(approval.decided_by, "username", None),
         "decidedAt": approval.decided_at.isoformat() if approval.decided_at else None,
         "reason": approval.reason,
+        **reapproval_snapshot(approval),
+    }
+
+
+def reapproval_snapshot(approval: ApprovalRequest) -> dict[str, Any]:
+    """Return the re-approval context of ``approval``: what was approved before, and why again.
+
+    ``supersedes`` / ``supersededBy`` are request ids (or ``None``);
+    ``previousArguments`` are the arguments the earlier request approved.
+    Implements issue 14 item 6 (both versions are shown to the operator).
+    """
+    previous = approval.previous
+    return {
+        "reapproval": approval.reapproval,
+        "supersedes": previous.pk if previous is not None else None,
+        "supersededBy": approval.superseded_by_id,
+        "previousArguments": previous.approved_arguments
+        if previous is not None
+        else None,
+        "schemaHash": approval.schema_hash,
+        "previousSchemaHash": approval.previous_schema_hash,
     }
 
 

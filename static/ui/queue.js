@@ -54,6 +54,10 @@ function create(approval) {
   const age = h("span", { class: "req-age" });
   const expiry = h("span", { class: "req-expiry" });
   const args = h("pre", { class: "call-args req-args", "aria-label": "Arguments" });
+  // Sent back after an approval (issue 14.6): why, and the approved version beside the current one.
+  const changedNote = h("p", { class: "req-changed" });
+  const previousArgs = h("pre", { class: "call-args req-previous-args", "aria-label": "Arguments approved earlier" });
+  const changed = h("div", { class: "req-changed-box", hidden: true }, changedNote, h("p", { class: "req-meta", text: "Approved earlier:" }), previousArgs, h("p", { class: "req-meta", text: "Now:" }));
   const error = h("p", { class: "error", role: "alert", hidden: true });
   const el = h(
     "li",
@@ -68,9 +72,10 @@ function create(approval) {
     ),
     label,
     h("p", { class: "req-meta" }, thread, " · ", age, " · ", expiry),
+    changed,
     args,
   );
-  const view = { id, el, check, title, label, destructive, verdict, thread, age, expiry, args, error, approval, editing: false };
+  const view = { id, el, check, title, label, destructive, verdict, thread, age, expiry, args, changed, changedNote, previousArgs, error, approval, editing: false };
   if (canDecide) buildActions(view);
   el.append(error);
   el.addEventListener("focusin", () => select(id, { focus: false }));
@@ -166,6 +171,14 @@ function update(view, approval) {
   view.verdict.textContent = approval.schemaValid ? "arguments valid" : `arguments invalid: ${approval.schemaErrors || "see schema"}`;
   view.verdict.className = `verdict ${approval.schemaValid ? "verdict-ok" : "verdict-bad"}`;
   view.args.textContent = prettyJson(approval.editedArguments ?? approval.proposedArguments);
+  view.changed.hidden = !approval.reapproval;
+  if (approval.reapproval) {
+    view.changedNote.textContent =
+      approval.reapproval === "schema_changed"
+        ? `Schema changed since approval (request #${approval.supersedes}): schema ${(approval.previousSchemaHash || "").slice(0, 12)} → ${(approval.schemaHash || "").slice(0, 12)}`
+        : `Arguments changed since approval (request #${approval.supersedes})`;
+    view.previousArgs.textContent = prettyJson(approval.previousArguments);
+  }
   tick(view);
 }
 

@@ -14,7 +14,12 @@ from django.core.exceptions import ImproperlyConfigured
 from agentcore.tools import ToolOutput, define_tool
 from tests.mcp_servers import stdio_command
 from threads.checks import raise_on_configuration_errors
-from threads.mcp_servers import check_mcp_servers, close_sources, schema_change_refusal
+from threads.mcp_servers import (
+    advertised_parameters,
+    check_mcp_servers,
+    close_sources,
+    current_parameters,
+)
 
 
 def _agent(servers: Any) -> dict[str, Any]:
@@ -132,7 +137,8 @@ def test_mcp_tools_follow_local_tools_and_never_replace_them(
     assert toolset.names.count("files__read_file") == 1
 
 
-def test_schema_change_refusal_compares_with_the_advertised_schema() -> None:
+def test_advertised_parameters_are_compared_in_the_stored_form() -> None:
+    """The schema a run advertised is found by name and compared as runs store it."""
     tool = define_tool(
         name="t",
         description="d",
@@ -142,12 +148,14 @@ def test_schema_change_refusal_compares_with_the_advertised_schema() -> None:
     same = {"tools": [{"name": "t", "parameters": tool.parameters}]}
     older = {"tools": [{"name": "t", "parameters": {"type": "object"}}]}
 
-    assert schema_change_refusal(run_input=same, tool=tool) is None
-    assert schema_change_refusal(run_input={"tools": []}, tool=tool) is None
-    assert (
-        schema_change_refusal(run_input={"tools": [{"name": "t"}]}, tool=tool) is None
+    assert advertised_parameters(run_input=same, name="t") == (True, tool.parameters)
+    assert current_parameters(tool) == tool.parameters
+    assert advertised_parameters(run_input=older, name="t") == (
+        True,
+        {"type": "object"},
     )
-    assert schema_change_refusal(run_input=older, tool=tool) == (
-        "the input schema of 't' changed after the call was proposed; the approval "
-        "covered the old schema, so it was not executed. Propose the call again."
+    assert advertised_parameters(run_input={"tools": []}, name="t") == (False, None)
+    assert advertised_parameters(run_input={"tools": [{"name": "t"}]}, name="t") == (
+        False,
+        None,
     )
