@@ -18,7 +18,7 @@ import pytest
 from mcp import Client
 
 from agentcore.mcp import IDEMPOTENCY_META_KEY
-from approvals.models import ApprovalRequest, ToolExecution
+from approvals.models import ApprovalRequest, ToolExecution, arguments_hash
 from approvals.services import approval_decide, approval_snapshot
 from tests.mcp_servers import HttpServer, executed, start_http_server, stdio_command
 from threads.models import Message, Run, ToolCall
@@ -239,7 +239,7 @@ def test_server_gone_after_approval_answers_with_an_error(
     assert _final_text(call.thread).startswith("Result: ")
 
 
-def test_schema_change_after_approval_is_refused(
+def test_schema_change_after_approval_asks_again_then_runs_once(
     user: Any,
     approver: Any,
     mcp_agents: Any,
@@ -247,21 +247,63 @@ def test_schema_change_after_approval_is_refused(
     files_server: HttpServer,
     mcp_log: Path,
 ) -> None:
-    """Approved against one schema, the server changed it: not executed, an error answers."""
+    """Approved against one schema, the server changed it: a new request, then one run (17.5)."""
     call = _start(user, "mcp_files_read", executor)
-    approval = ApprovalRequest.objects.get(tool_call=call)
+    first = ApprovalRequest.objects.get(tool_call=call)
+    advertised = next(
+        t["parameters"] for t in call.run.input["tools"] if t["name"] == call.name
+    )
 
     async def widen() -> None:
         async with Client(files_server.url) as client:
             await client.call_tool("widen_schema", {})
 
     asyncio.run(widen())
-    approval_decide(approval=approval, decided_by=approver, decision="approve")
+    approval_decide(approval=first, decided_by=approver, decision="approve")
+    executor.settle(call.thread, timeout=60)
+
+    # Not run, not refused: back in the queue, the earlier decision on record.
+    assert _tool_messages(call.thread) == []
+    assert executed(mcp_log) == []
+    first.refresh_from_db()
+    again = ApprovalRequest.objects.get(tool_call=call)
+    assert (first.status, first.tool_call_id, first.superseded_by_id) == (
+        "approved",
+        None,
+        again.pk,
+    )
+    assert (again.status, again.reapproval, again.reapproval_count) == (
+        "pending",
+        "schema_changed",
+        1,
+    )
+    assert again.proposed_arguments == {"path": "/srv/notes.md"}
+    assert again.previous_schema_hash == arguments_hash(advertised)
+    assert again.schema_hash != again.previous_schema_hash
+    assert again.schema_valid is True
+    snapshot = approval_snapshot(again)
+    assert (snapshot["supersedes"], snapshot["previousArguments"]) == (
+        first.pk,
+        {"path": "/srv/notes.md"},
+    )
+    call.refresh_from_db()
+    assert call.state == "awaiting_approval"
+    assert ToolExecution.objects.get(tool_call=call).state == "queued"
+
+    approval_decide(approval=again, decided_by=approver, decision="approve")
     executor.settle(call.thread, timeout=60)
 
     answers = _tool_messages(call.thread)
-    assert len(answers) == 1
-    assert answers[0].error in ("refused", "permission_denied")
-    assert "input schema of" in answers[0].content
-    assert "was not executed" in answers[0].content
-    assert [e["tool"] for e in executed(mcp_log)] == []
+    assert [(a.error, a.content) for a in answers] == [
+        (None, "contents of /srv/notes.md")
+    ]
+    ran = executed(mcp_log)
+    assert [(e["tool"], e["arguments"]) for e in ran] == [
+        ("read_file", {"path": "/srv/notes.md", "encoding": "utf-8"})
+    ]
+    assert ran[0]["meta"][IDEMPOTENCY_META_KEY] == (
+        f"{call.thread.thread_id}:{call.tool_call_id}"
+    )
+    execution = ToolExecution.objects.get(tool_call=call)
+    assert (execution.state, execution.attempts) == ("succeeded", 1)
+    assert _final_text(call.thread) == "Result: contents of /srv/notes.md"
