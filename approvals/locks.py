@@ -22,10 +22,13 @@ def approval_lock(
     A request a re-approval superseded locks the call its successor decides.
     Raises :class:`LookupError` for a request whose call is gone.
     """
-    decided = approval.call
-    if decided is None:
-        raise LookupError(f"approval {approval.pk!r} decides no tool call")
-    thread, call = tool_call_lock(thread_pk=approval.thread_id, tool_call_pk=decided.pk)
+    call_pk = approval.tool_call_id
+    if call_pk is None:
+        decided = approval.call
+        if decided is None:
+            raise LookupError(f"approval {approval.pk!r} decides no tool call")
+        call_pk = decided.pk
+    thread, call = tool_call_lock(thread_pk=approval.thread_id, tool_call_pk=call_pk)
     locked = (
         ApprovalRequest.objects.select_for_update(of=("self",))
         .select_related("run")
@@ -53,13 +56,17 @@ def execution_approval_lock(
     """
     thread, call = tool_call_lock(thread_pk=thread_pk, tool_call_pk=tool_call_pk)
     approval = call_approval_lock(call=call)
-    execution = ToolExecution.objects.select_for_update().filter(tool_call=call).first()
-    return thread, call, approval, execution
+    return thread, call, approval, call_execution_lock(call=call)
 
 
 def call_approval_lock(*, call: ToolCall) -> ApprovalRequest | None:
     """Lock and return ``call``'s approval request, or ``None``; the call must be locked."""
     return ApprovalRequest.objects.select_for_update().filter(tool_call=call).first()
+
+
+def call_execution_lock(*, call: ToolCall) -> ToolExecution | None:
+    """Lock and return ``call``'s execution record, or ``None``; the call (and any approval) must be locked."""
+    return ToolExecution.objects.select_for_update().filter(tool_call=call).first()
 
 
 def audit_head_lock() -> AuditChainHead:

@@ -25,7 +25,12 @@ def approval_visible_to(*, user: Any) -> QuerySet[ApprovalRequest]:
     users see the requests on their own threads.
     """
     approvals = ApprovalRequest.objects.select_related(
-        "tool_call", "thread", "run", "decided_by", "supersedes"
+        "tool_call",
+        "thread",
+        "run",
+        "decided_by",
+        "supersedes",
+        "superseded_by__tool_call",
     )
     if not getattr(user, "is_authenticated", False):
         return approvals.none()

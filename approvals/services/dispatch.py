@@ -17,6 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agentcore.tools import Tool, Toolset
+from approvals.locks import call_execution_lock
 from approvals.models import ApprovalRequest, ToolExecution, arguments_hash
 from approvals.services.audit import audit_append
 from approvals.services.notify import notify_call_changed
@@ -74,12 +75,8 @@ def call_answer_refused(
     )
     # A call sent back to an operator after approval still has its (never run)
     # execution record queued; it is closed so nothing runs it (issue 14 item 6).
-    queued = (
-        ToolExecution.objects.select_for_update()
-        .filter(tool_call=call, state=ToolExecution.State.QUEUED)
-        .first()
-    )
-    if queued is not None:
+    queued = call_execution_lock(call=call)
+    if queued is not None and queued.state == ToolExecution.State.QUEUED:
         execution_transition(
             execution=queued, to=ToolExecution.State.FAILED, save=False
         )

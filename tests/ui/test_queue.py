@@ -193,3 +193,42 @@ def test_dc03_bulk_approve_and_live_removal(browser, ui_server):
     finally:
         alice.close()
         bob.close()
+
+
+def test_reapproval_card_shows_both_versions(browser, ui_server):
+    """A call sent back after approval says why and shows the approved and current arguments."""
+    # Given a request approved at 10.00 whose call came back with 20.00 (issue 14.6)
+    owner = make_user("olivia", "demo.add_refund")
+    approver = make_user("ada", "approvals.decide_approvalrequest")
+    again = _pending_request(owner, call_id="call-1", amount=20.0)
+    earlier = ApprovalRequest.objects.create(
+        thread=again.thread,
+        run=again.run,
+        tool_name="refund_order",
+        is_destructive=True,
+        requested_by=owner,
+        expires_at=timezone.now() + timedelta(hours=1),
+        proposed_arguments={**again.proposed_arguments, "amount": 10.0},
+        status=ApprovalRequest.Status.APPROVED,
+        decided_by=approver,
+        decided_at=timezone.now(),
+        superseded_by=again,
+    )
+    ApprovalRequest.objects.filter(pk=again.pk).update(
+        reapproval=ApprovalRequest.Reapproval.ARGUMENTS_CHANGED, reapproval_count=1
+    )
+    context, page = login(browser, ui_server, "ada")
+    try:
+        # When the operator opens the queue
+        page.goto(f"{ui_server.url}/approvals/")
+        # Then only the new request is listed, with the line and both versions
+        card = page.locator(".req")
+        expect(card).to_have_count(1)
+        expect(card.locator(".req-changed")).to_have_text(
+            f"Arguments changed since approval (request #{earlier.pk})"
+        )
+        expect(card.locator(".req-previous-args")).to_contain_text('"amount": 10')
+        expect(card.locator(".req-args")).to_contain_text('"amount": 20')
+        screenshot(page, "queue-reapproval")
+    finally:
+        context.close()
