@@ -72,9 +72,10 @@ def tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
     when its arguments no longer match the approved hash or its tool's input
     schema changed since the approval (:mod:`.reapproval`; an error after
     ``MAX_REAPPROVALS`` rounds); re-validate the arguments, check the permission
-    the tool requires, and commit a reservation before the side effect. Then run the tool with its timeout and an idempotency key
-    derived from thread and ``toolCallId`` (handed to the tool, never to the
-    model), record the outcome and write the one tool message. Returns the
+    the tool requires, and commit a reservation before the side effect. Then run
+    the tool with its timeout and an idempotency key derived from thread and
+    ``toolCallId`` (handed to the tool, never to the model), record the outcome
+    and write the one tool message. Returns the
     execution record (``None`` when the call has none). Raises
     :class:`ExecutionInProgress` while another delivery holds a live lease.
     Implements DC-04, LP-01, LP-05, LP-07, LP-08, BC32, BC34.
@@ -115,42 +116,12 @@ def tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
             if not (tool and tool.idempotent):
                 _give_up_unknown(call=call, execution=execution)
                 return execution
-        by_approval = execution.authorized_by == "approval"
         if (
-            by_approval
+            execution.authorized_by == "approval"
             and approval is not None
-            and approval.status == ApprovalRequest.Status.PENDING
+            and _sent_back(call=call, approval=approval, execution=execution, tool=tool)
         ):
-            # Back with an operator after a change; approving enqueues it again.
             return execution
-        if (
-            by_approval
-            and tool is not None
-            and approval is not None
-            and approval.status == ApprovalRequest.Status.APPROVED
-            and execution.state == ToolExecution.State.QUEUED
-        ):
-            change = call_change(
-                call=call, execution=execution, tool=tool, approval=approval
-            )
-            if change is not None and approval.reapproval_count < MAX_REAPPROVALS:
-                approval_reopen(
-                    call=call,
-                    approval=approval,
-                    execution=execution,
-                    tool=tool,
-                    change=change,
-                )
-                return execution
-            if change is not None:
-                _refuse(
-                    call=call,
-                    execution=execution,
-                    detail=f"{change.detail}, after {MAX_REAPPROVALS} re-approvals "
-                    "of this call already; it was not executed. Do not retry it; "
-                    "tell the user the tool keeps changing.",
-                )
-                return execution
         refusal = _execution_refusal(
             call=call, execution=execution, tool=tool, approval=approval
         )
@@ -277,6 +248,46 @@ def _reserve(*, call: ToolCall, execution: ToolExecution, tool: Tool) -> None:
         after={"attempt": execution.attempts},
     )
     notify_call_changed(call)
+
+
+def _sent_back(
+    *,
+    call: ToolCall,
+    approval: ApprovalRequest,
+    execution: ToolExecution,
+    tool: Tool | None,
+) -> bool:
+    """Return whether an approved call stays with (or went back to) an operator.
+
+    True while its re-approval is pending; true after sending a queued call that
+    changed since its approval back as a new request, or answering it with an
+    error once it has been sent back ``MAX_REAPPROVALS`` times. Implements issue
+    14 item 6 and issue 17 item 5.
+    """
+    if approval.status == ApprovalRequest.Status.PENDING:
+        return True  # approving the re-approval enqueues the call again
+    if (
+        tool is None
+        or approval.status != ApprovalRequest.Status.APPROVED
+        or execution.state != ToolExecution.State.QUEUED
+    ):
+        return False
+    change = call_change(call=call, execution=execution, tool=tool, approval=approval)
+    if change is None:
+        return False
+    if approval.reapproval_count < MAX_REAPPROVALS:
+        approval_reopen(
+            call=call, approval=approval, execution=execution, tool=tool, change=change
+        )
+    else:
+        _refuse(
+            call=call,
+            execution=execution,
+            detail=f"{change.detail}, after {MAX_REAPPROVALS} re-approvals of this "
+            "call already; it was not executed. Do not retry it; tell the user the "
+            "tool keeps changing.",
+        )
+    return True
 
 
 def _execution_refusal(
