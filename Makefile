@@ -65,6 +65,11 @@ smoke: install
 chaos: install
 	PORT=$${PROD_LIKE_PORT:-8100} $(BIN)/python scripts/chaos.py
 
+# Schemathesis with every check against the live /api/schema/ of a prod-like stack
+# (started and stopped around it). Knobs: FUZZ_EXAMPLES (25), FUZZ_SECONDS (240).
+fuzz: install
+	PORT=$${PROD_LIKE_PORT:-8100} $(BIN)/python scripts/fuzz.py
+
 # Every benchmark in bench/, each figure beside its baseline measured in the same run.
 bench: install
 	$(BIN)/python -m bench

@@ -228,20 +228,9 @@ class Chaos:
         ledger_reset(order_id="A-1001")
         self.api = httpx.Client(
             base_url=self.base,
-            headers={"Authorization": f"Token {self.token()}"},
+            headers={"Authorization": f"Token {api_token('chaos')}"},
             timeout=30,
         )
-
-    def token(self) -> str:
-        from django.contrib.auth import get_user_model
-        from rest_framework.authtoken.models import Token
-
-        user, _ = get_user_model().objects.get_or_create(username="chaos")
-        user.is_staff = user.is_superuser = True
-        user.set_unusable_password()
-        user.save()
-        token, _ = Token.objects.get_or_create(user=user)
-        return str(token.key)
 
     def stop(self) -> None:
         if self.api is not None:
@@ -492,6 +481,19 @@ class Chaos:
             )
         )
         return f"runs {runs} calls {calls}"
+
+
+def api_token(username: str) -> str:
+    """Create (or reuse) superuser ``username`` without a password; return its API token."""
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    user, _ = get_user_model().objects.get_or_create(username=username)
+    user.is_staff = user.is_superuser = True
+    user.set_unusable_password()
+    user.save()
+    token, _ = Token.objects.get_or_create(user=user)
+    return str(token.key)
 
 
 def free_port() -> int:
