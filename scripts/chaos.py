@@ -344,9 +344,29 @@ class Chaos:
 
             pk = ToolCall.objects.get(approval__pk=trial.approval_id).pk
             for _ in range(2):
-                self.app.send_task(
-                    "approvals.tasks.execute_tool_call", kwargs={"tool_call_pk": pk}
-                )
+                self.publish("approvals.tasks.execute_tool_call", {"tool_call_pk": pk})
+
+    def publish(self, task: str, kwargs: dict[str, Any]) -> None:
+        """Publish ``task`` on the broker, retrying while the chaos Redis is down."""
+        from kombu.exceptions import OperationalError
+
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                self.app.send_task(task, kwargs=kwargs)
+                return
+            except OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
+    def decide_safely(self, trial: Trial) -> None:
+        """:meth:`decide`, a harness failure recorded on the trial (the batch goes on)."""
+        try:
+            self.decide(trial)
+        except Exception as error:  # reported with the trial, counted as a 5xx
+            trial.statuses.append(0)
+            trial.note = f"decision failed: {type(error).__name__}: {error}"
 
     def _post(self, request: tuple[str, dict[str, str]]) -> int:
         assert self.api is not None
@@ -448,7 +468,7 @@ class Chaos:
         started = time.monotonic()
         injector.start()
         with ThreadPoolExecutor(8) as pool:
-            list(pool.map(self.decide, ready))
+            list(pool.map(self.decide_safely, ready))
         injector.join()
         if failures:
             raise failures[0]
