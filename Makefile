@@ -66,7 +66,7 @@ chaos: install
 	PORT=$${PROD_LIKE_PORT:-8100} $(BIN)/python scripts/chaos.py
 
 # Schemathesis with every check against the live /api/schema/ of a prod-like stack
-# (started and stopped around it). Knobs: FUZZ_EXAMPLES (25), FUZZ_SECONDS (240).
+# (started and stopped around it). Knobs: FUZZ_EXAMPLES (25), FUZZ_SECONDS (120).
 fuzz: install
 	PORT=$${PROD_LIKE_PORT:-8100} $(BIN)/python scripts/fuzz.py
 
