@@ -45,7 +45,6 @@ import random
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -62,6 +61,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import prodlike  # noqa: E402
+
+from tests.prod.client import RedisServer  # noqa: E402
 
 FAULTS = {"none": 1, "kill_child": 3, "kill_master": 2, "restart_redis": 3}
 DECISIONS = (
@@ -108,58 +109,6 @@ class Trial:
     note: str = ""
 
 
-class ChaosRedis:
-    """A redis-server of the chaos run's own, restartable (never the shared one)."""
-
-    def __init__(self, port: int, workdir: Path) -> None:
-        self.port = port
-        self.workdir = workdir
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        log = open(self.workdir / "redis.log", "ab")  # noqa: SIM115 - the child keeps it
-        self.process = subprocess.Popen(
-            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port),
-             "--save", "", "--appendonly", "no", "--dir", str(self.workdir)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-        log.close()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.ping():
-                return
-            time.sleep(0.05)
-        raise SystemExit(f"chaos: redis-server on {self.port} did not start")
-
-    def ping(self) -> bool:
-        out = subprocess.run(
-            ["redis-cli", "-p", str(self.port), "ping"], capture_output=True, text=True
-        )
-        return out.stdout.strip() == "PONG"
-
-    def restart(self, *, keep_data: bool, down_for: float) -> None:
-        subprocess.run(
-            ["redis-cli", "-p", str(self.port), "shutdown", "save" if keep_data else "nosave"],
-            capture_output=True,
-        )  # fmt: skip
-        if self.process is not None:
-            self.process.wait(10)
-        time.sleep(down_for)
-        self.start()
-        # A later ``nosave`` restart starts empty, as a Redis without persistence.
-        (self.workdir / "dump.rdb").unlink(missing_ok=True)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(10)
-
-
 def port_free(port: int) -> bool:
     with socket.socket() as sock:
         try:
@@ -196,7 +145,9 @@ class Chaos:
         self.stuck_after = knob("CHAOS_STUCK_SECONDS", 150)
         wanted = int(knob("CHAOS_REDIS_PORT", 6390))
         port = wanted if port_free(wanted) else free_port()
-        self.redis = ChaosRedis(port, self.directory / "redis")
+        workdir = self.directory / "redis"
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.redis = RedisServer(port=port, workdir=workdir)
         self.env: dict[str, str] = {}
         self.base = ""
         self.api: httpx.Client | None = None
@@ -287,7 +238,12 @@ class Chaos:
         elif fault == "restart_redis":
             keep = self.rng.random() < 0.5
             down = self.rng.uniform(0.2, 2.0)
-            self.redis.restart(keep_data=keep, down_for=down)
+            if keep:
+                self.redis.restart_keeping_data(down_for=down)
+            else:
+                self.redis.shutdown_nosave()
+                time.sleep(down)
+                self.redis.start()
             self.fault_log.append(
                 f"Redis restarted ({'save' if keep else 'nosave'}, down {down:.1f} s)"
             )
