@@ -35,7 +35,7 @@ from tests.threads.test_ws_frames import owned_thread
 pytestmark = pytest.mark.django_db(transaction=True)
 
 FUZZ = settings(
-    max_examples=60,
+    max_examples=40,
     deadline=None,
     derandomize=True,
     suppress_health_check=list(HealthCheck),
@@ -245,7 +245,7 @@ def test_sec06_fuzzed_websocket_paths_close_with_an_application_code(
     headers = session_headers(user)
     thread = async_to_sync(owned_thread)(user)
 
-    @settings(max_examples=40, deadline=None, derandomize=True,
+    @settings(max_examples=25, deadline=None, derandomize=True,
               suppress_health_check=list(HealthCheck))  # fmt: skip
     @given(
         path=st.one_of(
@@ -276,3 +276,40 @@ async def _connect_only(path: str, headers: Any) -> None:
     else:
         assert first["type"] == "websocket.close", first
         assert 4000 <= first.get("code", 0) < 5000, (path, first)
+
+
+@pytest.mark.parametrize("tool_calls", [1.5, "x", [None], [True], [{"id": 1}]])
+def test_sec06_tool_calls_on_a_non_assistant_message_are_no_calls(
+    agui_client: APIClient, tool_calls: Any
+) -> None:
+    """``toolCalls`` on a system message (an untyped extra) is not read as calls (was a 500)."""
+    from threads.models import ToolCall
+
+    body = {
+        "threadId": "fz-extra",
+        "runId": "r-extra",
+        "state": {},
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+        "messages": [
+            {
+                "id": "s1",
+                "role": "system",
+                "content": "be brief",
+                "toolCalls": tool_calls,
+            },
+            {"id": "u1", "role": "user", "content": "hi"},
+        ],
+    }
+
+    response = agui_client.post(
+        "/agui/demo/", data=json.dumps(body), content_type="application/json"
+    )
+
+    try:
+        assert_error_shape(response)
+        assert response.status_code == 200
+    finally:
+        response.close()
+    assert not ToolCall.objects.filter(thread__thread_id="fz-extra").exists()
