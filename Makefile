@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install run test ci lint worker beat prod-like prod-like-stop prod-like-status smoke bench clean
+.PHONY: install run test ci lint worker beat prod-like prod-like-stop prod-like-status smoke chaos fuzz bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -57,6 +57,18 @@ prod-like-status:
 # Start the prod-like stack, run the end-to-end smoke test over HTTP and WebSocket, stop it.
 smoke: install
 	PORT=$${PROD_LIKE_PORT:-8100} $(BIN)/python scripts/prodlike.py smoke
+
+# Fault trials against a prod-like stack started on a redis-server of its own
+# (CHAOS_REDIS_PORT, 6390): killed worker children and masters, Redis restarts,
+# duplicate deliveries, concurrent decisions. Knobs: CHAOS_TRIALS (200), CHAOS_SEED
+# (1), CHAOS_SECONDS (300, no batch starts after it), CHAOS_BATCH (10).
+chaos: install
+	PORT=$${PROD_LIKE_PORT:-8100} $(BIN)/python scripts/chaos.py
+
+# Schemathesis with every check against the live /api/schema/ of a prod-like stack
+# (started and stopped around it). Knobs: FUZZ_EXAMPLES (25), FUZZ_SECONDS (120).
+fuzz: install
+	PORT=$${PROD_LIKE_PORT:-8100} $(BIN)/python scripts/fuzz.py
 
 # Every benchmark in bench/, each figure beside its baseline measured in the same run.
 bench: install

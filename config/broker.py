@@ -34,6 +34,7 @@ import logging
 import time
 from typing import Any
 
+import redis
 from kombu.transport import redis as kombu_redis
 
 logger = logging.getLogger(__name__)
@@ -99,6 +100,11 @@ class Channel(_KombuChannel):
 
     def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:
         transport = self.connection
+        if transport is None:
+            # Closed under us (a Redis restart tore the connection down while a
+            # publish was starting): a connection error, so kombu's ensure() retries
+            # on a new channel, or gives up with OperationalError (found by make chaos).
+            raise redis.exceptions.ConnectionError("the broker channel was closed")
         if transport.client is not None or self._opened_with is None:
             return super()._connparams(asynchronous=asynchronous)
         # The consumer detached the transport from its Connection; build the

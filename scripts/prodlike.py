@@ -284,6 +284,29 @@ def _wait_log(path: Path, needle: bytes, timeout: float, pid: int) -> None:
     raise SystemExit(f"prod-like: {path.stem} not ready after {timeout}s; see {path}")
 
 
+def spawn(
+    directory: Path, name: str, argv: list[str], env: dict[str, str]
+) -> subprocess.Popen[bytes]:
+    """Start process ``name`` in its own session, appending to ``<name>.log``.
+
+    Writes ``<name>.pid``; used by ``start`` and by ``scripts/chaos.py`` to bring
+    a killed worker back the way the stack started it.
+    """
+    log = open(directory / f"{name}.log", "ab")  # noqa: SIM115 - handed to the child
+    process = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    log.close()
+    (directory / f"{name}.pid").write_text(str(process.pid))
+    return process
+
+
 def start() -> int:
     directory = run_dir()
     directory.mkdir(parents=True, exist_ok=True)
@@ -308,19 +331,7 @@ def start() -> int:
     write_environment(directory, env)
     started = {}
     for name, argv in commands().items():
-        log = open(directory / f"{name}.log", "ab")  # noqa: SIM115 - handed to the child
-        process = subprocess.Popen(
-            argv,
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        log.close()
-        (directory / f"{name}.pid").write_text(str(process.pid))
-        started[name] = process.pid
+        started[name] = spawn(directory, name, argv, env).pid
     health = wait_healthy(env["PROD_LIKE_URL"], timeout=60)
     for name, pid in started.items():
         if name.startswith("worker"):

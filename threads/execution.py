@@ -18,6 +18,7 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections, connections, transaction
 from django.utils.module_loading import import_string
+from kombu.exceptions import OperationalError
 
 from threads.conf import countersign_settings
 
@@ -56,11 +57,25 @@ def _run_embedded(task_path: str, kwargs: dict[str, Any]) -> None:
 
 
 def enqueue(task_path: str, **kwargs: Any) -> None:
-    """Run the Celery task at ``task_path`` with ``kwargs`` once the transaction commits."""
+    """Run the Celery task at ``task_path`` with ``kwargs`` once the transaction commits.
+
+    A broker that cannot be reached at that moment is logged, not raised: the row
+    is committed ``queued`` and the janitor enqueues it again (issue 19).
+    """
 
     def send() -> None:
         if uses_celery():
-            import_string(task_path).apply_async(kwargs=kwargs)
+            try:
+                import_string(task_path).apply_async(kwargs=kwargs)
+            except OperationalError:
+                # The broker is unreachable (Redis restarting) after the row was
+                # committed ``queued``: the request still succeeded, and the janitor
+                # enqueues queued runs and executions again (lost_messages_requeue).
+                logger.warning(
+                    "broker unreachable; %s(%r) is left queued for the janitor",
+                    task_path,
+                    kwargs,
+                )
         else:
             future = _embedded_pool().submit(_run_embedded, task_path, kwargs)
             _inflight.add(future)

@@ -162,6 +162,10 @@ def check_input_messages(*, thread: Any, messages: Sequence[dict[str, Any]]) -> 
                     value=call_id,
                 )
             answered[call_id] = message_id
+        # Only an assistant message's toolCalls are typed (AG-UI ToolCall objects);
+        # on any other role the key is an untyped extra field and names no call.
+        if data.get("role") != Message.Role.ASSISTANT:
+            continue
         for call_index, call in enumerate(data.get("toolCalls") or []):
             call_id = str(call.get("id") or "")
             if call_id in calls:

@@ -374,7 +374,10 @@ def message_create_from_agui(
                 to=ToolCall.State.FAILED if row.error else ToolCall.State.SUCCEEDED,
             )
     owner_run = run or thread.runs.order_by("-created_at", "-id").first()
-    for index, call_data in enumerate(data.get("toolCalls") or []):
+    # Only an assistant message's toolCalls are typed (AG-UI ToolCall objects); on
+    # any other role the key is an untyped extra field and names no call.
+    calls = data.get("toolCalls") if role == Message.Role.ASSISTANT else None
+    for index, call_data in enumerate(calls or []):
         if owner_run is None:
             break
         text = call_data.get("function", {}).get("arguments", "")

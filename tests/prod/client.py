@@ -1,4 +1,5 @@
-"""Clients for a running stack: REST with a token, a session cookie, a WebSocket watcher.
+"""Clients for a running stack: REST with a token, a session cookie, a WebSocket watcher;
+and a restartable private ``redis-server`` (tests/prod and ``scripts/chaos.py``).
 
 No Django here: these talk to the processes over HTTP and WebSocket only, as an
 integration or a browser would.
@@ -9,9 +10,12 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import subprocess
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -101,13 +105,14 @@ class EventWatcher(threading.Thread):
     async def _main(self) -> None:
         from websockets.asyncio.client import connect
         from websockets.exceptions import WebSocketException
+        from websockets.typing import Origin
 
         while not self._halt.is_set():
             try:
                 async with connect(
                     f"{self.url}?after={self.last_seq}",
                     additional_headers={"Cookie": f"sessionid={self.cookie}"},
-                    origin=self.origin,
+                    origin=Origin(self.origin),
                     open_timeout=5,
                     compression=None,
                 ) as socket:
@@ -155,3 +160,79 @@ class EventWatcher(threading.Thread):
     def stop(self) -> None:
         self._halt.set()
         self.join(timeout=5)
+
+
+@dataclass
+class RedisServer:
+    """A private redis-server for this test session (restartable)."""
+
+    port: int
+    workdir: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def command(self) -> list[str]:
+        # As .ci/run starts the machine's Redis, on another port, in the foreground.
+        return [
+            "redis-server", "--bind", "127.0.0.1", "--port", str(self.port),
+            "--save", "", "--appendonly", "no", "--dir", str(self.workdir),
+        ]  # fmt: skip
+
+    def start(self) -> None:
+        log = open(self.workdir / "redis.log", "ab")  # noqa: SIM115 - the child keeps it
+        self.process = subprocess.Popen(
+            self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        log.close()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.ping():
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"redis-server on {self.port} did not start")
+
+    def ping(self) -> bool:
+        import redis
+
+        try:
+            return bool(redis.Redis(port=self.port, socket_timeout=0.5).ping())
+        except redis.RedisError:
+            return False
+
+    def shutdown_nosave(self) -> None:
+        subprocess.run(
+            ["redis-cli", "-p", str(self.port), "shutdown", "nosave"],
+            capture_output=True,
+        )
+        if self.process is not None:
+            self.process.wait(10)
+
+    def restart_keeping_data(self, down_for: float = 0.5) -> None:
+        """Shut down with ``SHUTDOWN SAVE``, stay down ``down_for`` s, start and reload it.
+
+        As a Redis with persistence restarts: queues and unacknowledged messages
+        survive. The dump is deleted once loaded, so a later plain restart of this
+        session's server starts empty as before.
+        """
+        subprocess.run(
+            ["redis-cli", "-p", str(self.port), "shutdown", "save"],
+            capture_output=True,
+        )
+        if self.process is not None:
+            self.process.wait(10)
+        time.sleep(down_for)
+        self.start()
+        (self.workdir / "dump.rdb").unlink(missing_ok=True)
+
+    def flush(self) -> None:
+        import redis
+
+        redis.Redis(port=self.port).flushall()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)

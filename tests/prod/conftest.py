@@ -29,6 +29,7 @@ import pytest
 
 from tests.conftest import service_missing
 from tests.executors import database_url_for_subprocess
+from tests.prod.client import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -103,82 +104,6 @@ class Proc:
         finally:
             with contextlib.suppress(ProcessLookupError):  # leftover children, if any
                 os.killpg(self.process.pid, signal.SIGKILL)
-
-
-@dataclass
-class RedisServer:
-    """A private redis-server for this test session (restartable)."""
-
-    port: int
-    workdir: Path
-    process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def command(self) -> list[str]:
-        # As .ci/run starts the machine's Redis, on another port, in the foreground.
-        return [
-            "redis-server", "--bind", "127.0.0.1", "--port", str(self.port),
-            "--save", "", "--appendonly", "no", "--dir", str(self.workdir),
-        ]  # fmt: skip
-
-    def start(self) -> None:
-        log = open(self.workdir / "redis.log", "ab")  # noqa: SIM115 - the child keeps it
-        self.process = subprocess.Popen(
-            self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        log.close()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.ping():
-                return
-            time.sleep(0.05)
-        raise RuntimeError(f"redis-server on {self.port} did not start")
-
-    def ping(self) -> bool:
-        import redis
-
-        try:
-            return bool(redis.Redis(port=self.port, socket_timeout=0.5).ping())
-        except redis.RedisError:
-            return False
-
-    def shutdown_nosave(self) -> None:
-        subprocess.run(
-            ["redis-cli", "-p", str(self.port), "shutdown", "nosave"],
-            capture_output=True,
-        )
-        if self.process is not None:
-            self.process.wait(10)
-
-    def restart_keeping_data(self, down_for: float = 0.5) -> None:
-        """Shut down with ``SHUTDOWN SAVE``, stay down ``down_for`` s, start and reload it.
-
-        As a Redis with persistence restarts: queues and unacknowledged messages
-        survive. The dump is deleted once loaded, so a later plain restart of this
-        session's server starts empty as before.
-        """
-        subprocess.run(
-            ["redis-cli", "-p", str(self.port), "shutdown", "save"],
-            capture_output=True,
-        )
-        if self.process is not None:
-            self.process.wait(10)
-        time.sleep(down_for)
-        self.start()
-        (self.workdir / "dump.rdb").unlink(missing_ok=True)
-
-    def flush(self) -> None:
-        import redis
-
-        redis.Redis(port=self.port).flushall()
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(10)
 
 
 @pytest.fixture(scope="session")

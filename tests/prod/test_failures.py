@@ -269,3 +269,39 @@ def test_scale_out_approval_on_web_b_streams_to_client_on_web_a(stack, operator)
         if line.startswith("{")
     ]
     assert any(r.get("thread") == thread_id for r in lines)
+
+
+def test_approve_while_redis_is_down_answers_200_and_the_execution_waits_queued(
+    stack, operator
+):
+    """An approve while the broker is down is recorded (200, not 500); the execution stays queued.
+
+    Found by ``make chaos`` (Redis restarted during decisions): the enqueue after
+    commit raised kombu's OperationalError out of the view. The janitor enqueues
+    queued executions again once Redis is back (lost_messages_requeue).
+    """
+    from approvals.models import ToolExecution
+
+    base = stack.web()
+    stack.worker("worker")
+    api = api_client(base, operator["token"])
+    thread_id = _thread(api, "demo")
+    _post(api, thread_id, "refund order A-1001 0.01")
+    approval = wait_until(
+        lambda: _pending_approval(api, thread_id),
+        timeout=30,
+        what=f"the refund's approval request\n{stack.logs()}",
+    )
+
+    stack.redis.shutdown_nosave()
+    try:
+        decided = api.post(f"/api/approvals/{approval['id']}/approve/", json={})
+    finally:
+        stack.redis.start()
+
+    assert decided.status_code == 200, decided.text
+    assert decided.json()["status"] == "approved"
+    execution = ToolExecution.objects.get(
+        tool_call__tool_call_id=approval["toolCallId"]
+    )
+    assert execution.state == ToolExecution.State.QUEUED
