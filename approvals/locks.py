@@ -10,17 +10,25 @@ after locking.
 from __future__ import annotations
 
 from approvals.models import ApprovalRequest, AuditChainHead, ToolExecution
-from threads.locks import tool_call_lock
+from threads.locks import thread_lock, tool_call_lock
 from threads.models import Thread, ToolCall
 
 
 def approval_lock(
     *, approval: ApprovalRequest
-) -> tuple[Thread, ToolCall, ApprovalRequest]:
-    """Lock ``approval``'s thread, its call, then the request; return all three freshly read."""
-    thread, call = tool_call_lock(
-        thread_pk=approval.thread_id, tool_call_pk=approval.tool_call_id
-    )
+) -> tuple[Thread, ToolCall | None, ApprovalRequest]:
+    """Lock ``approval``'s thread, its call, then the request; return all three freshly read.
+
+    The call is ``None`` for a request bound to no call (an interrupt without a
+    ``toolCallId``, IR-18); then only the thread is locked before the request.
+    """
+    call: ToolCall | None = None
+    if approval.tool_call_id is None:
+        thread = thread_lock(thread_pk=approval.thread_id)
+    else:
+        thread, call = tool_call_lock(
+            thread_pk=approval.thread_id, tool_call_pk=approval.tool_call_id
+        )
     locked = (
         ApprovalRequest.objects.select_for_update(of=("self",))
         .select_related("run")

@@ -333,7 +333,37 @@ def run_input_build(*, run: Run) -> dict[str, Any]:
     }
     if run.parent_run is not None:
         data["parentRunId"] = run.parent_run.run_id
+    # The decisions on the interrupts the agent ended the run before with go back to
+    # it in this run's input, the one continuation of that run: once (IR-18).
+    continued = run.continues
+    if continued is not None and continued.interrupts:
+        data["resume"] = list(continued.resume)
     return data
+
+
+def run_resume_record(*, run: Run, entry: dict[str, Any]) -> bool:
+    """Record the AG-UI ``ResumeEntry`` ``entry`` for one of ``run``'s interrupts.
+
+    ``entry`` is ``{"interruptId", "status": "resolved"|"cancelled", "payload"?}``.
+    Returns ``False`` (nothing written) when that interrupt already has its entry,
+    so a decision is never sent twice. Raises :class:`ValueError` for an
+    ``interruptId`` the run's agent did not send (IR-18: never an entry for an
+    interrupt it did not send). Must run inside ``transaction.atomic()``; takes
+    the run lock. Implements IR-18.
+    """
+    locked = run_lock(run_pk=run.pk, thread_pk=run.thread_id)
+    interrupt_id = entry["interruptId"]
+    if interrupt_id not in {i.get("id") for i in locked.interrupts or []}:
+        raise ValueError(
+            f"run {locked.run_id!r} has no interrupt {interrupt_id!r}; "
+            "only the agent's own interrupts are answered"
+        )
+    if any(e.get("interruptId") == interrupt_id for e in locked.resume or []):
+        return False
+    locked.resume = [*(locked.resume or []), entry]
+    locked.save(update_fields=["resume"])
+    run.resume = locked.resume
+    return True
 
 
 def run_fail(*, run: Run, code: str, message: str) -> Run:

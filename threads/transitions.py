@@ -59,8 +59,9 @@ TOOL_CALL_TRANSITIONS: Final[Mapping[str, frozenset[str]]] = {
     _C.AWAITING_APPROVAL: frozenset(
         {_C.APPROVED, _C.DECLINED, _C.EXPIRED, _C.CANCELLED}
     ),
-    # reserved for execution, or refused at execution time (SEC-02)
-    _C.APPROVED: frozenset({_C.EXECUTING, _C.FAILED}),
+    # reserved for execution, or refused at execution time (SEC-02); a remote
+    # agent that executes an approved interrupt-bound call itself answers it (IR-18)
+    _C.APPROVED: frozenset({_C.EXECUTING, _C.FAILED, _C.SUCCEEDED}),
     # outcome recorded, refused, or a redelivery found a dead worker's reservation
     _C.EXECUTING: frozenset({_C.SUCCEEDED, _C.FAILED, _C.OUTCOME_UNKNOWN}),
     # a slow (not dead) worker's late outcome, or an operator's resolution
