@@ -76,7 +76,77 @@ async def pydantic_ai_endpoint(request: Request) -> Response:
     return await AGUIAdapter.dispatch_request(request, agent=PYDANTIC_APPROVAL_AGENT)
 
 
-APP = Starlette(routes=[Route("/pydantic-ai", pydantic_ai_endpoint, methods=["POST"])])
+#: The form the ``ask-shipping`` agent asks an operator to fill in.
+SHIPPING_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "carrier": {"type": "string", "enum": ["dhl", "ups"]},
+        "express": {"type": "boolean"},
+    },
+    "required": ["carrier"],
+}
+
+
+async def ask_shipping_endpoint(request: Request) -> Response:
+    """A minimal AG-UI agent that asks a question by interrupt (no tool call).
+
+    With no ``resume`` it ends the run with one ``reason: "input_required"`` interrupt
+    carrying :data:`SHIPPING_SCHEMA`; given a ``resume`` it says what it received.
+    """
+    import json
+
+    from ag_ui.core import (
+        Interrupt,
+        RunFinishedEvent,
+        RunFinishedInterruptOutcome,
+        RunStartedEvent,
+        TextMessageContentEvent,
+        TextMessageEndEvent,
+        TextMessageStartEvent,
+    )
+    from ag_ui.encoder import EventEncoder
+
+    body = json.loads(await request.body())
+    RECEIVED.append(body)
+    encoder = EventEncoder()
+    thread_id, run_id = body["threadId"], body["runId"]
+    events: list[Any] = [RunStartedEvent(thread_id=thread_id, run_id=run_id)]
+    resume = body.get("resume") or []
+    if not resume:
+        events.append(
+            RunFinishedEvent(
+                thread_id=thread_id,
+                run_id=run_id,
+                outcome=RunFinishedInterruptOutcome(
+                    interrupts=[
+                        Interrupt(
+                            id=f"ask-{run_id}",
+                            reason="input_required",
+                            message="Which carrier should ship order A-1001?",
+                            response_schema=SHIPPING_SCHEMA,
+                        )
+                    ]
+                ),
+            )
+        )
+    else:
+        text = f"Shipping with {json.dumps(resume, sort_keys=True)}"
+        events += [
+            TextMessageStartEvent(message_id=f"m-{run_id}", role="assistant"),
+            TextMessageContentEvent(message_id=f"m-{run_id}", delta=text),
+            TextMessageEndEvent(message_id=f"m-{run_id}"),
+            RunFinishedEvent(thread_id=thread_id, run_id=run_id),
+        ]
+    payload = "".join(encoder.encode(event) for event in events)
+    return Response(payload, media_type="text/event-stream")
+
+
+APP = Starlette(
+    routes=[
+        Route("/pydantic-ai", pydantic_ai_endpoint, methods=["POST"]),
+        Route("/ask-shipping", ask_shipping_endpoint, methods=["POST"]),
+    ]
+)
 
 
 @contextmanager
