@@ -207,6 +207,8 @@ def _decide_interrupt_locked(
         schema.get("properties") or {}
     )
     payload: Any = response
+    if edited_arguments == approval.proposed_arguments:
+        edited_arguments = None  # "approve as proposed", however it was spelled
     if decision == "approve":
         if payload is None and asks_approved:
             payload = {"approved": True}

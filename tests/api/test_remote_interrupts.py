@@ -266,3 +266,47 @@ def test_question_interrupt_shows_its_form_and_refuses_an_answer_off_schema(
         "finished",
         "finished",
     ]
+
+
+@pytest.mark.parametrize("executor", ["embedded"], indirect=True)
+def test_admin_shows_the_question_and_decides_it_with_a_response(
+    remote_agents_configured: None, user: Any, approver: Any, client: Any, executor: Any
+) -> None:
+    """The admin page shows message and schema; its decide form sends a response."""
+    from django.contrib.auth.models import Permission
+    from django.urls import reverse
+
+    approver.is_staff = True
+    approver.save(update_fields=["is_staff"])
+    approver.user_permissions.add(
+        Permission.objects.get(codename="view_approvalrequest")
+    )
+    thread = _start(user, "ask_remote", executor)
+    approval = executor.wait_for(
+        lambda: ApprovalRequest.objects.filter(thread=thread).first()
+    )
+    client.force_login(approver)
+
+    page = client.get(
+        reverse("admin:approvals_approvalrequest_change", args=[approval.pk])
+    ).content.decode()
+    bad = client.post(
+        reverse("admin:approvals_approvalrequest_decide", args=[approval.pk]),
+        {"decision": "approve", "reason": "", "response": '{"express": true}'},
+        follow=True,
+    ).content.decode()
+    approval.refresh_from_db()
+    assert approval.status == "pending"
+    client.post(
+        reverse("admin:approvals_approvalrequest_decide", args=[approval.pk]),
+        {"decision": "approve", "reason": "", "response": '{"carrier": "ups"}'},
+    )
+    executor.settle(thread)
+
+    assert "Which carrier should ship order A-1001?" in page
+    assert 'name="response"' in page
+    assert "&quot;carrier&quot;" in page
+    assert "is a required property" in bad
+    approval.refresh_from_db()
+    assert (approval.status, approval.response) == ("approved", {"carrier": "ups"})
+    assert _resumes()[0][0]["payload"] == {"carrier": "ups"}
