@@ -120,6 +120,11 @@ class ApprovalRequest(models.Model):
         return f"{self.tool_name} ({self.status})"
 
     @property
+    def interrupt_id_or_none(self) -> str | None:
+        """The remote agent's interrupt id, or ``None`` for a request that has none."""
+        return self.interrupt_id or None
+
+    @property
     def edited(self) -> bool:
         """Whether an operator changed the arguments before approving."""
         return self.edited_arguments is not None

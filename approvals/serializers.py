@@ -33,8 +33,8 @@ class ApprovalOutputSerializer(serializers.Serializer):
     )
     kind = serializers.ChoiceField(choices=ApprovalRequest.Kind.choices)
     interruptId = serializers.CharField(
-        source="interrupt_id",
-        allow_blank=True,
+        source="interrupt_id_or_none",
+        allow_null=True,
         help_text="The remote agent's AG-UI interrupt id (kind 'interrupt').",
     )
     message = serializers.CharField(

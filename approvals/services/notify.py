@@ -25,7 +25,7 @@ def approval_snapshot(approval: ApprovalRequest) -> dict[str, Any]:
         "id": approval.pk,
         "toolCallId": approval.tool_call.tool_call_id if approval.tool_call else None,
         "kind": approval.kind,
-        "interruptId": approval.interrupt_id or None,
+        "interruptId": approval.interrupt_id_or_none,
         "message": approval.message,
         "responseSchema": approval.response_schema,
         "response": approval.response,
