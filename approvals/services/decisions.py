@@ -103,7 +103,15 @@ def approval_decide(
         expired = locked.expires_at <= timezone.now()
         interrupt = locked.kind == ApprovalRequest.Kind.INTERRUPT
         if expired:
-            _expire_locked(locked, call)
+            approval_expire_locked(locked, call)
+        elif locked.kind == ApprovalRequest.Kind.INPUT:
+            _decide_input_locked(
+                approval=locked,
+                decided_by=decided_by,
+                decision=decision,
+                reason=reason,
+                response=response,
+            )
         elif interrupt:
             _decide_interrupt_locked(
                 approval=locked,
@@ -264,6 +272,35 @@ def _decide_interrupt_locked(
     )
 
 
+def _decide_input_locked(
+    *,
+    approval: ApprovalRequest,
+    decided_by: Any,
+    decision: Decision,
+    reason: str,
+    response: Any,
+) -> None:
+    """Decide an MCP server's input request; the waiting call reads the answer."""
+    if decision == "approve":
+        _validate_response(approval.response_schema, response)
+        approval.response = response
+        status = ApprovalRequest.Status.APPROVED
+    else:
+        status = ApprovalRequest.Status.REJECTED
+    approval_transition(approval=approval, to=status, save=False)
+    approval.reason = reason
+    approval.decided_by = decided_by
+    approval.decided_at = timezone.now()
+    approval.save()
+    audit_append(
+        actor=decided_by,
+        action=f"approval.{approval.status}",
+        target=approval,
+        before={"status": "pending"},
+        after={"status": approval.status, "reason": reason, "response": response},
+    )
+
+
 def _validate_response(schema: Any, payload: Any) -> None:
     """Raise :class:`InvalidResponse` unless ``payload`` satisfies JSON Schema ``schema``."""
     if not isinstance(schema, dict):
@@ -301,11 +338,29 @@ def _validate_edit(*, call: ToolCall, run: Run, edited: Any) -> dict[str, Any]:
     return parsed.params or {}
 
 
-def _expire_locked(approval: ApprovalRequest, call: ToolCall | None) -> None:
+def approval_expire_locked(approval: ApprovalRequest, call: ToolCall | None) -> None:
+    """Expire the locked, pending ``approval`` and tell whoever waits for it.
+
+    A tool_call request's call is answered as expired; an interrupt's agent gets a
+    ``cancelled`` resume entry (IR-18); an input request's waiting call reads the
+    expiry and tells its server ``cancel``. Audited.
+    """
     approval_transition(
         approval=approval, to=ApprovalRequest.Status.EXPIRED, save=False
     )
     approval.decided_at = timezone.now()
+    if approval.kind == ApprovalRequest.Kind.INPUT:
+        # The waiting call sees the expiry and tells its server "cancel".
+        approval.save(update_fields=["status", "decided_at"])
+        audit_append(
+            actor=None,
+            action="approval.expired",
+            target=approval,
+            before={"status": "pending"},
+            after={"status": "expired"},
+        )
+        notify_approval_changed(approval, call=call)
+        return
     approval.save(update_fields=["status", "decided_at"])
     if approval.kind == ApprovalRequest.Kind.INTERRUPT:
         # The agent is told in its next input that nobody answered (IR-18).
@@ -359,7 +414,7 @@ def approvals_expire(*, now: datetime | None = None) -> int:
         with transaction.atomic():
             _, call, approval = approval_lock(approval=pending)
             if approval.status == ApprovalRequest.Status.PENDING:
-                _expire_locked(approval, call)
+                approval_expire_locked(approval, call)
                 count += 1
                 continuation_maybe_start(run=approval.run)
     return count
