@@ -326,9 +326,11 @@ _HANDLERS: dict[str, _Handler] = {
 }
 
 
-#: States of an interrupt-bound call an operator refused or let expire: the remote
+#: States of an interrupt-bound call an operator refused, cancelled or let expire: the remote
 #: agent still answers it after resume (IR-18), and that answer keeps the state.
-_DECIDED_AGAINST = frozenset({ToolCall.State.DECLINED, ToolCall.State.EXPIRED})
+_DECIDED_AGAINST = frozenset(
+    {ToolCall.State.DECLINED, ToolCall.State.EXPIRED, ToolCall.State.CANCELLED}
+)
 
 
 def _interrupts_json(outcome: Any) -> list[dict[str, Any]]:

@@ -58,11 +58,22 @@ def thread_latest_run(*, thread: Thread) -> Run | None:
 
 
 def thread_unanswered_calls(*, thread: Thread) -> list[ToolCall]:
-    """Return the thread's completed calls with no tool message, oldest first (FT-05)."""
+    """Return the thread's completed calls with no tool message, oldest first (FT-05).
+
+    A remote agent's interrupt-bound call an operator declined or let expire waits
+    for that agent's own answer, not for anyone here (IR-18), so it is left out.
+    """
     return list(
         ToolCall.objects.filter(thread=thread)
         .unanswered()
-        .exclude(state__in=[ToolCall.State.STREAMING, ToolCall.State.CANCELLED])
+        .exclude(
+            state__in=[
+                ToolCall.State.STREAMING,
+                ToolCall.State.CANCELLED,
+                ToolCall.State.DECLINED,
+                ToolCall.State.EXPIRED,
+            ]
+        )
         .order_by("run__created_at", "run_id", "position", "id")
     )
 

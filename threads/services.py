@@ -22,7 +22,11 @@ from agentcore.events import (
     RunStartedEvent,
 )
 from threads.agent_config import agent_application_tools, agent_settings
-from threads.answers import run_answer_dangling_calls, run_finish_if_answered
+from threads.answers import (
+    run_answer_dangling_calls,
+    run_answers_complete,
+    run_finish_if_answered,
+)
 from threads.exceptions import (
     RunConflict,
     RunNotCancellable,
@@ -79,6 +83,18 @@ def thread_check_can_start_run(*, thread: Thread) -> None:
         raise RunConflict(
             f"run {active.run_id!r} is still {active.status} on this thread; wait for it to "
             "finish or cancel it (POST /api/runs/<id>/cancel/) before posting a message"
+        )
+    interrupted = (
+        thread.runs.filter(status=Run.Status.AWAITING_TOOLS)
+        .exclude(interrupts=[])
+        .first()
+    )
+    if interrupted is not None and not run_answers_complete(run=interrupted):
+        ids = [i.get("id") for i in interrupted.interrupts]
+        raise RunConflict(
+            f"interrupts {ids!r} of run {interrupted.run_id!r} are waiting for an "
+            "operator's decision in the approval queue, or cancel them with "
+            f"POST /api/threads/{thread.thread_id}/cancel-pending/ (a reason is required)"
         )
     pending = thread_unanswered_calls(thread=thread)
     if pending:
@@ -333,11 +349,16 @@ def run_input_build(*, run: Run) -> dict[str, Any]:
     }
     if run.parent_run is not None:
         data["parentRunId"] = run.parent_run.run_id
-    # The decisions on the interrupts the agent ended the run before with go back to
-    # it in this run's input, the one continuation of that run: once (IR-18).
-    continued = run.continues
-    if continued is not None and continued.interrupts:
-        data["resume"] = list(continued.resume)
+    # The decisions on the interrupts the agent ended the previous run with go back
+    # to it in this run's input (its continuation, or the next run after the
+    # interrupts were cancelled): a run has one next run, so they go once (IR-18).
+    previous = (
+        Run.objects.filter(thread=thread, pk__lt=run.pk)
+        .order_by("-created_at", "-id")
+        .first()
+    )
+    if previous is not None and previous.interrupts:
+        data["resume"] = list(previous.resume)
     return data
 
 

@@ -310,3 +310,31 @@ def test_admin_shows_the_question_and_decides_it_with_a_response(
     approval.refresh_from_db()
     assert (approval.status, approval.response) == ("approved", {"carrier": "ups"})
     assert _resumes()[0][0]["payload"] == {"carrier": "ups"}
+
+
+@pytest.mark.parametrize("executor", ["embedded"], indirect=True)
+def test_open_interrupt_holds_the_thread_and_cancelling_it_resumes_in_the_next_run(
+    remote_agents_configured: None, user: Any, api: Any, executor: Any
+) -> None:
+    """A new message waits for the interrupt; cancel-pending sends it back cancelled."""
+    from approvals.services import thread_pending_calls_cancel
+    from threads.exceptions import RunConflict
+
+    thread = _start(user, "pai_remote", executor)
+    approval = ApprovalRequest.objects.get(thread=thread)
+
+    with pytest.raises(RunConflict, match="int-pai_delete_1"):
+        message_post(thread=thread, content="never mind")
+    cancelled = thread_pending_calls_cancel(
+        thread=thread, cancelled_by=user, reason="changed my mind"
+    )
+    message_post(thread=thread, content="never mind")
+    executor.settle(thread)
+
+    approval.refresh_from_db()
+    assert cancelled == ["pai_delete_1"]
+    assert approval.status == "cancelled"
+    assert _resumes() == [[{"interruptId": "int-pai_delete_1", "status": "cancelled"}]]
+    assert EXECUTED == []
+    assert ToolCall.objects.get(thread=thread).state == "cancelled"
+    assert _final_text(thread).startswith("Done: ")
