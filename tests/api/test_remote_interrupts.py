@@ -338,3 +338,51 @@ def test_open_interrupt_holds_the_thread_and_cancelling_it_resumes_in_the_next_r
     assert EXECUTED == []
     assert ToolCall.objects.get(thread=thread).state == "cancelled"
     assert _final_text(thread).startswith("Done: ")
+
+
+@pytest.fixture
+def langgraph_configured(settings: Any, monkeypatch: Any) -> Iterator[Any]:
+    """Serve the LangGraph agent and configure it here and in worker processes."""
+    pytest.importorskip("ag_ui_langgraph", reason="ag-ui-langgraph (dev extra)")
+    from tests import langgraph_agent
+
+    langgraph_agent.ANSWERS.clear()
+    with serve(langgraph_agent.build_app()) as base:
+        agents = {"lg_remote": {"provider": "agui_http", "url": f"{base}/langgraph"}}
+        settings.COUNTERSIGN_AGENTS = {**settings.COUNTERSIGN_AGENTS, **agents}
+        monkeypatch.setenv("COUNTERSIGN_AGENTS_JSON", json.dumps(agents))
+        yield langgraph_agent
+
+
+def test_langgraph_interrupt_is_queued_answered_with_its_form_and_resumed_once(
+    langgraph_configured: Any, user: Any, approver_api: Any, executor: Any
+) -> None:
+    """LangGraph (ag-ui-langgraph, emit_interrupt_outcome=True) asks; the answer resumes it."""
+    thread = _start(user, "lg_remote", executor)
+    approval = executor.wait_for(
+        lambda: ApprovalRequest.objects.filter(thread=thread).first()
+    )
+    shown = approver_api.get(f"/api/approvals/{approval.pk}/").json()
+
+    response = approver_api.post(
+        f"/api/approvals/{approval.pk}/approve/",
+        {"response": {"carrier": "ups"}},
+        format="json",
+    )
+    executor.settle(thread)
+
+    assert shown["kind"] == "interrupt"
+    assert shown["toolCallId"] is None
+    assert shown["message"] == "Which carrier should ship order A-1001?"
+    assert shown["responseSchema"] == remote_agents.SHIPPING_SCHEMA
+    assert response.status_code == 200, response.json()
+    assert langgraph_configured.ANSWERS == [{"carrier": "ups"}]
+    runs = list(Run.objects.filter(thread=thread).order_by("id"))
+    assert [r.status for r in runs] == ["finished", "finished"]
+    assert runs[1].input["resume"] == [
+        {
+            "interruptId": approval.interrupt_id,
+            "status": "resolved",
+            "payload": {"carrier": "ups"},
+        }
+    ]
