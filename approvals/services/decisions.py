@@ -180,13 +180,9 @@ def _decide_locked(
             error="declined_by_operator",
             state=ToolCall.State.DECLINED,
         )
-    approval.decided_by = decided_by
-    approval.decided_at = timezone.now()
-    approval.save()
-    audit_append(
-        actor=decided_by,
-        action=f"approval.{approval.status}",
-        target=approval,
+    _decision_record(
+        approval=approval,
+        decided_by=decided_by,
         before=before,
         after={
             "status": approval.status,
@@ -195,6 +191,26 @@ def _decide_locked(
             "edited_arguments": approval.edited_arguments,
             "approved_arguments_hash": approval.approved_arguments_hash,
         },
+    )
+
+
+def _decision_record(
+    *,
+    approval: ApprovalRequest,
+    decided_by: Any,
+    before: dict[str, Any],
+    after: dict[str, Any],
+) -> None:
+    """Stamp who decided ``approval`` and when, save it and audit the decision (SEC-04)."""
+    approval.decided_by = decided_by
+    approval.decided_at = timezone.now()
+    approval.save()
+    audit_append(
+        actor=decided_by,
+        action=f"approval.{approval.status}",
+        target=approval,
+        before=before,
+        after=after,
     )
 
 
@@ -252,16 +268,12 @@ def _decide_interrupt_locked(
     approval.response = payload
     approval_transition(approval=approval, to=status, save=False)
     approval.reason = reason
-    approval.decided_by = decided_by
-    approval.decided_at = timezone.now()
     run_resume_record(run=approval.run, entry=entry)
     if call is not None and call.state == ToolCall.State.AWAITING_APPROVAL:
         tool_call_transition(call=call, to=call_state)
-    approval.save()
-    audit_append(
-        actor=decided_by,
-        action=f"approval.{approval.status}",
-        target=approval,
+    _decision_record(
+        approval=approval,
+        decided_by=decided_by,
         before=before,
         after={
             "status": approval.status,
@@ -289,13 +301,9 @@ def _decide_input_locked(
         status = ApprovalRequest.Status.REJECTED
     approval_transition(approval=approval, to=status, save=False)
     approval.reason = reason
-    approval.decided_by = decided_by
-    approval.decided_at = timezone.now()
-    approval.save()
-    audit_append(
-        actor=decided_by,
-        action=f"approval.{approval.status}",
-        target=approval,
+    _decision_record(
+        approval=approval,
+        decided_by=decided_by,
         before={"status": "pending"},
         after={"status": approval.status, "reason": reason, "response": response},
     )
