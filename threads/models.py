@@ -123,6 +123,16 @@ class Run(models.Model):
     def __str__(self) -> str:
         return self.run_id
 
+    @property
+    def open_interrupt_ids(self) -> list[str]:
+        """The ids of this run's interrupts that have no resume entry yet (IR-18)."""
+        resumed = {entry.get("interruptId") for entry in self.resume or []}
+        return [
+            str(i.get("id"))
+            for i in self.interrupts or []
+            if i.get("id") not in resumed
+        ]
+
 
 class Message(models.Model):
     """One AG-UI message; ``message_id`` is AG-UI's message ``id``."""

@@ -22,11 +22,7 @@ from agentcore.events import (
     RunStartedEvent,
 )
 from threads.agent_config import agent_application_tools, agent_settings
-from threads.answers import (
-    run_answer_dangling_calls,
-    run_answers_complete,
-    run_finish_if_answered,
-)
+from threads.answers import run_answer_dangling_calls, run_finish_if_answered
 from threads.exceptions import (
     RunConflict,
     RunNotCancellable,
@@ -89,8 +85,8 @@ def thread_check_can_start_run(*, thread: Thread) -> None:
         .exclude(interrupts=[])
         .first()
     )
-    if interrupted is not None and not run_answers_complete(run=interrupted):
-        ids = [i.get("id") for i in interrupted.interrupts]
+    if interrupted is not None and interrupted.open_interrupt_ids:
+        ids = interrupted.open_interrupt_ids
         raise RunConflict(
             f"interrupts {ids!r} of run {interrupted.run_id!r} are waiting for an "
             "operator's decision in the approval queue, or cancel them with "
