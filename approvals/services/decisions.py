@@ -78,6 +78,11 @@ def approval_decide(
         raise ReasonRequired(
             "give a reason when rejecting a call; it is sent to the agent"
         )
+    if response is not None and approval.kind == ApprovalRequest.Kind.TOOL_CALL:
+        raise InvalidResponse(
+            f"approval {approval.pk!r} is a tool call: it takes 'editedArguments', "
+            "not 'response'"
+        )
     target_status = (
         ApprovalRequest.Status.APPROVED
         if decision == "approve"
