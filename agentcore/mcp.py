@@ -20,8 +20,11 @@ The connection lives on a private event loop in a daemon thread, so sync callers
 (Django views, Celery tasks) and async callers (the tool runtime's loop) share it.
 A call checks the live listing first: a tool removed since the call was proposed,
 or whose input schema changed, is refused with an actionable error instead of being
-run. Elicitation is not offered to servers (the capability is not advertised); a
-server that asks anyway gets a refusal, and the call ends with an error result.
+run. A server that asks for more input mid-call (form-mode elicitation) is answered
+by the call's :attr:`ToolContext.input_requester` (the product queues a request of
+kind ``input`` and waits, within the tool's timeout, for an operator's answer);
+without one, or when the request cannot be tied to exactly one running call, it is
+declined.
 
 This module never imports Django.
 
@@ -509,6 +512,9 @@ class McpToolSource:
         self._protocol_version: str | None = None
         self._generation = 0
         self._pid = os.getpid()
+        #: Calls in flight on this connection: their context and deadline
+        #: (``time.monotonic()``), so an elicitation can be tied to its call.
+        self._inflight: dict[int, tuple[ToolContext, float]] = {}
         _register(self)
 
     # -- public ---------------------------------------------------------------------
@@ -678,6 +684,7 @@ class McpToolSource:
             # removed tool or a changed schema from the checks in ``call``.
             "cache": None,
             "mode": config.mode,
+            "elicitation_callback": self._on_elicit,
         }
         if config.url:
             import httpx2
@@ -701,6 +708,38 @@ class McpToolSource:
             cwd=config.cwd,
         )
         return Client(stdio_client(params, errlog=_child_stderr()), **common)
+
+    async def _on_elicit(self, context: Any, params: Any) -> Any:
+        """Answer a server's ``elicitation/create`` through the running call's requester.
+
+        Returns an ``ElicitResult``: the operator's ``accept`` with content,
+        ``decline``, or ``cancel`` (nobody answered within the call's timeout).
+        Declined when no single call is in flight or it has no requester, and for
+        URL-mode requests (nothing here can open a URL for the user).
+        """
+        from mcp_types import ElicitRequestFormParams, ElicitResult
+
+        inflight = list(self._inflight.values())
+        if (
+            len(inflight) != 1
+            or inflight[0][0].input_requester is None
+            or not isinstance(params, ElicitRequestFormParams)
+        ):
+            logger.warning(
+                "MCP server %r asked for input that cannot be routed; declined",
+                self.config.name,
+            )
+            return ElicitResult(action="decline")
+        call_context, deadline = inflight[0]
+        requester = call_context.input_requester
+        assert requester is not None
+        remaining = max(deadline - time.monotonic(), 0.0)
+        action, content = await asyncio.to_thread(
+            requester, params.message, dict(params.requested_schema), remaining
+        )
+        if action == "accept":
+            return ElicitResult(action="accept", content=content or {})
+        return ElicitResult(action="decline" if action == "decline" else "cancel")
 
     async def _on_message(self, message: Any) -> None:
         """Relist on a handshake-era ``notifications/tools/list_changed``."""
@@ -948,6 +987,8 @@ class McpToolSource:
         meta = cast(
             "RequestParamsMeta", {IDEMPOTENCY_META_KEY: context.idempotency_key}
         )
+        key = id(context)
+        self._inflight[key] = (context, time.monotonic() + timeout)
         try:
             return await client.call_tool(
                 mcp_name, arguments, read_timeout_seconds=timeout, meta=meta
@@ -966,6 +1007,8 @@ class McpToolSource:
             if _is_transport_failure(error):
                 raise ToolUpstreamUnavailable(self._unreachable_message()) from error
             raise
+        finally:
+            self._inflight.pop(key, None)
 
     def _unreachable_message(self) -> str:
         return (

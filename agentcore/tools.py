@@ -164,8 +164,16 @@ class ToolContext:
     user: object | None = None
     cancel: asyncio.Event | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    #: Asks a human for more input mid-call (an MCP elicitation): called, blocking,
+    #: with ``(message, json_schema, timeout_seconds)``; returns ``(action, content)``
+    #: with action ``"accept"`` (content: the answer), ``"decline"`` or ``"cancel"``.
+    #: ``None``: nobody can be asked, so such requests are declined.
+    input_requester: InputRequester | None = None
 
 
+InputRequester: TypeAlias = Callable[
+    [str, dict[str, Any], float], tuple[str, "dict[str, Any] | None"]
+]
 ExecuteFn: TypeAlias = Callable[
     [dict[str, Any], ToolContext],
     "ToolOutput | Awaitable[Any] | Any",

@@ -49,6 +49,22 @@ class DecisionForm(forms.Form):
         help_text="JSON object; leave empty to approve the arguments as proposed.",
     )
 
+    response = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 6, "cols": 80}),
+        help_text="For an interrupt or input request: the answer, as JSON matching "
+        "the response schema shown above (IR-18).",
+    )
+
+    def clean_response(self) -> Any:
+        raw = self.cleaned_data.get("response", "").strip()
+        if not raw:
+            return None
+        try:
+            return parse_json(raw)
+        except JSONInputError as error:
+            raise forms.ValidationError(f"not valid JSON: {error}") from error
+
     def clean_edited_arguments(self) -> Any:
         raw = self.cleaned_data.get("edited_arguments", "").strip()
         if not raw:
@@ -104,8 +120,13 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
     search_fields = ("tool_name", "thread__thread_id", "tool_call__tool_call_id")
     actions = ["approve_selected", "reject_selected"]
     readonly_fields = (
+        "kind",
         "tool_name",
         "tool_call",
+        "interrupt_id",
+        "message",
+        "response_schema_pretty",
+        "response_pretty",
         "thread",
         "run",
         "status",
@@ -124,7 +145,7 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         "reapproval_note",
         "superseded_by",
     )
-    exclude = ("proposed_arguments", "edited_arguments")
+    exclude = ("proposed_arguments", "edited_arguments", "response_schema", "response")
     change_form_template = "admin/approvals/approvalrequest/change_form.html"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ApprovalRequest]:
@@ -201,6 +222,14 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
     @admin.display(description="edited arguments")
     def edited_pretty(self, obj: ApprovalRequest) -> str:
         return _pretty(obj.edited_arguments) if obj.edited else "—"
+
+    @admin.display(description="response schema")
+    def response_schema_pretty(self, obj: ApprovalRequest) -> str:
+        return _pretty(obj.response_schema) if obj.response_schema else "—"
+
+    @admin.display(description="response")
+    def response_pretty(self, obj: ApprovalRequest) -> str:
+        return _pretty(obj.response) if obj.response is not None else "—"
 
     @admin.display(description="schema", boolean=False)
     def schema_verdict(self, obj: ApprovalRequest) -> str:
@@ -292,6 +321,7 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
                 decision=decision,
                 reason=form.cleaned_data["reason"],
                 edited_arguments=form.cleaned_data["edited_arguments"],
+                response=form.cleaned_data["response"],
             )
             messages.success(request, f"{approval.tool_name}: {decision}d.")
         except ApprovalError as error:
@@ -318,6 +348,10 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
                     )
                 }
             ),
+            # An interrupt bound to no call is answered with a response, not arguments.
+            "asks_response": approval is not None
+            and approval.tool_call_id is None
+            and approval.kind != ApprovalRequest.Kind.TOOL_CALL,
             "decide_url": reverse(
                 "admin:approvals_approvalrequest_decide", args=[object_id]
             ),

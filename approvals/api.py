@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from approvals.exceptions import InvalidEditedArguments
+from approvals.exceptions import ApprovalAlreadyDecided, InvalidEditedArguments
 from approvals.models import ApprovalRequest
 from approvals.selectors import approval_get, approval_list
 from approvals.serializers import ApprovalOutputSerializer
@@ -133,6 +133,11 @@ class ApprovalApproveApi(APIView):
         reason = serializers.CharField(
             required=False, allow_blank=True, max_length=MAX_REASON_CHARS, default=""
         )
+        response = serializers.JSONField(
+            required=False,
+            help_text="For an interrupt or input request: the answer, validated "
+            "against the request's `responseSchema` (IR-18).",
+        )
 
     OutputSerializer = ApprovalOutputSerializer
 
@@ -156,6 +161,7 @@ class ApprovalApproveApi(APIView):
                 decision="approve",
                 reason=values["reason"],
                 edited_arguments=values.get(spelling),
+                response=values.get("response"),
             )
         except InvalidEditedArguments as error:
             # Name the field as the client spelled it.
@@ -220,7 +226,10 @@ class ApprovalResolveApi(APIView):
         data.is_valid(raise_exception=True)
         call = approval.call
         if call is None:
-            raise Http404(f"approval {pk!r} decides no tool call")
+            raise ApprovalAlreadyDecided(
+                f"approval {approval.pk!r} is an interrupt bound to no tool call; "
+                "only a call whose execution outcome is unknown can be resolved"
+            )
         execution_resolve(
             tool_call=call,
             resolved_by=request.user,

@@ -40,6 +40,14 @@ class InvalidEditedArguments(ApprovalError):
     status = 400
 
 
+class InvalidResponse(ApprovalError):
+    """An operator's response does not satisfy the request's ``responseSchema`` (IR-18)."""
+
+    code = "invalid_response"
+    status = 400
+    field = "response"
+
+
 class ReasonRequired(ApprovalError):
     """A rejection needs a reason."""
 

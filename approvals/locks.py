@@ -10,25 +10,27 @@ after locking.
 from __future__ import annotations
 
 from approvals.models import ApprovalRequest, AuditChainHead, ToolExecution
-from threads.locks import tool_call_lock
+from threads.locks import thread_lock, tool_call_lock
 from threads.models import Thread, ToolCall
 
 
 def approval_lock(
     *, approval: ApprovalRequest
-) -> tuple[Thread, ToolCall, ApprovalRequest]:
+) -> tuple[Thread, ToolCall | None, ApprovalRequest]:
     """Lock ``approval``'s thread, its call, then the request; return all three freshly read.
 
-    A request a re-approval superseded locks the call its successor decides.
-    Raises :class:`LookupError` for a request whose call is gone.
+    A request a re-approval superseded locks the call its successor decides. The
+    call is ``None`` for a request bound to no call (an interrupt without a
+    ``toolCallId``, IR-18); then only the thread is locked before the request.
     """
-    call_pk = approval.tool_call_id
-    if call_pk is None:
-        decided = approval.call
-        if decided is None:
-            raise LookupError(f"approval {approval.pk!r} decides no tool call")
-        call_pk = decided.pk
-    thread, call = tool_call_lock(thread_pk=approval.thread_id, tool_call_pk=call_pk)
+    call: ToolCall | None = None
+    decided = approval.call
+    if decided is None:
+        thread = thread_lock(thread_pk=approval.thread_id)
+    else:
+        thread, call = tool_call_lock(
+            thread_pk=approval.thread_id, tool_call_pk=decided.pk
+        )
     locked = (
         ApprovalRequest.objects.select_for_update(of=("self",))
         .select_related("run")

@@ -30,7 +30,20 @@ def arguments_hash(arguments: Any) -> str:
 
 
 class ApprovalRequest(models.Model):
-    """An operator's decision on one pending application tool call."""
+    """An operator's decision on one pending tool call, interrupt or input request.
+
+    ``kind`` says where the request came from: ``tool_call`` (Countersign's policy
+    held an application call), ``interrupt`` (a remote agent ended its run with an
+    AG-UI interrupt, IR-18: ``tool_call`` is set when the interrupt names a call),
+    ``input`` (an MCP server asked for more input mid-call). Requests other than
+    ``tool_call`` carry the ``message`` to show and the ``response_schema`` (JSON
+    Schema) the operator's ``response`` must satisfy.
+    """
+
+    class Kind(models.TextChoices):
+        TOOL_CALL = "tool_call", "tool call"
+        INTERRUPT = "interrupt", "interrupt"
+        INPUT = "input", "input"
 
     class Status(models.TextChoices):
         PENDING = "pending", "pending"
@@ -53,6 +66,15 @@ class ApprovalRequest(models.Model):
         null=True,
         blank=True,
     )
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.TOOL_CALL)
+    #: The AG-UI ``Interrupt.id`` this request answers (kind ``interrupt``).
+    interrupt_id = models.CharField(max_length=200, blank=True, default="")
+    #: What the agent or server asks, shown to the operator (kinds other than tool_call).
+    message = models.TextField(blank=True, default="")
+    #: The JSON Schema the operator's ``response`` must satisfy, or null.
+    response_schema = models.JSONField(null=True, blank=True)
+    #: The operator's answer, validated against ``response_schema`` before use.
+    response = models.JSONField(null=True, blank=True)
     thread = models.ForeignKey(
         Thread, on_delete=models.CASCADE, related_name="approvals"
     )
@@ -113,9 +135,22 @@ class ApprovalRequest(models.Model):
         ordering = ["requested_at", "id"]
         permissions = [("decide_approvalrequest", "Can approve or reject tool calls")]
         indexes = [models.Index(fields=["status", "expires_at"])]
+        constraints = [
+            # One request per interrupt a run ended with (IR-18).
+            models.UniqueConstraint(
+                fields=["run", "interrupt_id"],
+                condition=~models.Q(interrupt_id=""),
+                name="uniq_approval_per_interrupt",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.tool_name} ({self.status})"
+
+    @property
+    def interrupt_id_or_none(self) -> str | None:
+        """The remote agent's interrupt id, or ``None`` for a request that has none."""
+        return self.interrupt_id or None
 
     @property
     def edited(self) -> bool:

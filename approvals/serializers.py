@@ -28,7 +28,24 @@ class ApprovalOutputSerializer(serializers.Serializer):
     """An approval request: what was proposed, what was decided, by whom and why."""
 
     id = serializers.IntegerField()
-    toolCallId = serializers.CharField(source="call.tool_call_id")
+    toolCallId = serializers.CharField(
+        source="call.tool_call_id", allow_null=True, default=None
+    )
+    kind = serializers.ChoiceField(choices=ApprovalRequest.Kind.choices)
+    interruptId = serializers.CharField(
+        source="interrupt_id_or_none",
+        allow_null=True,
+        help_text="The remote agent's AG-UI interrupt id (kind 'interrupt').",
+    )
+    message = serializers.CharField(
+        allow_blank=True, help_text="What the agent or server asks (not tool_call)."
+    )
+    responseSchema = serializers.JSONField(
+        source="response_schema",
+        allow_null=True,
+        help_text="JSON Schema of the answer to send as `response` on approve.",
+    )
+    response = serializers.JSONField(allow_null=True)
     threadId = serializers.CharField(source="thread.thread_id")
     runId = serializers.CharField(source="run.run_id")
     tool = serializers.CharField(source="tool_name")
@@ -95,6 +112,8 @@ class ApprovalOutputSerializer(serializers.Serializer):
     @extend_schema_field(ExecutionOutputSerializer(allow_null=True))
     def get_execution(self, approval: ApprovalRequest) -> dict[str, Any] | None:
         call = approval.call
+        if call is None:
+            return None
         execution = ToolExecution.objects.filter(tool_call=call).first()
         return (
             ExecutionOutputSerializer(execution).data if execution is not None else None

@@ -49,6 +49,10 @@ _CONSTRAINTS: Final = {
         "toolCallId",
         "this call is already answered; a call takes one answer",
     ),
+    "uniq_approval_per_interrupt": (
+        "interruptId",
+        "this interrupt already has its approval request",
+    ),
     "uniq_run_id_per_thread": ("runId", "this runId was already used on this thread"),
     "threads_run.run_id": ("runId", "this runId was already used on this thread"),
     "uniq_tool_call_per_thread": (

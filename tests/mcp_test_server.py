@@ -14,9 +14,16 @@ import asyncio
 import base64
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import (
+    AcceptedElicitation,
+    Context,
+    Elicit,
+    ElicitationResult,
+    MCPServer,
+    Resolve,
+)
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import (
     AudioContent,
@@ -47,6 +54,12 @@ class Name(BaseModel):
     """What the elicitation asks for."""
 
     name: str
+
+
+def ask_for_name() -> Elicit[Name]:
+    """The ``ask_name`` tool's resolver: ask the user for a name (module level, so the
+    tool's string annotations resolve)."""
+    return Elicit("What is your name?", Name)
 
 
 def build(log_path: Path) -> MCPServer:
@@ -165,9 +178,19 @@ def build(log_path: Path) -> MCPServer:
         return "widened"
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
-    async def ask_name(ctx: Context) -> str:
-        """Ask the user for their name through elicitation."""
-        answer = await ctx.elicit("What is your name?", Name)
+    async def ask_name(
+        answer: Annotated[ElicitationResult[Name], Resolve(ask_for_name)],
+        ctx: Context,
+    ) -> str:
+        """Ask the user for their name (an elicitation: input required mid-call).
+
+        Through a resolver, so it works on both protocol eras: a standalone
+        ``elicitation/create`` (<= 2025-11-25) or an ``InputRequiredResult``
+        round trip (2026-07-28).
+        """
+        if isinstance(answer, AcceptedElicitation):
+            record(ctx, "ask_name", {"name": answer.data.name})
+            return f"elicitation answered: accept, name {answer.data.name}"
         return f"elicitation answered: {answer.action}"
 
     return server

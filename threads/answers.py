@@ -115,7 +115,14 @@ def run_answer_dangling_calls(*, run: Run) -> list[str]:
 
 
 def run_answers_complete(*, run: Run) -> bool:
-    """Return whether every call in ``run.pending_tool_call_ids`` has its tool message."""
+    """Return whether every call in ``run.pending_tool_call_ids`` has its tool message.
+
+    A run that ended with interrupts is complete only once each interrupt has its
+    resume entry too (IR-18).
+    """
+    resumed = {entry.get("interruptId") for entry in run.resume or []}
+    if any(i.get("id") not in resumed for i in run.interrupts or []):
+        return False
     pending = set(run.pending_tool_call_ids)
     answered = set(
         ToolCall.objects.filter(thread_id=run.thread_id, tool_call_id__in=pending)

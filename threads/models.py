@@ -97,6 +97,12 @@ class Run(models.Model):
         max_length=20, choices=Outcome.choices, blank=True, default=""
     )
     pending_tool_call_ids = models.JSONField(default=list, blank=True)
+    #: The AG-UI ``Interrupt`` objects (camelCase JSON) a remote agent ended this
+    #: run with (``RUN_FINISHED.outcome.type == "interrupt"``), IR-18.
+    interrupts = models.JSONField(default=list, blank=True)
+    #: One AG-UI ``ResumeEntry`` per decided interrupt, sent once to the agent in
+    #: the input of this run's continuation (IR-18).
+    resume = models.JSONField(default=list, blank=True)
     input = models.JSONField(default=dict, blank=True)
     usage = models.JSONField(null=True, blank=True)
     error_code = models.CharField(max_length=100, blank=True, default="")
@@ -116,6 +122,16 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return self.run_id
+
+    @property
+    def open_interrupt_ids(self) -> list[str]:
+        """The ids of this run's interrupts that have no resume entry yet (IR-18)."""
+        resumed = {entry.get("interruptId") for entry in self.resume or []}
+        return [
+            str(i.get("id"))
+            for i in self.interrupts or []
+            if i.get("id") not in resumed
+        ]
 
 
 class Message(models.Model):

@@ -206,7 +206,7 @@ class Projection:
             position=seq,
         )
         row = self.tool_call(event.tool_call_id)
-        if row is not None:
+        if row is not None and row.state not in _DECIDED_AGAINST:
             self._call_to(row, _result_state(error))
 
     def state_snapshot(self, event: Any, seq: int) -> None:
@@ -226,15 +226,35 @@ class Projection:
             run_transition(run=run, to=Run.Status.CANCELLED, save=False)
             self._cancel_open_calls()
         else:
-            pending = list(
-                ToolCall.objects.filter(run=run)
+            interrupts = (
+                _interrupts_json(outcome) if outcome_type == "interrupt" else []
+            )
+            # A call an interrupt is bound to is the remote agent's own: it waits for
+            # the operator's decision (IR-18) and the agent answers it after resume,
+            # so it is not pending for Countersign or the client.
+            bound = {i["toolCallId"] for i in interrupts if i.get("toolCallId")}
+            pending = [
+                call_id
+                for call_id in ToolCall.objects.filter(run=run)
                 .unanswered()
                 .order_by("position", "id")
                 .values_list("tool_call_id", flat=True)
-            )
+                if call_id not in bound
+            ]
+            run.interrupts = interrupts
+            self.run_fields.add("interrupts")
+            for call_id in bound:
+                row = self.tool_call(call_id)
+                if row is not None and row.state in (
+                    ToolCall.State.STREAMING,
+                    ToolCall.State.COMPLETE,
+                ):
+                    self._call_to(row, ToolCall.State.PENDING)
             run_transition(
                 run=run,
-                to=Run.Status.AWAITING_TOOLS if pending else Run.Status.FINISHED,
+                to=Run.Status.AWAITING_TOOLS
+                if pending or interrupts
+                else Run.Status.FINISHED,
                 save=False,
             )
         run.pending_tool_call_ids = pending
@@ -304,6 +324,23 @@ _HANDLERS: dict[str, _Handler] = {
     EventType.RUN_FINISHED: Projection.run_finished,
     EventType.RUN_ERROR: Projection.run_error,
 }
+
+
+#: States of an interrupt-bound call an operator refused, cancelled or let expire: the remote
+#: agent still answers it after resume (IR-18), and that answer keeps the state.
+_DECIDED_AGAINST = frozenset(
+    {ToolCall.State.DECLINED, ToolCall.State.EXPIRED, ToolCall.State.CANCELLED}
+)
+
+
+def _interrupts_json(outcome: Any) -> list[dict[str, Any]]:
+    """Return an interrupt outcome's ``interrupts`` as camelCase JSON objects (IR-18)."""
+    return [
+        item.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if hasattr(item, "model_dump")
+        else dict(item)
+        for item in getattr(outcome, "interrupts", None) or []
+    ]
 
 
 def _result_state(error: str | None) -> str:

@@ -58,11 +58,22 @@ def thread_latest_run(*, thread: Thread) -> Run | None:
 
 
 def thread_unanswered_calls(*, thread: Thread) -> list[ToolCall]:
-    """Return the thread's completed calls with no tool message, oldest first (FT-05)."""
+    """Return the thread's completed calls with no tool message, oldest first (FT-05).
+
+    A remote agent's interrupt-bound call an operator declined or let expire waits
+    for that agent's own answer, not for anyone here (IR-18), so it is left out.
+    """
     return list(
         ToolCall.objects.filter(thread=thread)
         .unanswered()
-        .exclude(state__in=[ToolCall.State.STREAMING, ToolCall.State.CANCELLED])
+        .exclude(
+            state__in=[
+                ToolCall.State.STREAMING,
+                ToolCall.State.CANCELLED,
+                ToolCall.State.DECLINED,
+                ToolCall.State.EXPIRED,
+            ]
+        )
         .order_by("run__created_at", "run_id", "position", "id")
     )
 
@@ -71,7 +82,7 @@ def thread_status(*, thread: Thread) -> ThreadStatus:
     """Derive the thread's status from its runs and calls.
 
     ``running`` while a run is queued or running; ``waiting_for_approval`` when a
-    pending call awaits an operator; ``waiting_for_tools`` when calls are pending
+    pending call or a remote agent's interrupt (IR-18) awaits an operator; ``waiting_for_tools`` when calls are pending
     execution; ``failed`` when the last run ended in error; else ``idle``.
     """
     run = thread_latest_run(thread=thread)
@@ -85,7 +96,9 @@ def thread_status(*, thread: Thread) -> ThreadStatus:
                 thread=thread, tool_call_id__in=run.pending_tool_call_ids
             ).values_list("state", flat=True)
         )
-        if ToolCall.State.AWAITING_APPROVAL in states:
+        resumed = {entry.get("interruptId") for entry in run.resume or []}
+        open_interrupts = any(i.get("id") not in resumed for i in run.interrupts or [])
+        if ToolCall.State.AWAITING_APPROVAL in states or open_interrupts:
             return "waiting_for_approval"
         if thread_unanswered_calls(thread=thread):
             return "waiting_for_tools"

@@ -80,6 +80,18 @@ def thread_check_can_start_run(*, thread: Thread) -> None:
             f"run {active.run_id!r} is still {active.status} on this thread; wait for it to "
             "finish or cancel it (POST /api/runs/<id>/cancel/) before posting a message"
         )
+    interrupted = (
+        thread.runs.filter(status=Run.Status.AWAITING_TOOLS)
+        .exclude(interrupts=[])
+        .first()
+    )
+    if interrupted is not None and interrupted.open_interrupt_ids:
+        ids = interrupted.open_interrupt_ids
+        raise RunConflict(
+            f"interrupts {ids!r} of run {interrupted.run_id!r} are waiting for an "
+            "operator's decision in the approval queue, or cancel them with "
+            f"POST /api/threads/{thread.thread_id}/cancel-pending/ (a reason is required)"
+        )
     pending = thread_unanswered_calls(thread=thread)
     if pending:
         ids = [c.tool_call_id for c in pending]
@@ -333,7 +345,42 @@ def run_input_build(*, run: Run) -> dict[str, Any]:
     }
     if run.parent_run is not None:
         data["parentRunId"] = run.parent_run.run_id
+    # The decisions on the interrupts the agent ended the previous run with go back
+    # to it in this run's input (its continuation, or the next run after the
+    # interrupts were cancelled): a run has one next run, so they go once (IR-18).
+    previous = (
+        Run.objects.filter(thread=thread, pk__lt=run.pk)
+        .order_by("-created_at", "-id")
+        .first()
+    )
+    if previous is not None and previous.interrupts:
+        data["resume"] = list(previous.resume)
     return data
+
+
+def run_resume_record(*, run: Run, entry: dict[str, Any]) -> bool:
+    """Record the AG-UI ``ResumeEntry`` ``entry`` for one of ``run``'s interrupts.
+
+    ``entry`` is ``{"interruptId", "status": "resolved"|"cancelled", "payload"?}``.
+    Returns ``False`` (nothing written) when that interrupt already has its entry,
+    so a decision is never sent twice. Raises :class:`ValueError` for an
+    ``interruptId`` the run's agent did not send (IR-18: never an entry for an
+    interrupt it did not send). Must run inside ``transaction.atomic()``; takes
+    the run lock. Implements IR-18.
+    """
+    locked = run_lock(run_pk=run.pk, thread_pk=run.thread_id)
+    interrupt_id = entry["interruptId"]
+    if interrupt_id not in {i.get("id") for i in locked.interrupts or []}:
+        raise ValueError(
+            f"run {locked.run_id!r} has no interrupt {interrupt_id!r}; "
+            "only the agent's own interrupts are answered"
+        )
+    if any(e.get("interruptId") == interrupt_id for e in locked.resume or []):
+        return False
+    locked.resume = [*(locked.resume or []), entry]
+    locked.save(update_fields=["resume"])
+    run.resume = locked.resume
+    return True
 
 
 def run_fail(*, run: Run, code: str, message: str) -> Run:

@@ -59,9 +59,13 @@ TOOL_CALL_TRANSITIONS: Final[Mapping[str, frozenset[str]]] = {
     _C.AWAITING_APPROVAL: frozenset(
         {_C.APPROVED, _C.DECLINED, _C.EXPIRED, _C.CANCELLED}
     ),
-    # reserved for execution, refused at execution time (SEC-02), or back to an
-    # operator because its arguments or schema changed since approval (issue 14.6)
-    _C.APPROVED: frozenset({_C.EXECUTING, _C.FAILED, _C.AWAITING_APPROVAL}),
+    # reserved for execution, refused at execution time (SEC-02), back to an
+    # operator because its arguments or schema changed since approval (issue 14.6),
+    # or answered by a remote agent that executes an approved interrupt-bound call
+    # itself (IR-18)
+    _C.APPROVED: frozenset(
+        {_C.EXECUTING, _C.FAILED, _C.AWAITING_APPROVAL, _C.SUCCEEDED}
+    ),
     # outcome recorded, refused, or a redelivery found a dead worker's reservation
     _C.EXECUTING: frozenset({_C.SUCCEEDED, _C.FAILED, _C.OUTCOME_UNKNOWN}),
     # a slow (not dead) worker's late outcome, or an operator's resolution

@@ -8,14 +8,17 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals.exceptions import ApprovalPermissionDenied
-from approvals.locks import call_approval_lock
+from approvals.locks import approval_lock, call_approval_lock
 from approvals.models import DECIDE_PERMISSION, ApprovalRequest
+from approvals.services.audit import audit_append
 from approvals.services.dispatch import call_answer_refused
-from approvals.services.notify import notify_call_changed
+from approvals.services.notify import notify_approval_changed, notify_call_changed
 from approvals.transitions import approval_transition
 from threads.answers import run_finish_if_answered
 from threads.locks import calls_lock, run_lock, thread_lock
 from threads.models import Run, Thread, ToolCall
+from threads.services import run_resume_record
+from threads.transitions import tool_call_transition
 
 
 def thread_pending_calls_cancel(
@@ -84,5 +87,47 @@ def thread_pending_calls_cancel(
             ):
                 cancelled.append(call.tool_call_id)
                 notify_call_changed(call, approval=approval)
+        cancelled += _interrupts_cancel(
+            run=run, cancelled_by=cancelled_by, reason=reason
+        )
         run_finish_if_answered(run=run)
     return cancelled
+
+
+def _interrupts_cancel(*, run: Run, cancelled_by: Any, reason: str) -> list[str]:
+    """Cancel ``run``'s pending interrupt requests; return the ``toolCallId`` of bound ones.
+
+    Each gets a ``cancelled`` resume entry, sent to the agent in the thread's next
+    run (IR-18); a bound call waits for the agent's own answer. The run is locked.
+    """
+    done: list[str] = []
+    for pending in ApprovalRequest.objects.filter(
+        run=run,
+        kind=ApprovalRequest.Kind.INTERRUPT,
+        status=ApprovalRequest.Status.PENDING,
+    ):
+        _, call, approval = approval_lock(approval=pending)
+        if approval.status != ApprovalRequest.Status.PENDING:
+            continue
+        approval_transition(
+            approval=approval, to=ApprovalRequest.Status.CANCELLED, save=False
+        )
+        approval.decided_by = cancelled_by
+        approval.decided_at = timezone.now()
+        approval.reason = reason
+        approval.save(update_fields=["status", "decided_by", "decided_at", "reason"])
+        run_resume_record(
+            run=run, entry={"interruptId": approval.interrupt_id, "status": "cancelled"}
+        )
+        if call is not None and call.state == ToolCall.State.AWAITING_APPROVAL:
+            tool_call_transition(call=call, to=ToolCall.State.CANCELLED)
+        audit_append(
+            actor=cancelled_by,
+            action="approval.cancelled",
+            target=approval,
+            after={"reason": reason, "interrupt_id": approval.interrupt_id},
+        )
+        notify_approval_changed(approval, call=call)
+        if call is not None:
+            done.append(call.tool_call_id)
+    return done

@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from django.db import transaction
 from django.utils import timezone
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError, best_match
 
 from agentcore.arguments import parse_arguments
 from approvals.exceptions import (
@@ -18,16 +20,17 @@ from approvals.exceptions import (
     ApprovalExpired,
     ApprovalPermissionDenied,
     InvalidEditedArguments,
+    InvalidResponse,
     ReasonRequired,
 )
 from approvals.locks import approval_lock
 from approvals.models import DECIDE_PERMISSION, ApprovalRequest, arguments_hash
 from approvals.services.audit import audit_append
 from approvals.services.dispatch import call_answer_refused, execution_create, run_tools
-from approvals.services.notify import notify_call_changed
+from approvals.services.notify import notify_approval_changed
 from approvals.transitions import approval_transition
 from threads.models import Run, ToolCall
-from threads.services import continuation_maybe_start
+from threads.services import continuation_maybe_start, run_resume_record
 from threads.transitions import tool_call_transition
 
 Decision = Literal["approve", "reject"]
@@ -40,8 +43,18 @@ def approval_decide(
     decision: Decision,
     reason: str = "",
     edited_arguments: dict[str, Any] | None = None,
+    response: Any = None,
 ) -> ApprovalRequest:
     """Record an operator's decision on ``approval`` and act on it; return the request.
+
+    An ``interrupt`` request (a remote agent's, IR-18) is answered with one AG-UI
+    resume entry sent to that agent once, in the input of the run's continuation:
+    approve → ``resolved`` with ``response`` (or, for a tool-bound interrupt whose
+    schema asks for ``approved``, ``{"approved": true, "editedArgs"?}``) validated
+    against the interrupt's ``responseSchema`` before any side effect
+    (:class:`InvalidResponse`); reject → ``resolved`` with ``{"approved": false,
+    "reason"}`` for such a tool-bound interrupt, else ``cancelled``; expiry →
+    ``cancelled``. The call itself is left for the agent to answer.
 
     Approve: the arguments (edited ones re-validated against the schema, SEC-02)
     are hashed and the call queued for execution after commit (a re-approval's
@@ -66,6 +79,11 @@ def approval_decide(
         raise ReasonRequired(
             "give a reason when rejecting a call; it is sent to the agent"
         )
+    if response is not None and approval.kind == ApprovalRequest.Kind.TOOL_CALL:
+        raise InvalidResponse(
+            f"approval {approval.pk!r} is a tool call: it takes 'editedArguments', "
+            "not 'response'"
+        )
     target_status = (
         ApprovalRequest.Status.APPROVED
         if decision == "approve"
@@ -74,8 +92,13 @@ def approval_decide(
     with transaction.atomic():
         _, call, locked = approval_lock(approval=approval)
         if locked.status != ApprovalRequest.Status.PENDING:
-            if locked.status == target_status and (
-                edited_arguments is None or edited_arguments == locked.edited_arguments
+            if (
+                locked.status == target_status
+                and (
+                    edited_arguments is None
+                    or edited_arguments == locked.edited_arguments
+                )
+                and (response is None or response == locked.response)
             ):
                 return locked
             raise ApprovalAlreadyDecided(
@@ -84,9 +107,29 @@ def approval_decide(
                 + "; reload the queue"
             )
         expired = locked.expires_at <= timezone.now()
+        interrupt = locked.kind == ApprovalRequest.Kind.INTERRUPT
         if expired:
-            _expire_locked(locked, call)
+            approval_expire_locked(locked, call)
+        elif locked.kind == ApprovalRequest.Kind.INPUT:
+            _decide_input_locked(
+                approval=locked,
+                decided_by=decided_by,
+                decision=decision,
+                reason=reason,
+                response=response,
+            )
+        elif interrupt:
+            _decide_interrupt_locked(
+                approval=locked,
+                call=call,
+                decided_by=decided_by,
+                decision=decision,
+                reason=reason,
+                edited_arguments=edited_arguments,
+                response=response,
+            )
         else:
+            assert call is not None  # a tool_call request always has its call
             _decide_locked(
                 approval=locked,
                 call=call,
@@ -95,8 +138,8 @@ def approval_decide(
                 reason=reason,
                 edited_arguments=edited_arguments,
             )
-        notify_call_changed(call, approval=locked)
-        if expired or decision == "reject":
+        notify_approval_changed(locked, call=call)
+        if expired or decision == "reject" or interrupt:
             continuation_maybe_start(run=locked.run)
     if expired:
         raise ApprovalExpired(
@@ -156,13 +199,9 @@ def _decide_locked(
             error="declined_by_operator",
             state=ToolCall.State.DECLINED,
         )
-    approval.decided_by = decided_by
-    approval.decided_at = timezone.now()
-    approval.save()
-    audit_append(
-        actor=decided_by,
-        action=f"approval.{approval.status}",
-        target=approval,
+    _decision_record(
+        approval=approval,
+        decided_by=decided_by,
         before=before,
         after={
             "status": approval.status,
@@ -172,6 +211,139 @@ def _decide_locked(
             "approved_arguments_hash": approval.approved_arguments_hash,
         },
     )
+
+
+def _decision_record(
+    *,
+    approval: ApprovalRequest,
+    decided_by: Any,
+    before: dict[str, Any],
+    after: dict[str, Any],
+) -> None:
+    """Stamp who decided ``approval`` and when, save it and audit the decision (SEC-04)."""
+    approval.decided_by = decided_by
+    approval.decided_at = timezone.now()
+    approval.save()
+    audit_append(
+        actor=decided_by,
+        action=f"approval.{approval.status}",
+        target=approval,
+        before=before,
+        after=after,
+    )
+
+
+def _decide_interrupt_locked(
+    *,
+    approval: ApprovalRequest,
+    call: ToolCall | None,
+    decided_by: Any,
+    decision: Decision,
+    reason: str,
+    edited_arguments: dict[str, Any] | None,
+    response: Any,
+) -> None:
+    """Decide a remote agent's interrupt: validate, record its resume entry, audit (IR-18)."""
+    before = {"status": approval.status}
+    schema = approval.response_schema
+    asks_approved = isinstance(schema, dict) and "approved" in (
+        schema.get("properties") or {}
+    )
+    payload: Any = response
+    if edited_arguments == approval.proposed_arguments:
+        edited_arguments = None  # "approve as proposed", however it was spelled
+    if decision == "approve":
+        if payload is None and asks_approved:
+            payload = {"approved": True}
+            if edited_arguments is not None:
+                payload["editedArgs"] = edited_arguments
+            if reason:
+                payload["reason"] = reason
+        _validate_response(schema, payload)
+        entry: dict[str, Any] = {
+            "interruptId": approval.interrupt_id,
+            "status": "resolved",
+        }
+        if payload is not None:
+            entry["payload"] = payload
+        if edited_arguments is not None:
+            approval.edited_arguments = edited_arguments
+        status = ApprovalRequest.Status.APPROVED
+        call_state = ToolCall.State.APPROVED
+    else:
+        if payload is None and asks_approved:
+            payload = {"approved": False, "reason": reason}
+        if payload is not None:
+            _validate_response(schema, payload)
+            entry = {
+                "interruptId": approval.interrupt_id,
+                "status": "resolved",
+                "payload": payload,
+            }
+        else:
+            entry = {"interruptId": approval.interrupt_id, "status": "cancelled"}
+        status = ApprovalRequest.Status.REJECTED
+        call_state = ToolCall.State.DECLINED
+    approval.response = payload
+    approval_transition(approval=approval, to=status, save=False)
+    approval.reason = reason
+    run_resume_record(run=approval.run, entry=entry)
+    if call is not None and call.state == ToolCall.State.AWAITING_APPROVAL:
+        tool_call_transition(call=call, to=call_state)
+    _decision_record(
+        approval=approval,
+        decided_by=decided_by,
+        before=before,
+        after={
+            "status": approval.status,
+            "reason": reason,
+            "interrupt_id": approval.interrupt_id,
+            "resume": entry,
+        },
+    )
+
+
+def _decide_input_locked(
+    *,
+    approval: ApprovalRequest,
+    decided_by: Any,
+    decision: Decision,
+    reason: str,
+    response: Any,
+) -> None:
+    """Decide an MCP server's input request; the waiting call reads the answer."""
+    if decision == "approve":
+        _validate_response(approval.response_schema, response)
+        approval.response = response
+        status = ApprovalRequest.Status.APPROVED
+    else:
+        status = ApprovalRequest.Status.REJECTED
+    approval_transition(approval=approval, to=status, save=False)
+    approval.reason = reason
+    _decision_record(
+        approval=approval,
+        decided_by=decided_by,
+        before={"status": "pending"},
+        after={"status": approval.status, "reason": reason, "response": response},
+    )
+
+
+def _validate_response(schema: Any, payload: Any) -> None:
+    """Raise :class:`InvalidResponse` unless ``payload`` satisfies JSON Schema ``schema``."""
+    if not isinstance(schema, dict):
+        return
+    try:
+        validator = Draft202012Validator(schema)
+        error = best_match(validator.iter_errors(payload))
+    except SchemaError:
+        # The agent's schema is its own; one that is not a schema cannot refuse.
+        return
+    if error is not None:
+        where = ".".join(str(p) for p in error.absolute_path) or "response"
+        raise InvalidResponse(
+            f"response does not match the request's responseSchema at {where!r}: "
+            f"{error.message}; send a 'response' object that satisfies it"
+        )
 
 
 def _validate_edit(*, call: ToolCall, run: Run, edited: Any) -> dict[str, Any]:
@@ -193,12 +365,48 @@ def _validate_edit(*, call: ToolCall, run: Run, edited: Any) -> dict[str, Any]:
     return parsed.params or {}
 
 
-def _expire_locked(approval: ApprovalRequest, call: ToolCall) -> None:
+def approval_expire_locked(approval: ApprovalRequest, call: ToolCall | None) -> None:
+    """Expire the locked, pending ``approval`` and tell whoever waits for it.
+
+    A tool_call request's call is answered as expired; an interrupt's agent gets a
+    ``cancelled`` resume entry (IR-18); an input request's waiting call reads the
+    expiry and tells its server ``cancel``. Audited.
+    """
     approval_transition(
         approval=approval, to=ApprovalRequest.Status.EXPIRED, save=False
     )
     approval.decided_at = timezone.now()
+    if approval.kind == ApprovalRequest.Kind.INPUT:
+        # The waiting call sees the expiry and tells its server "cancel".
+        approval.save(update_fields=["status", "decided_at"])
+        audit_append(
+            actor=None,
+            action="approval.expired",
+            target=approval,
+            before={"status": "pending"},
+            after={"status": "expired"},
+        )
+        notify_approval_changed(approval, call=call)
+        return
     approval.save(update_fields=["status", "decided_at"])
+    if approval.kind == ApprovalRequest.Kind.INTERRUPT:
+        # The agent is told in its next input that nobody answered (IR-18).
+        run_resume_record(
+            run=approval.run,
+            entry={"interruptId": approval.interrupt_id, "status": "cancelled"},
+        )
+        if call is not None and call.state == ToolCall.State.AWAITING_APPROVAL:
+            tool_call_transition(call=call, to=ToolCall.State.EXPIRED)
+        audit_append(
+            actor=None,
+            action="approval.expired",
+            target=approval,
+            before={"status": "pending"},
+            after={"status": "expired", "interrupt_id": approval.interrupt_id},
+        )
+        notify_approval_changed(approval, call=call)
+        return
+    assert call is not None  # a tool_call request always has its call
     call_answer_refused(
         call=call,
         status="expired",
@@ -213,7 +421,7 @@ def _expire_locked(approval: ApprovalRequest, call: ToolCall) -> None:
         before={"status": "pending"},
         after={"status": "expired"},
     )
-    notify_call_changed(call, approval=approval)
+    notify_approval_changed(approval, call=call)
 
 
 def approvals_expire(*, now: datetime | None = None) -> int:
@@ -233,7 +441,7 @@ def approvals_expire(*, now: datetime | None = None) -> int:
         with transaction.atomic():
             _, call, approval = approval_lock(approval=pending)
             if approval.status == ApprovalRequest.Status.PENDING:
-                _expire_locked(approval, call)
+                approval_expire_locked(approval, call)
                 count += 1
                 continuation_maybe_start(run=approval.run)
     return count

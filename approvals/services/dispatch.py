@@ -15,12 +15,13 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from agentcore.tools import Tool, Toolset
 from approvals.locks import call_execution_lock
 from approvals.models import ApprovalRequest, ToolExecution, arguments_hash
 from approvals.services.audit import audit_append
-from approvals.services.notify import notify_call_changed
+from approvals.services.notify import notify_approval_changed, notify_call_changed
 from approvals.transitions import execution_transition
 from threads.agent_config import agent_toolset
 from threads.answers import error_content, refusal_content, tool_message_write
@@ -158,11 +159,13 @@ def pending_calls_dispatch(*, run: Run) -> None:
     Implements FT-06, SEC-01, SEC-04, LP-01.
     """
     toolset, advertised = run_tools(run)
+    bound = [i["toolCallId"] for i in run.interrupts or [] if i.get("toolCallId")]
     with transaction.atomic():
         _, calls = tool_calls_lock(
             thread_pk=run.thread_id,
             calls=ToolCall.objects.filter(
-                thread_id=run.thread_id, tool_call_id__in=run.pending_tool_call_ids
+                thread_id=run.thread_id,
+                tool_call_id__in=[*run.pending_tool_call_ids, *bound],
             ),
         )
         by_id = {c.tool_call_id: c for c in calls}
@@ -171,7 +174,58 @@ def pending_calls_dispatch(*, run: Run) -> None:
             if call is None or call.state != ToolCall.State.PENDING:
                 continue
             _dispatch_one(call=call, run=run, toolset=toolset, advertised=advertised)
+        for interrupt in run.interrupts or []:
+            interrupt_request_create(
+                run=run,
+                interrupt=interrupt,
+                call=by_id.get(interrupt.get("toolCallId")),
+            )
         continuation_maybe_start(run=run)
+
+
+def interrupt_request_create(
+    *, run: Run, interrupt: dict[str, Any], call: ToolCall | None
+) -> ApprovalRequest | None:
+    """Queue one approval request for ``interrupt`` (AG-UI ``Interrupt`` JSON) of ``run``.
+
+    A tool-bound interrupt (``toolCallId``, ``call`` locked by the caller) shows the
+    call and its arguments and moves the call to ``awaiting_approval``; any other
+    shows its ``message`` and a form from its ``responseSchema``. It expires at the
+    interrupt's ``expiresAt`` or after the default approval timeout. Idempotent:
+    returns ``None`` when the interrupt already has its request. Implements IR-18.
+    """
+    interrupt_id = str(interrupt.get("id") or "")
+    if ApprovalRequest.objects.filter(run=run, interrupt_id=interrupt_id).exists():
+        return None
+    default_expiry = timezone.now() + timedelta(
+        seconds=float(countersign_settings.APPROVAL_TIMEOUT_SECONDS)
+    )
+    expires_at = parse_datetime(str(interrupt.get("expiresAt") or "")) or default_expiry
+    arguments = call.arguments if call is not None else None
+    approval = ApprovalRequest.objects.create(
+        kind=ApprovalRequest.Kind.INTERRUPT,
+        tool_call=call,
+        thread_id=run.thread_id,
+        run=run,
+        tool_name=call.name if call is not None else str(interrupt.get("reason", "")),
+        interrupt_id=interrupt_id,
+        message=str(interrupt.get("message") or ""),
+        response_schema=interrupt.get("responseSchema"),
+        requested_by=run.thread.owner,
+        expires_at=expires_at,
+        proposed_arguments=arguments if isinstance(arguments, dict) else {},
+        schema_valid=True,
+    )
+    if call is not None and call.state == ToolCall.State.PENDING:
+        tool_call_transition(call=call, to=ToolCall.State.AWAITING_APPROVAL)
+    audit_append(
+        actor=None,
+        action="approval.requested",
+        target=approval,
+        after={"interrupt": interrupt},
+    )
+    notify_approval_changed(approval, call=call)
+    return approval
 
 
 def _dispatch_one(

@@ -37,6 +37,7 @@ from approvals.models import (
 )
 from approvals.services.audit import audit_append
 from approvals.services.dispatch import run_tools
+from approvals.services.elicitation import input_requester_for
 from approvals.services.notify import notify_call_changed
 from approvals.services.reapproval import (
     MAX_REAPPROVALS,
@@ -144,6 +145,8 @@ def tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
             "owner": getattr(owner, "username", None),
             "authorized_by": execution.authorized_by,
         },
+        # An MCP server that needs more input mid-call asks the queue (kind input).
+        input_requester=input_requester_for(call=call),
     )
     request = ToolCallRequest(
         tool_call_id=call.tool_call_id, name=call.name, arguments=execution.arguments

@@ -24,6 +24,11 @@ def approval_snapshot(approval: ApprovalRequest) -> dict[str, Any]:
     return {
         "id": approval.pk,
         "toolCallId": getattr(approval.call, "tool_call_id", None),
+        "kind": approval.kind,
+        "interruptId": approval.interrupt_id_or_none,
+        "message": approval.message,
+        "responseSchema": approval.response_schema,
+        "response": approval.response,
         "threadId": approval.thread.thread_id,
         "tool": approval.tool_name,
         "label": approval_label(approval),
@@ -83,5 +88,32 @@ def notify_call_changed(
             group_send(
                 APPROVALS_GROUP, {"type": "approvals.changed", "payload": payload}
             )
+
+    transaction.on_commit(send, robust=True)
+
+
+def notify_approval_changed(
+    approval: ApprovalRequest, *, call: ToolCall | None = None
+) -> None:
+    """Tell browsers ``approval`` changed: through its call when it has one, else directly.
+
+    A request bound to no call (an interrupt without ``toolCallId``, IR-18) is sent
+    to the thread's group and the queue as ``approval.state``.
+    """
+    if call is not None:
+        notify_call_changed(call, approval=approval)
+        return
+    payload = {
+        "kind": "notification",
+        "type": "approval.state",
+        "toolCallId": None,
+        "state": approval.status,
+        "approval": approval_snapshot(approval),
+    }
+    thread_pk = approval.thread_id
+
+    def send() -> None:
+        publish_notification(thread_pk=thread_pk, payload=payload)
+        group_send(APPROVALS_GROUP, {"type": "approvals.changed", "payload": payload})
 
     transaction.on_commit(send, robust=True)

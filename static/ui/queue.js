@@ -53,11 +53,14 @@ function create(approval) {
   const thread = h("a", { class: "req-thread", href: `/threads/${encodeURIComponent(approval.threadId)}/` }, "Open thread");
   const age = h("span", { class: "req-age" });
   const expiry = h("span", { class: "req-expiry" });
-  const args = h("pre", { class: "call-args req-args", "aria-label": "Arguments" });
+  const args = h("pre", { class: "call-args req-args", "aria-label": "Arguments", hidden: !approval.toolCallId && approval.kind !== "tool_call" });
   // Sent back after an approval (issue 14.6): why, and the approved version beside the current one.
   const changedNote = h("p", { class: "req-changed" });
   const previousArgs = h("pre", { class: "call-args req-previous-args", "aria-label": "Arguments approved earlier" });
   const changed = h("div", { class: "req-changed-box", hidden: true }, changedNote, h("p", { class: "req-meta", text: "Approved earlier:" }), previousArgs, h("p", { class: "req-meta", text: "Now:" }));
+  // An interrupt or input request: the agent's question and a form from its schema (IR-18).
+  const message = h("p", { class: "req-message", text: approval.message || "", hidden: !approval.message || approval.kind === "tool_call" });
+  const form = needsForm(approval) ? responseForm(approval.responseSchema, id) : null;
   const error = h("p", { class: "error", role: "alert", hidden: true });
   const el = h(
     "li",
@@ -73,9 +76,11 @@ function create(approval) {
     label,
     h("p", { class: "req-meta" }, thread, " · ", age, " · ", expiry),
     changed,
+    message,
     args,
+    form ? form.el : null,
   );
-  const view = { id, el, check, title, label, destructive, verdict, thread, age, expiry, args, changed, changedNote, previousArgs, error, approval, editing: false };
+  const view = { id, el, check, title, label, destructive, verdict, thread, age, expiry, args, changed, changedNote, previousArgs, error, approval, form, editing: false };
   if (canDecide) buildActions(view);
   el.append(error);
   el.addEventListener("focusin", () => select(id, { focus: false }));
@@ -85,6 +90,52 @@ function create(approval) {
   check.addEventListener("change", updateCounts);
   update(view, approval);
   return view;
+}
+
+// A request that is not (only) a tool call is answered with a response to its schema.
+function needsForm(approval) {
+  return approval.kind !== "tool_call" && !approval.toolCallId && approval.responseSchema && typeof approval.responseSchema === "object";
+}
+
+// A minimal form generated from a JSON Schema object's top-level properties (enum →
+// select, boolean → checkbox, number/integer → number, string → text); anything else,
+// or a schema without properties, is answered as raw JSON in a textarea.
+function responseForm(schema, id) {
+  const props = schema.type === "object" && schema.properties && typeof schema.properties === "object" ? schema.properties : null;
+  const required = new Set(Array.isArray(schema.required) ? schema.required : []);
+  const simple = props && Object.values(props).every((p) => p && ["string", "boolean", "number", "integer"].includes(p.type));
+  if (!simple) {
+    const raw = h("textarea", { id: `response-${id}`, rows: "6", spellcheck: "false", class: "edit-args" });
+    raw.value = "{}";
+    const el = h("div", { class: "response-form" }, h("label", { for: `response-${id}`, text: "Response (JSON matching the schema below)" }), raw, h("pre", { class: "call-args", text: prettyJson(schema) }));
+    return { el, read: () => JSON.parse(raw.value) };
+  }
+  const fields = [];
+  const el = h("fieldset", { class: "response-form" }, h("legend", { text: "Response" }));
+  for (const [name, prop] of Object.entries(props)) {
+    const fid = `response-${id}-${name}`;
+    let input;
+    if (Array.isArray(prop.enum)) {
+      input = h("select", { id: fid }, h("option", { value: "", text: "—" }), ...prop.enum.map((v) => h("option", { value: String(v), text: String(v) })));
+    } else if (prop.type === "boolean") {
+      input = h("input", { id: fid, type: "checkbox" });
+    } else {
+      input = h("input", { id: fid, type: prop.type === "string" ? "text" : "number", step: prop.type === "integer" ? "1" : "any" });
+    }
+    fields.push({ name, prop, input });
+    el.append(h("p", {}, h("label", { for: fid, text: `${prop.title || name}${required.has(name) ? " *" : ""}` }), " ", input));
+  }
+  const read = () => {
+    const out = {};
+    for (const { name, prop, input } of fields) {
+      if (prop.type === "boolean") out[name] = input.checked;
+      else if (input.value === "") continue;
+      else if (prop.type === "number" || prop.type === "integer") out[name] = Number(input.value);
+      else out[name] = input.value;
+    }
+    return out;
+  };
+  return { el, read };
 }
 
 function buildActions(view) {
@@ -112,6 +163,8 @@ function buildActions(view) {
     reason,
     reject,
   );
+  // A question has no arguments to edit: its answer is the form above.
+  if (view.form) edit.hidden = true;
   view.el.append(actions, editor);
   Object.assign(view, { approve, edit, reason, reject, textarea, editor, saveEdit, cancelEdit });
 
@@ -294,6 +347,15 @@ async function decide(view, decision, { edited, reason } = {}) {
   const body = {};
   if (why) body.reason = why;
   if (edited !== undefined) body.editedArguments = edited;
+  if (decision === "approve" && view.form) {
+    try {
+      body.response = view.form.read();
+    } catch (err) {
+      showError(view, `Not valid JSON: ${err.message}`);
+      setBusy(view, false);
+      return false;
+    }
+  }
   try {
     const result = await apiFetch(`/api/approvals/${view.id}/${decision}/`, { method: "POST", body });
     remove(view.id, result && result.status ? result : { ...view.approval, status: decision === "approve" ? "approved" : "rejected" });

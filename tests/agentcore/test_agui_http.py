@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -22,7 +20,6 @@ pytest.importorskip(
     "pydantic_ai.ui.ag_ui", reason="pydantic-ai-slim[ag-ui] (dev extra)"
 )
 
-import uvicorn
 from ag_ui.encoder import EventEncoder
 from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai.messages import ModelMessage, ToolReturnPart
@@ -56,6 +53,7 @@ from tests.agentcore.helpers import (
     of_type,
     types,
 )
+from tests.remote_agents import serve
 
 CONFIRM = Tool(
     name="confirm",
@@ -263,22 +261,8 @@ APP = Starlette(
 @pytest.fixture(scope="module")
 def base_url() -> Iterator[str]:
     """Serve APP with uvicorn on 127.0.0.1, an ephemeral port, in a thread."""
-    config = uvicorn.Config(
-        APP, host="127.0.0.1", port=0, log_level="warning", lifespan="off"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with serve(APP) as url:
+        yield url
 
 
 async def run_remote(url: str, **input_kwargs: Any) -> tuple[list[BaseEvent], Any]:

@@ -621,17 +621,41 @@ async def test_cancelling_the_run_cancels_the_call(make_source: SourceFactory) -
     assert time.monotonic() - started < 5
 
 
-async def test_elicitation_is_declined_with_a_clear_error(
+async def test_elicitation_without_anyone_to_ask_is_declined(
     make_source: SourceFactory, transport: str
 ) -> None:
-    """A server asking for user input mid-call gets no answer; the call ends with an error."""
+    """A server asking for user input mid-call, with no requester, is told 'decline'."""
     toolset = Toolset(make_source(transport=transport, trusted=True).tools())
 
     result = await call(toolset, "files__ask_name", {})
 
-    assert result.error == "permission_denied"
-    assert result.message == (
-        "MCP server 'files' asked for more input from the user (elicitation) during "
-        "'ask_name'; Countersign does not answer elicitation requests yet, so it was "
-        "declined and the call did not complete. Tell the user."
+    assert result.error is None
+    assert result.content == "elicitation answered: decline"
+
+
+async def test_elicitation_is_answered_by_the_calls_input_requester(
+    make_source: SourceFactory, transport: str, log: Path
+) -> None:
+    """The server's form request reaches the requester with its schema; the answer goes back."""
+    toolset = Toolset(make_source(transport=transport, trusted=True).tools())
+    asked: list[tuple[str, dict[str, Any], float]] = []
+
+    def requester(
+        message: str, schema: dict[str, Any], timeout: float
+    ) -> tuple[str, dict[str, Any] | None]:
+        asked.append((message, schema, timeout))
+        return "accept", {"name": "Ada"}
+
+    ctx = context()
+    ctx.input_requester = requester
+    request = ToolCallRequest(
+        tool_call_id="call_1", name="files__ask_name", arguments={}
     )
+    result = await execute_call(request, tool=None, toolset=toolset, context=ctx)
+
+    assert result.content == "elicitation answered: accept, name Ada"
+    [(message, schema, timeout)] = asked
+    assert message == "What is your name?"
+    assert schema["properties"]["name"]["type"] == "string"
+    assert schema["required"] == ["name"]
+    assert 0 < timeout <= 30

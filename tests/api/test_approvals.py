@@ -297,3 +297,20 @@ def test_unknown_or_huge_approval_ids_answer_404(approver_api):
     )
     assert huge.status_code == 404
     assert huge.json()["type"] == "not_found"
+
+
+def test_a_response_for_a_tool_call_request_is_400_naming_the_field(
+    approver_api, approval
+):
+    """`response` answers interrupts and input requests; a tool call takes edits (IR-18)."""
+    response = approver_api.post(
+        f"/api/approvals/{approval.pk}/approve/",
+        {"response": {"approved": True}},
+        format="json",
+    )
+
+    approval.refresh_from_db()
+    assert response.status_code == 400
+    assert response.json()["type"] == "invalid_response"
+    assert "'editedArguments'" in response.json()["detail"]
+    assert approval.status == "pending"

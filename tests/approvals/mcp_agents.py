@@ -54,3 +54,8 @@ def read_provider(*, model: str) -> Provider:
 def untrusted_read_provider(*, model: str) -> Provider:
     """Propose ``files__read_file`` on an untrusted server (needs approval)."""
     return McpCallProvider("files__read_file", {"path": "/srv/notes.md"})
+
+
+def ask_provider(*, model: str) -> Provider:
+    """Propose ``docs__ask_name`` (read-only, trusted: runs at once, then asks for input)."""
+    return McpCallProvider("docs__ask_name", {})

@@ -64,6 +64,12 @@ def mcp_agents(
             "toolsets": [],
             "mcp_servers": {"files": files},
         },
+        "mcp_ask": {
+            "provider": "scripted",
+            "provider_factory": "tests.approvals.mcp_agents.ask_provider",
+            "toolsets": [],
+            "mcp_servers": {"docs": {**stdio_command(mcp_log), "trusted": True}},
+        },
         "mcp_docs": {
             "provider": "scripted",
             "provider_factory": "tests.approvals.mcp_agents.read_provider",

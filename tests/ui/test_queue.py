@@ -232,3 +232,86 @@ def test_reapproval_card_shows_both_versions(browser, ui_server):
         screenshot(page, "queue-reapproval")
     finally:
         context.close()
+
+
+def _pending_question(owner) -> ApprovalRequest:
+    """Return a pending interrupt bound to no call, as a remote agent's question leaves one."""
+    thread = thread_create(owner=owner, title="shipping question")
+    schema = {
+        "type": "object",
+        "properties": {
+            "carrier": {"type": "string", "enum": ["dhl", "ups"]},
+            "express": {"type": "boolean"},
+        },
+        "required": ["carrier"],
+    }
+    interrupt = {
+        "id": "ask-1",
+        "reason": "input_required",
+        "message": "Which carrier should ship order A-1001?",
+        "responseSchema": schema,
+    }
+    run = Run.objects.create(
+        thread=thread,
+        status=Run.Status.AWAITING_TOOLS,
+        outcome=Run.Outcome.INTERRUPT,
+        interrupts=[interrupt],
+    )
+    return ApprovalRequest.objects.create(
+        kind=ApprovalRequest.Kind.INTERRUPT,
+        thread=thread,
+        run=run,
+        tool_name="input_required",
+        interrupt_id="ask-1",
+        message=interrupt["message"],
+        response_schema=schema,
+        requested_by=owner,
+        expires_at=timezone.now() + timedelta(hours=1),
+        proposed_arguments={},
+    )
+
+
+def test_ir18_question_card_shows_the_message_and_answers_with_its_form(
+    browser, ui_server
+):
+    """A remote agent's question: its message, a form from its schema, the answer sent."""
+    # Given a pending question and an operator
+    owner = make_user("olivia")
+    question = _pending_question(owner)
+    make_user(
+        "ada", "approvals.decide_approvalrequest", "approvals.view_approvalrequest"
+    )
+    context, page = login(browser, ui_server, "ada")
+    try:
+        page.goto(f"{ui_server.url}/approvals/")
+        card = page.locator(".req")
+        # Then the card shows the question and a form, not arguments to edit
+        expect(card.locator(".req-message")).to_have_text(
+            "Which carrier should ship order A-1001?"
+        )
+        expect(card.locator(".req-args")).to_be_hidden()
+        expect(card.get_by_role("button", name="Edit & approve")).to_be_hidden()
+        # When the operator approves without choosing the required carrier
+        card.get_by_role("button", name="Approve", exact=True).click()
+        expect(card.locator(".error")).to_contain_text("carrier")
+        assert _status(question) == "pending"
+        # And then fills the form in and approves
+        card.get_by_label("carrier *").select_option("ups")
+        card.get_by_label("express").check()
+        card.get_by_role("button", name="Approve", exact=True).click()
+        expect(page.locator(".req")).to_have_count(0)
+        question.refresh_from_db()
+        assert (question.status, question.response) == (
+            "approved",
+            {"carrier": "ups", "express": True},
+        )
+        question.run.refresh_from_db()
+        assert question.run.resume == [
+            {
+                "interruptId": "ask-1",
+                "status": "resolved",
+                "payload": {"carrier": "ups", "express": True},
+            }
+        ]
+    finally:
+        context.close()
