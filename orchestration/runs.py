@@ -21,8 +21,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from agentcore.events import RunAgentInput
+from approvals import crashpoints
 from approvals.services import pending_calls_dispatch
-from orchestration.supervision import run_supervision
+from orchestration.supervision import heartbeat_alive, run_supervision
 from threads.agent_config import agent_build
 from threads.answers import run_answer_dangling_calls
 from threads.locks import run_lock
@@ -42,8 +43,15 @@ def run_execute(*, run_pk: int) -> Run:
     a ``worker_lost`` error so it never stays running forever. Agent failures end
     the run with ``RUN_ERROR``; nothing already recorded is lost. Log lines carry
     the run and thread, and a heartbeat tells the janitor the worker is alive
-    (:mod:`orchestration.supervision`).
+    (:mod:`orchestration.supervision`); a delivery that finds the heartbeat of
+    another live worker returns at once.
     """
+    if heartbeat_alive(run_pk):
+        # A duplicate delivery (the janitor enqueued a queued run again) of a run
+        # a live worker is executing: leave it alone. Checked before
+        # run_supervision, which would beat the same key.
+        logger.info("run pk=%s is executing on a live worker; ignoring", run_pk)
+        return Run.objects.get(pk=run_pk)
     with run_supervision(run_pk=run_pk):
         return _run_execute(run_pk=run_pk)
 
@@ -79,6 +87,7 @@ def _run_execute(*, run_pk: int) -> Run:
             if not run.cancel_requested
             else "The run was cancelled before it started.",
         )
+    crashpoints.crash_point("after_run_claimed")
     recorder = RunRecorder(run)
     try:
         run_input_data = run_input_build(run=run)
@@ -102,7 +111,9 @@ def _run_execute(*, run_pk: int) -> Run:
             )
     run.refresh_from_db()
     if run.status == Run.Status.AWAITING_TOOLS:
+        crashpoints.crash_point("after_run_recorded")
         pending_calls_dispatch(run=run)
+        crashpoints.crash_point("after_dispatch")
         run.refresh_from_db()
     elif run.status in (Run.Status.CANCELLED, Run.Status.ERROR):
         run_answer_dangling_calls(run=run)

@@ -6,7 +6,9 @@ A worker executing a run (:func:`orchestration.runs.run_execute`) holds
 ``countersign:run-heartbeat:<pk>`` every ``RUN_HEARTBEAT_SECONDS`` from a daemon
 thread (time to live: three intervals), deleting it when the run returns. The
 heartbeat is what tells the janitor (:mod:`orchestration.janitor`) a live worker
-with a slow tool from a dead one.
+with a slow tool from a dead one, and a duplicate delivery of a live run from a
+redelivery after its worker died. :func:`requeue_claim` throttles the janitor's
+re-enqueueing to once per window per item.
 """
 
 from __future__ import annotations
@@ -85,6 +87,34 @@ def heartbeat_alive(run_pk: int) -> bool:
     if client is None:
         return False
     return bool(client.exists(HEARTBEAT_KEY.format(pk=run_pk)))
+
+
+REQUEUE_KEY = "countersign:janitor-requeued:{kind}:{pk}"
+
+
+def requeue_claim(kind: str, pk: int, *, seconds: float) -> bool:
+    """Return whether the janitor may enqueue item ``kind``/``pk`` again now.
+
+    With Redis, ``True`` at most once per ``seconds`` per item (a key with that
+    time to live), so a long outage does not pile up one duplicate message per
+    sweep; a Redis error or a lost key (a restart) allows it. ``True`` without
+    Redis (the embedded pool loses nothing while its process lives).
+    """
+    client = _redis()
+    if client is None:
+        return True
+    try:
+        return bool(
+            client.set(
+                REQUEUE_KEY.format(kind=kind, pk=pk),
+                "1",
+                nx=True,
+                px=max(1, int(seconds * 1000)),
+            )
+        )
+    except Exception:
+        logger.warning("janitor could not throttle %s %s", kind, pk, exc_info=True)
+        return True
 
 
 @contextmanager
