@@ -71,7 +71,7 @@ def test_master_killed_after_reservation_janitor_hands_expired_lease_to_outcome_
 ):
     """Master SIGKILLed while its child holds a reservation: outcome_unknown, then the thread continues."""
     from approvals.models import ToolExecution
-    from threads.models import Run, ToolCall
+    from threads.models import ToolCall
 
     # given the non-idempotent refund approved, its tools worker frozen right
     # after committing the reservation
