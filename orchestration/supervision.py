@@ -103,10 +103,14 @@ def requeue_claim(kind: str, pk: int, *, seconds: float) -> bool:
     client = _redis()
     if client is None:
         return True
+    # Deployments (or test sessions) sharing one Redis keep apart by the broker's
+    # key prefix, as their queues do.
+    options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", None) or {}
+    prefix = str(options.get("global_keyprefix", ""))
     try:
         return bool(
             client.set(
-                REQUEUE_KEY.format(kind=kind, pk=pk),
+                prefix + REQUEUE_KEY.format(kind=kind, pk=pk),
                 "1",
                 nx=True,
                 px=max(1, int(seconds * 1000)),
