@@ -8,7 +8,7 @@ without a test hook in the hot path (BC32, LP-07).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 #: Every step boundary of a run and of an execution, in order. A worker killed at
 #: any of them is recovered (README "Recovery from crashes"):
@@ -30,14 +30,7 @@ CrashPoint = Literal[
     "after_tool",
     "after_outcome",
 ]
-CRASH_POINTS: tuple[CrashPoint, ...] = (
-    "after_run_claimed",
-    "after_run_recorded",
-    "after_dispatch",
-    "after_reservation",
-    "after_tool",
-    "after_outcome",
-)
+CRASH_POINTS: tuple[CrashPoint, ...] = get_args(CrashPoint)
 
 
 def crash_point(name: CrashPoint) -> None:

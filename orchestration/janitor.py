@@ -232,19 +232,9 @@ def _lost_messages(sweep: _Sweep, *, queued_seconds: float | None) -> None:
             "pk", "run_id", "thread__thread_id", "created_at"
         )
     )
-    executions = list(
-        ToolExecution.objects.filter(
-            state=ToolExecution.State.QUEUED, created_at__lt=cutoff
-        ).values_list(
-            "tool_call_id",
-            "tool_call__tool_call_id",
-            "tool_call__thread__thread_id",
-            "created_at",
-        )
-    )
     with transaction.atomic():
         for pk, run_id, thread_id, created_at in runs:
-            if not requeue_claim("run", pk, seconds=window):
+            if not requeue_claim("runs_requeued", pk, seconds=window):
                 continue
             sweep.note(
                 "runs_requeued",
@@ -254,18 +244,15 @@ def _lost_messages(sweep: _Sweep, *, queued_seconds: float | None) -> None:
                 thread=thread_id,
             )
             enqueue(RUN_TASK, run_pk=pk)
-        for pk, call_id, thread_id, created_at in executions:
-            if not requeue_claim("execution", pk, seconds=window):
-                continue
-            sweep.note(
-                "executions_requeued",
-                created_at,
-                f"call {call_id}'s execution still queued after {window}s; "
-                "enqueueing it again",
-                toolCallId=call_id,
-                thread=thread_id,
-            )
-            enqueue(EXECUTE_TASK, tool_call_pk=pk)
+    _executions_requeue(
+        sweep,
+        kind="executions_requeued",
+        executions=ToolExecution.objects.filter(
+            state=ToolExecution.State.QUEUED, created_at__lt=cutoff
+        ),
+        since_field="created_at",
+        why=f"execution still queued after {window}s; enqueueing it again",
+    )
 
 
 def _expired_leases(sweep: _Sweep) -> None:
@@ -275,26 +262,38 @@ def _expired_leases(sweep: _Sweep) -> None:
     the tool's timeout plus the grace). ``tool_call_execute`` then runs an
     idempotent tool again with the same key or records ``outcome_unknown``.
     """
-    window = float(countersign_settings.QUEUED_STALE_SECONDS)
-    expired = list(
-        ToolExecution.objects.filter(
+    _executions_requeue(
+        sweep,
+        kind="leases_expired",
+        executions=ToolExecution.objects.filter(
             state=ToolExecution.State.RESERVED, lease_expires_at__lt=sweep.now
-        ).values_list(
+        ),
+        since_field="lease_expires_at",
+        why="execution lease ended without an outcome; handing it to a worker again",
+    )
+
+
+def _executions_requeue(
+    sweep: _Sweep, *, kind: str, executions: Any, since_field: str, why: str
+) -> None:
+    """Enqueue the execution task again for each of ``executions``, noted as ``kind``."""
+    rows = list(
+        executions.values_list(
             "tool_call_id",
             "tool_call__tool_call_id",
             "tool_call__thread__thread_id",
-            "lease_expires_at",
+            since_field,
         )
     )
+    window = float(countersign_settings.QUEUED_STALE_SECONDS)
     with transaction.atomic():
-        for pk, call_id, thread_id, lease_end in expired:
-            if not requeue_claim("lease", pk, seconds=window):
+        for pk, call_id, thread_id, since in rows:
+            if not requeue_claim(kind, pk, seconds=window):
                 continue
             sweep.note(
-                "leases_expired",
-                lease_end,
-                f"call {call_id}'s execution lease ended without an outcome; "
-                "handing it to a worker again",
+                kind,
+                since,
+                f"call {call_id}: {why}",
                 toolCallId=call_id,
                 thread=thread_id,
             )
