@@ -1,8 +1,8 @@
 """Supervising workers: a heartbeat while a worker executes a run, and log context.
 
-A worker executing a run (:func:`orchestration.runs.run_execute`) holds
-:func:`run_supervision`: it tags every log line with the run and thread
-(``config.logging``) and, with Redis configured, refreshes the key
+A worker executing a run (:func:`orchestration.runs.run_execute`) tags every
+log line with the run and thread (:func:`run_log_context`, ``config.logging``)
+and, once it has claimed the run, with Redis configured, refreshes the key
 ``countersign:run-heartbeat:<pk>`` every ``RUN_HEARTBEAT_SECONDS`` from a daemon
 thread (time to live: three intervals), deleting it when the run returns. The
 heartbeat is what tells the janitor (:mod:`orchestration.janitor`) a live worker
@@ -121,6 +121,20 @@ def requeue_claim(kind: str, pk: int, *, seconds: float) -> bool:
         return True
 
 
+def heartbeat_touch(run_pk: int) -> None:
+    """Write run ``run_pk``'s heartbeat once (its claim, before the claim commits).
+
+    A no-op without Redis; a Redis error is logged (the beat thread retries).
+    """
+    client = _redis()
+    if client is not None:
+        _Heartbeat(
+            run_pk=run_pk,
+            client=client,
+            interval=float(countersign_settings.RUN_HEARTBEAT_SECONDS),
+        ).beat()
+
+
 @contextmanager
 def run_heartbeat(*, run_pk: int) -> Iterator[None]:
     """Keep run ``run_pk``'s heartbeat fresh while the block runs (a no-op without Redis)."""
@@ -142,13 +156,13 @@ def run_heartbeat(*, run_pk: int) -> Iterator[None]:
 
 
 @contextmanager
-def run_supervision(*, run_pk: int) -> Iterator[None]:
-    """Tag log lines with run ``run_pk`` and its thread, and keep its heartbeat fresh."""
+def run_log_context(*, run_pk: int) -> Iterator[None]:
+    """Tag log lines with run ``run_pk`` and its thread."""
     ids = (
         Run.objects.filter(pk=run_pk).values_list("run_id", "thread__thread_id").first()
     )
     run_id, thread_id = ids if ids is not None else (None, None)
-    with log_context(run=run_id, thread=thread_id), run_heartbeat(run_pk=run_pk):
+    with log_context(run=run_id, thread=thread_id):
         yield
 
 

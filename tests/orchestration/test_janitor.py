@@ -229,3 +229,28 @@ def test_admin_lists_sweeps_read_only_with_the_days_totals(client, django_user_m
     text = page.content.decode()
     assert "Janitor sweeps — last 24 h: leases_expired 1, worker_lost 1" in text
     assert client.get("/admin/approvals/janitorsweep/add/").status_code == 403
+
+
+@pytest.mark.django_db
+def test_duplicate_delivery_of_a_run_a_live_worker_executes_changes_nothing(
+    user, settings, redis_url
+):
+    """The janitor's copy of a message arriving while the run executes elsewhere: left alone."""
+    from orchestration.runs import run_execute
+    from orchestration.supervision import HEARTBEAT_KEY, heartbeat_touch
+
+    settings.REDIS_URL = redis_url
+    thread = thread_create(owner=user, title="duplicate")
+    run = Run.objects.create(
+        thread=thread, status=Run.Status.RUNNING, started_at=timezone.now()
+    )
+    heartbeat_touch(run.pk)  # the owning worker's heartbeat
+    try:
+        assert run_execute(run_pk=run.pk).status == Run.Status.RUNNING
+        assert not run.events.exists()
+    finally:
+        import redis
+
+        redis.Redis.from_url(redis_url).delete(HEARTBEAT_KEY.format(pk=run.pk))
+    # Without a heartbeat the same delivery is a dead worker's redelivery (ER-01).
+    assert run_execute(run_pk=run.pk).error_code == "worker_lost"
