@@ -89,10 +89,14 @@ def test_sigkill_worker_mid_run_janitor_ends_run_worker_lost(stack, operator):
     # through the janitor's sweep, which kept a record of it
     from approvals.models import JanitorSweep
 
-    assert any(
-        entry["kind"] == "worker_lost" and entry["run"] == run_id
-        for sweep in JanitorSweep.objects.all()
-        for entry in sweep.recovered
+    wait_until(
+        lambda: any(
+            entry["kind"] == "worker_lost" and entry["run"] == run_id
+            for sweep in JanitorSweep.objects.all()
+            for entry in sweep.recovered
+        ),
+        timeout=10,
+        what="the sweep's record (written as the sweep ends)",
     )
     log = _log(thread_id)
     assert [e["seq"] for e in log] == list(range(1, len(log) + 1))
