@@ -55,6 +55,18 @@ def _kill_master(proc: Any) -> None:
     proc.process.wait(10)
 
 
+def _refund_awaiting_approval(stack: Any, api: Any) -> tuple[str, dict[str, Any]]:
+    """Ask the fragile agent for a refund; return the thread id and its pending approval."""
+    thread_id = _thread(api, "fragile")
+    _post(api, thread_id, "refund order A-1001 2.50")
+    approval = wait_until(
+        lambda: _pending_approval(api, thread_id),
+        timeout=30,
+        what=f"the refund's approval request\n{stack.logs()}",
+    )
+    return thread_id, approval
+
+
 def _finished_runs(thread_id: str) -> int:
     from threads.models import Run
 
@@ -81,13 +93,7 @@ def test_master_killed_after_reservation_janitor_hands_expired_lease_to_outcome_
     stack.beat()
     tools = stack.worker("tools-worker", queues="tools")
     api = api_client(base, operator["token"])
-    thread_id = _thread(api, "fragile")
-    _post(api, thread_id, "refund order A-1001 2.50")
-    approval = wait_until(
-        lambda: _pending_approval(api, thread_id),
-        timeout=30,
-        what=f"the refund's approval request\n{stack.logs()}",
-    )
+    thread_id, approval = _refund_awaiting_approval(stack, api)
     tools.terminate()
     doomed = stack.worker(
         "tools-worker-hanging",
@@ -225,13 +231,7 @@ def test_redis_restarted_without_persistence_janitor_requeues_execution_and_cont
     runs = stack.worker("runs-worker", queues="runs")
     tools = stack.worker("tools-worker", queues="tools")
     api = api_client(base, operator["token"])
-    thread_id = _thread(api, "fragile")
-    _post(api, thread_id, "refund order A-1001 2.50")
-    approval = wait_until(
-        lambda: _pending_approval(api, thread_id),
-        timeout=30,
-        what=f"the refund's approval request\n{stack.logs()}",
-    )
+    thread_id, approval = _refund_awaiting_approval(stack, api)
     runs.terminate()
     tools.terminate()
 
