@@ -5,12 +5,14 @@ schema verdict, the thread, the requester, the age and a destructive badge.
 Approve and reject are actions (single and bulk, with a reason) and an
 edit-then-approve form; all of them call :func:`approvals.services.approval_decide`
 and require ``approvals.decide_approvalrequest``. Decided requests are read-only;
-the audit trail is append-only.
+the audit trail is append-only. The janitor's sweeps that recovered something
+are listed read-only, with the last 24 hours' totals per kind in the title.
 """
 
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 from django import forms
@@ -27,7 +29,7 @@ from django.utils.html import format_html
 from django.utils.timesince import timesince
 
 from approvals.exceptions import ApprovalError
-from approvals.models import ApprovalRequest, AuditEntry, ToolExecution
+from approvals.models import ApprovalRequest, AuditEntry, JanitorSweep, ToolExecution
 from approvals.services import DECIDE_PERMISSION, approval_decide
 from approvals.services.decisions import Decision
 from threads.validation import JSONInputError, parse_json
@@ -397,3 +399,32 @@ class AuditEntryAdmin(ReadOnlyAdmin):
     )
     list_filter = ("action",)
     search_fields = ("target_id", "actor_label")
+
+
+@admin.register(JanitorSweep)
+class JanitorSweepAdmin(ReadOnlyAdmin):
+    """The janitor's recoveries: one row per sweep that recovered something."""
+
+    list_display = ("started_at", "total", "summary", "duration_ms")
+    readonly_fields = ("started_at", "duration_ms", "total", "counts", "recovered")
+    date_hierarchy = "started_at"
+
+    @admin.display(description="recovered")
+    def summary(self, sweep: JanitorSweep) -> str:
+        return ", ".join(f"{k} {v}" for k, v in sorted(sweep.counts.items()) if v)
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        totals: dict[str, int] = {}
+        since = timezone.now() - timedelta(hours=24)
+        for counts in JanitorSweep.objects.filter(started_at__gte=since).values_list(
+            "counts", flat=True
+        ):
+            for kind, n in counts.items():
+                totals[kind] = totals.get(kind, 0) + int(n)
+        described = ", ".join(f"{k} {v}" for k, v in sorted(totals.items()) if v)
+        title = f"Janitor sweeps — last 24 h: {described or 'nothing recovered'}"
+        return super().changelist_view(
+            request, {**(extra_context or {}), "title": title}
+        )

@@ -282,3 +282,26 @@ class AuditEntry(models.Model):
             "prev_hash": self.prev_hash,
         }
         return arguments_hash(body)
+
+
+class JanitorSweep(models.Model):
+    """One janitor sweep that recovered something (``orchestration.janitor.runs_reap``).
+
+    ``counts`` maps each kind of recovery (``worker_lost``, ``dispatched``,
+    ``runs_requeued``, ``executions_requeued``, ``leases_expired``) to how many
+    items it handled; ``recovered`` lists them as ``{"kind", "run"|"toolCallId",
+    "thread", "age_seconds"}``. Read-only in the admin ("Janitor sweeps"); kept
+    ``JANITOR_SWEEP_RETENTION_SECONDS``. Sweeps that found nothing are not kept.
+    """
+
+    started_at = models.DateTimeField(db_index=True)
+    duration_ms = models.PositiveIntegerField(default=0)
+    total = models.PositiveIntegerField(default=0)
+    counts = models.JSONField(default=dict)
+    recovered = models.JSONField(default=list)
+
+    class Meta:
+        ordering = ["-started_at"]
+
+    def __str__(self) -> str:
+        return f"sweep {self.started_at:%Y-%m-%d %H:%M:%S}: {self.total} recovered"

@@ -221,10 +221,17 @@ CELERY_TASK_ROUTES = {
     "approvals.tasks.execute_tool_call": {"queue": "tools"},
     "approvals.tasks.*": {"queue": "tools"},
 }
+# The janitor's sweep interval (COUNTERSIGN["JANITOR_INTERVAL_SECONDS"] below):
+# it bounds recovery from dead workers and lost broker messages (README).
+_JANITOR_INTERVAL = float(os.environ.get("COUNTERSIGN_JANITOR_INTERVAL_SECONDS") or 10)
 CELERY_BEAT_SCHEDULE = {
     "expire-approvals": {"task": "approvals.tasks.expire_approvals", "schedule": 30.0},
-    # Finishes runs whose worker died (threads.janitor); default queue.
-    "reap-stale-runs": {"task": "threads.janitor.reap_stale_runs", "schedule": 30.0},
+    # Recovers runs and executions a dead worker or a lost message left behind
+    # (orchestration.janitor); default queue.
+    "reap-stale-runs": {
+        "task": "threads.janitor.reap_stale_runs",
+        "schedule": _JANITOR_INTERVAL,
+    },
 }
 CELERY_IMPORTS = ("threads.janitor",)
 
@@ -263,11 +270,17 @@ SPECTACULAR_SETTINGS = {
 }
 
 # Countersign's own settings; read lazily through threads.conf.countersign_settings.
-COUNTERSIGN: dict[str, object] = {}
-if os.environ.get("COUNTERSIGN_EXECUTION_LEASE_GRACE_SECONDS"):
-    COUNTERSIGN["EXECUTION_LEASE_GRACE_SECONDS"] = float(
-        os.environ["COUNTERSIGN_EXECUTION_LEASE_GRACE_SECONDS"]
-    )
+COUNTERSIGN: dict[str, object] = {"JANITOR_INTERVAL_SECONDS": _JANITOR_INTERVAL}
+# The recovery windows (threads.conf documents each), settable per process by
+# environment, e.g. COUNTERSIGN_RUN_STALE_SECONDS=60; checked by threads.checks.
+for _name in (
+    "EXECUTION_LEASE_GRACE_SECONDS",
+    "RUN_HEARTBEAT_SECONDS",
+    "RUN_STALE_SECONDS",
+    "QUEUED_STALE_SECONDS",
+):
+    if os.environ.get(f"COUNTERSIGN_{_name}"):
+        COUNTERSIGN[_name] = float(os.environ[f"COUNTERSIGN_{_name}"])
 
 # Agent name -> provider, model, system prompt, toolsets and limits. API keys and
 # base URLs are read from environment variables only (see agentcore.providers).

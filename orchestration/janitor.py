@@ -1,24 +1,39 @@
 """The janitor: finds work a dead worker or a lost broker message left behind.
 
-:func:`runs_reap` (Celery beat, every 30 s, task ``threads.janitor.reap_stale_runs``)
-finds runs whose worker died:
+:func:`runs_reap` is one sweep (Celery beat or the embedded beat, every
+``JANITOR_INTERVAL_SECONDS``, task ``threads.janitor.reap_stale_runs``). It
+recovers, in this order:
 
-- ``running`` with no heartbeat and no event for ``RUN_STALE_SECONDS``: ended with
-  ``RUN_ERROR`` ``worker_lost`` through :func:`threads.services.run_fail`, so the
-  thread can take a new message;
-- ``queued`` runs and approved executions whose broker message was lost: enqueued
-  again (:func:`lost_messages_requeue`);
-- ``awaiting_tools`` with calls still ``pending`` (the worker died between the
-  run's last event and dispatching its calls), no heartbeat and quiet for as long:
-  dispatched now (:func:`approvals.services.pending_calls_dispatch` is idempotent).
+- ``running`` runs with no heartbeat and no event for ``RUN_STALE_SECONDS``
+  (their worker, child or master, died): ended with ``RUN_ERROR``
+  ``worker_lost`` through :func:`threads.services.run_fail`, so the thread can
+  take a new message (``worker_lost``);
+- ``awaiting_tools`` runs with calls still ``pending`` (the worker died between
+  the run's last event and dispatching its calls), no heartbeat and quiet as
+  long: dispatched now, idempotently (``dispatched``);
+- ``queued`` runs and executions older than ``QUEUED_STALE_SECONDS`` (their
+  broker message was lost: Redis restarted without persistence, or a worker
+  master died holding it unacknowledged): enqueued again (``runs_requeued``,
+  ``executions_requeued``);
+- ``reserved`` executions whose lease has ended (the worker died between the
+  reservation and the outcome, and its message waits in Redis's unacknowledged
+  hash for the visibility timeout): enqueued again, and the delivery either runs
+  an idempotent tool again under the same key or records ``outcome_unknown`` for
+  an operator (``leases_expired``).
 
-Redis losing a heartbeat key (a restart) is repaired by the next beat, well
-inside the window.
+Every task it enqueues is idempotent, so a duplicate delivery is harmless; with
+Redis, one item is enqueued again at most once per ``QUEUED_STALE_SECONDS``. Each
+recovery is logged as one line (``janitor`` = the kind, the ids, ``age_seconds``)
+and each sweep that recovered something is kept as a
+:class:`approvals.models.JanitorSweep` (admin: "Janitor sweeps"). The bounds are
+in the README ("Recovery from crashes"). Implements FT-06, DC-04.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -27,16 +42,66 @@ from django.db.models import Max
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from approvals.models import ToolExecution
+from approvals.models import JanitorSweep, ToolExecution
 from approvals.services import EXECUTE_TASK, pending_calls_dispatch
 from config.logging import log_context
-from orchestration.supervision import heartbeat_alive
+from orchestration.supervision import heartbeat_alive, requeue_claim
 from threads.conf import countersign_settings
 from threads.execution import enqueue
 from threads.models import Run, ToolCall
 from threads.services import RUN_TASK, run_fail
 
 logger = logging.getLogger(__name__)
+
+#: The kinds of recovery, in the order a sweep performs them.
+KINDS = (
+    "worker_lost",
+    "dispatched",
+    "runs_requeued",
+    "executions_requeued",
+    "leases_expired",
+)
+
+
+@dataclass
+class _Sweep:
+    """What one sweep recovered: counts per kind and one entry per item."""
+
+    now: Any
+    started: float = field(default_factory=time.monotonic)
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
+    recovered: list[dict[str, Any]] = field(default_factory=list)
+
+    def note(self, kind: str, since: Any, message: str, **ids: Any) -> None:
+        """Count one recovery of ``kind`` and log it with its ids and age."""
+        age = round((self.now - since).total_seconds(), 3) if since else None
+        entry = {"kind": kind, **ids, "age_seconds": age}
+        self.counts[kind] += 1
+        self.recovered.append(entry)
+        # The ids go through the log context: LogRecord already has a ``thread``.
+        with log_context(**ids):
+            logger.warning(
+                "janitor %s: %s",
+                kind,
+                message,
+                extra={"janitor": kind, "age_seconds": age},
+            )
+
+    def record(self) -> None:
+        """Keep this sweep if it recovered something; drop sweeps past retention."""
+        if not self.recovered:
+            return
+        JanitorSweep.objects.create(
+            started_at=self.now,
+            duration_ms=int((time.monotonic() - self.started) * 1000),
+            total=len(self.recovered),
+            counts=self.counts,
+            recovered=self.recovered,
+        )
+        keep = float(countersign_settings.JANITOR_SWEEP_RETENTION_SECONDS)
+        JanitorSweep.objects.filter(
+            started_at__lt=self.now - timedelta(seconds=keep)
+        ).delete()
 
 
 def stale_runs(
@@ -45,7 +110,8 @@ def stale_runs(
     """Return the pks of runs that look abandoned: ``{"running": [...], "undispatched": [...]}``.
 
     A run qualifies when it started (or was created) and last recorded an event
-    more than ``stale_seconds`` ago and its heartbeat is gone.
+    more than ``stale_seconds`` (default ``RUN_STALE_SECONDS``) ago and its
+    heartbeat is gone.
     """
     now = now or timezone.now()
     window = float(
@@ -79,22 +145,33 @@ def stale_runs(
     return found
 
 
-def runs_reap(*, now: Any = None, stale_seconds: float | None = None) -> dict[str, int]:
-    """End abandoned ``running`` runs with ``worker_lost`` and dispatch forgotten calls.
+def runs_reap(
+    *,
+    now: Any = None,
+    stale_seconds: float | None = None,
+    queued_seconds: float | None = None,
+) -> dict[str, int]:
+    """Run one janitor sweep; return how many items of each kind (:data:`KINDS`) it recovered.
 
-    Returns how many runs of each kind were handled. Re-checks each run's status
-    just before acting, so a run that moved on meanwhile is left alone.
+    ``stale_seconds`` overrides ``RUN_STALE_SECONDS`` and ``queued_seconds``
+    ``QUEUED_STALE_SECONDS`` (tests). Re-checks each run's status just before
+    acting, so a run that moved on meanwhile is left alone. Logs one line per
+    recovery and keeps the sweep as a ``JanitorSweep`` when it recovered
+    anything. Implements FT-06.
     """
-    found = stale_runs(now=now, stale_seconds=stale_seconds)
-    done = {"worker_lost": 0, "dispatched": 0}
+    sweep = _Sweep(now=now or timezone.now())
+    found = stale_runs(now=sweep.now, stale_seconds=stale_seconds)
     for pk in found["running"]:
         run = Run.objects.select_related("thread").get(pk=pk)
         if run.status != Run.Status.RUNNING:
             continue
         with log_context(run=run.run_id, thread=run.thread.thread_id):
-            logger.warning(
-                "run %s: no heartbeat and no event; ending it as worker_lost",
-                run.run_id,
+            sweep.note(
+                "worker_lost",
+                _last_activity(run),
+                f"run {run.run_id} has no heartbeat and no event; ending it",
+                run=run.run_id,
+                thread=run.thread.thread_id,
             )
             run_fail(
                 run=run,
@@ -102,57 +179,122 @@ def runs_reap(*, now: Any = None, stale_seconds: float | None = None) -> dict[st
                 message="The worker executing this run stopped before it finished; "
                 "post the message again to retry.",
             )
-        done["worker_lost"] += 1
     for pk in found["undispatched"]:
         run = Run.objects.select_related("thread").get(pk=pk)
         if run.status != Run.Status.AWAITING_TOOLS:
             continue
         with log_context(run=run.run_id, thread=run.thread.thread_id):
-            logger.warning(
-                "run %s: pending calls were never dispatched; dispatching", run.run_id
+            sweep.note(
+                "dispatched",
+                _last_activity(run),
+                f"run {run.run_id}'s pending calls were never dispatched; dispatching",
+                run=run.run_id,
+                thread=run.thread.thread_id,
             )
             pending_calls_dispatch(run=run)
-        done["dispatched"] += 1
-    done.update(lost_messages_requeue(now=now, stale_seconds=stale_seconds))
-    return done
+    _lost_messages(sweep, queued_seconds=queued_seconds)
+    _expired_leases(sweep)
+    sweep.record()
+    return dict(sweep.counts)
 
 
 def lost_messages_requeue(
     *, now: Any = None, stale_seconds: float | None = None
 ) -> dict[str, int]:
-    """Enqueue again runs and approved executions still ``queued`` after ``stale_seconds``.
+    """Enqueue again runs and executions still ``queued`` after ``stale_seconds``.
 
-    A broker message can be lost (Redis restarted without persistence). Both tasks
-    are idempotent — a run is claimed only while ``queued``, an execution runs at
-    most once under its row lock and lease — so a duplicate delivery is harmless.
-    Returns ``{"runs_requeued": n, "executions_requeued": m}``.
+    ``stale_seconds`` defaults to ``QUEUED_STALE_SECONDS``. A broker message can
+    be lost (Redis restarted without persistence). Both tasks are idempotent — a
+    run is claimed only while ``queued``, an execution runs at most once under
+    its row lock and lease — so a duplicate delivery is harmless. Returns
+    ``{"runs_requeued": n, "executions_requeued": m}`` (part of a sweep: use
+    :func:`runs_reap` to have it logged and kept).
     """
-    now = now or timezone.now()
-    stale = float(
-        stale_seconds
-        if stale_seconds is not None
-        else countersign_settings.RUN_STALE_SECONDS
+    sweep = _Sweep(now=now or timezone.now())
+    _lost_messages(sweep, queued_seconds=stale_seconds)
+    return {k: sweep.counts[k] for k in ("runs_requeued", "executions_requeued")}
+
+
+def _last_activity(run: Run) -> Any:
+    last = run.events.aggregate(last=Max("created_at"))["last"]
+    return last or run.started_at or run.created_at
+
+
+def _lost_messages(sweep: _Sweep, *, queued_seconds: float | None) -> None:
+    window = float(
+        queued_seconds
+        if queued_seconds is not None
+        else countersign_settings.QUEUED_STALE_SECONDS
     )
-    cutoff = now - timedelta(seconds=stale)
+    cutoff = sweep.now - timedelta(seconds=window)
     runs = list(
         Run.objects.filter(status=Run.Status.QUEUED, created_at__lt=cutoff).values_list(
-            "pk", flat=True
+            "pk", "run_id", "thread__thread_id", "created_at"
         )
     )
-    executions = list(
-        ToolExecution.objects.filter(
-            state=ToolExecution.State.QUEUED, created_at__lt=cutoff
-        ).values_list("tool_call_id", flat=True)
-    )
     with transaction.atomic():
-        for pk in runs:
-            logger.warning(
-                "run pk=%s still queued after %ss; enqueueing it again", pk, stale
+        for pk, run_id, thread_id, created_at in runs:
+            if not requeue_claim("runs_requeued", pk, seconds=window):
+                continue
+            sweep.note(
+                "runs_requeued",
+                created_at,
+                f"run {run_id} still queued after {window}s; enqueueing it again",
+                run=run_id,
+                thread=thread_id,
             )
             enqueue(RUN_TASK, run_pk=pk)
-        for pk in executions:
-            logger.warning(
-                "call pk=%s still queued after %ss; enqueueing it again", pk, stale
+    _executions_requeue(
+        sweep,
+        kind="executions_requeued",
+        executions=ToolExecution.objects.filter(
+            state=ToolExecution.State.QUEUED, created_at__lt=cutoff
+        ),
+        since_field="created_at",
+        why=f"execution still queued after {window}s; enqueueing it again",
+    )
+
+
+def _expired_leases(sweep: _Sweep) -> None:
+    """Hand each reservation whose lease ended to a worker again (BC32).
+
+    The worker that reserved it is dead (a live one finishes within the lease:
+    the tool's timeout plus the grace). ``tool_call_execute`` then runs an
+    idempotent tool again with the same key or records ``outcome_unknown``.
+    """
+    _executions_requeue(
+        sweep,
+        kind="leases_expired",
+        executions=ToolExecution.objects.filter(
+            state=ToolExecution.State.RESERVED, lease_expires_at__lt=sweep.now
+        ),
+        since_field="lease_expires_at",
+        why="execution lease ended without an outcome; handing it to a worker again",
+    )
+
+
+def _executions_requeue(
+    sweep: _Sweep, *, kind: str, executions: Any, since_field: str, why: str
+) -> None:
+    """Enqueue the execution task again for each of ``executions``, noted as ``kind``."""
+    rows = list(
+        executions.values_list(
+            "tool_call_id",
+            "tool_call__tool_call_id",
+            "tool_call__thread__thread_id",
+            since_field,
+        )
+    )
+    window = float(countersign_settings.QUEUED_STALE_SECONDS)
+    with transaction.atomic():
+        for pk, call_id, thread_id, since in rows:
+            if not requeue_claim(kind, pk, seconds=window):
+                continue
+            sweep.note(
+                kind,
+                since,
+                f"call {call_id}: {why}",
+                toolCallId=call_id,
+                thread=thread_id,
             )
             enqueue(EXECUTE_TASK, tool_call_pk=pk)
-    return {"runs_requeued": len(runs), "executions_requeued": len(executions)}

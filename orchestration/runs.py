@@ -21,8 +21,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from agentcore.events import RunAgentInput
+from approvals import crashpoints
 from approvals.services import pending_calls_dispatch
-from orchestration.supervision import run_supervision
+from orchestration.supervision import (
+    heartbeat_alive,
+    heartbeat_touch,
+    run_heartbeat,
+    run_log_context,
+)
 from threads.agent_config import agent_build
 from threads.answers import run_answer_dangling_calls
 from threads.locks import run_lock
@@ -42,34 +48,43 @@ def run_execute(*, run_pk: int) -> Run:
     a ``worker_lost`` error so it never stays running forever. Agent failures end
     the run with ``RUN_ERROR``; nothing already recorded is lost. Log lines carry
     the run and thread, and a heartbeat tells the janitor the worker is alive
-    (:mod:`orchestration.supervision`).
+    (:mod:`orchestration.supervision`); a delivery that finds the run
+    ``running`` with another live worker's heartbeat leaves it alone.
     """
-    with run_supervision(run_pk=run_pk):
-        return _run_execute(run_pk=run_pk)
+    with run_log_context(run_pk=run_pk):
+        run, claimed = _run_claim(run_pk=run_pk)
+        if claimed is None:
+            return run
+        # The heartbeat beats only once this delivery owns the run (the claim
+        # writes it first), so a duplicate tells the owner's from its own.
+        with run_heartbeat(run_pk=run_pk):
+            return _run_execute(run=run, claimed=claimed)
 
 
 def _run_claim(*, run_pk: int) -> tuple[Run, bool | None]:
     """Lock run ``run_pk`` and claim it; return it and whether it was claimed.
 
-    ``None``: the run already moved on (nothing to do). ``False``: found
-    ``running`` (a dead worker's) or cancelled before it started.
+    ``None``: the run already moved on, or another live worker executes it (its
+    heartbeat is fresh: this is a duplicate delivery, e.g. the janitor's copy of
+    a message it took for lost); nothing to do. ``False``: found ``running``
+    with no heartbeat (a dead worker's) or cancelled before it started.
     """
     with transaction.atomic():
         run = run_lock(run_pk=run_pk)
         if run.status == Run.Status.RUNNING:
-            return run, False
+            return run, None if heartbeat_alive(run_pk) else False
         if run.status != Run.Status.QUEUED:
             return run, None
         run_transition(run=run, to=Run.Status.RUNNING, save=False)
         run.started_at = timezone.now()
         run.save(update_fields=["status", "started_at"])
+        # Before the claim commits: a duplicate waiting on the row lock then
+        # sees this worker's heartbeat with the run ``running``.
+        heartbeat_touch(run_pk)
         return run, not run.cancel_requested
 
 
-def _run_execute(*, run_pk: int) -> Run:
-    run, claimed = _run_claim(run_pk=run_pk)
-    if claimed is None:
-        return run
+def _run_execute(*, run: Run, claimed: bool) -> Run:
     if not claimed:
         return run_fail(
             run=run,
@@ -79,6 +94,7 @@ def _run_execute(*, run_pk: int) -> Run:
             if not run.cancel_requested
             else "The run was cancelled before it started.",
         )
+    crashpoints.crash_point("after_run_claimed")
     recorder = RunRecorder(run)
     try:
         run_input_data = run_input_build(run=run)
@@ -102,7 +118,9 @@ def _run_execute(*, run_pk: int) -> Run:
             )
     run.refresh_from_db()
     if run.status == Run.Status.AWAITING_TOOLS:
+        crashpoints.crash_point("after_run_recorded")
         pending_calls_dispatch(run=run)
+        crashpoints.crash_point("after_dispatch")
         run.refresh_from_db()
     elif run.status in (Run.Status.CANCELLED, Run.Status.ERROR):
         run_answer_dangling_calls(run=run)

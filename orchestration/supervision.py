@@ -1,12 +1,14 @@
 """Supervising workers: a heartbeat while a worker executes a run, and log context.
 
-A worker executing a run (:func:`orchestration.runs.run_execute`) holds
-:func:`run_supervision`: it tags every log line with the run and thread
-(``config.logging``) and, with Redis configured, refreshes the key
+A worker executing a run (:func:`orchestration.runs.run_execute`) tags every
+log line with the run and thread (:func:`run_log_context`, ``config.logging``)
+and, once it has claimed the run, with Redis configured, refreshes the key
 ``countersign:run-heartbeat:<pk>`` every ``RUN_HEARTBEAT_SECONDS`` from a daemon
 thread (time to live: three intervals), deleting it when the run returns. The
 heartbeat is what tells the janitor (:mod:`orchestration.janitor`) a live worker
-with a slow tool from a dead one.
+with a slow tool from a dead one, and a duplicate delivery of a live run from a
+redelivery after its worker died. :func:`requeue_claim` throttles the janitor's
+re-enqueueing to once per window per item.
 """
 
 from __future__ import annotations
@@ -87,6 +89,52 @@ def heartbeat_alive(run_pk: int) -> bool:
     return bool(client.exists(HEARTBEAT_KEY.format(pk=run_pk)))
 
 
+REQUEUE_KEY = "countersign:janitor-requeued:{kind}:{pk}"
+
+
+def requeue_claim(kind: str, pk: int, *, seconds: float) -> bool:
+    """Return whether the janitor may enqueue item ``kind``/``pk`` again now.
+
+    With Redis, ``True`` at most once per ``seconds`` per item (a key with that
+    time to live), so a long outage does not pile up one duplicate message per
+    sweep; a Redis error or a lost key (a restart) allows it. ``True`` without
+    Redis (the embedded pool loses nothing while its process lives).
+    """
+    client = _redis()
+    if client is None:
+        return True
+    # Deployments (or test sessions) sharing one Redis keep apart by the broker's
+    # key prefix, as their queues do.
+    options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", None) or {}
+    prefix = str(options.get("global_keyprefix", ""))
+    try:
+        return bool(
+            client.set(
+                prefix + REQUEUE_KEY.format(kind=kind, pk=pk),
+                "1",
+                nx=True,
+                px=max(1, int(seconds * 1000)),
+            )
+        )
+    except Exception:
+        logger.warning("janitor could not throttle %s %s", kind, pk, exc_info=True)
+        return True
+
+
+def heartbeat_touch(run_pk: int) -> None:
+    """Write run ``run_pk``'s heartbeat once (its claim, before the claim commits).
+
+    A no-op without Redis; a Redis error is logged (the beat thread retries).
+    """
+    client = _redis()
+    if client is not None:
+        _Heartbeat(
+            run_pk=run_pk,
+            client=client,
+            interval=float(countersign_settings.RUN_HEARTBEAT_SECONDS),
+        ).beat()
+
+
 @contextmanager
 def run_heartbeat(*, run_pk: int) -> Iterator[None]:
     """Keep run ``run_pk``'s heartbeat fresh while the block runs (a no-op without Redis)."""
@@ -108,13 +156,13 @@ def run_heartbeat(*, run_pk: int) -> Iterator[None]:
 
 
 @contextmanager
-def run_supervision(*, run_pk: int) -> Iterator[None]:
-    """Tag log lines with run ``run_pk`` and its thread, and keep its heartbeat fresh."""
+def run_log_context(*, run_pk: int) -> Iterator[None]:
+    """Tag log lines with run ``run_pk`` and its thread."""
     ids = (
         Run.objects.filter(pk=run_pk).values_list("run_id", "thread__thread_id").first()
     )
     run_id, thread_id = ids if ids is not None else (None, None)
-    with log_context(run=run_id, thread=thread_id), run_heartbeat(run_pk=run_pk):
+    with log_context(run=run_id, thread=thread_id):
         yield
 
 

@@ -7,7 +7,13 @@ One id per problem:
 - ``threads.E003``: an agent's toolset path does not import;
 - ``threads.E004``: ``CHANNEL_LAYERS['default']`` is missing;
 - ``threads.E005``: an agent names an unknown provider;
-- ``threads.E006``: an ``agui_http`` agent has no ``url``.
+- ``threads.E006``: an ``agui_http`` agent has no ``url``;
+- ``threads.E030``: a janitor window (``COUNTERSIGN[...]_SECONDS``) is not a
+  positive number;
+- ``threads.E031``: ``RUN_STALE_SECONDS`` is not longer than the heartbeat's
+  time to live (three ``RUN_HEARTBEAT_SECONDS``): live runs would be reaped;
+- ``threads.E032``: the janitor's beat entry is missing or its schedule is not
+  ``JANITOR_INTERVAL_SECONDS``.
 """
 
 from __future__ import annotations
@@ -105,6 +111,76 @@ def check_channel_layer(
     return []
 
 
+#: The recovery windows the janitor reads (threads.conf documents each).
+JANITOR_SETTINGS = (
+    "JANITOR_INTERVAL_SECONDS",
+    "QUEUED_STALE_SECONDS",
+    "RUN_STALE_SECONDS",
+    "RUN_HEARTBEAT_SECONDS",
+    "EXECUTION_LEASE_GRACE_SECONDS",
+    "JANITOR_SWEEP_RETENTION_SECONDS",
+)
+#: The beat entry that runs the janitor (config/settings.py).
+JANITOR_BEAT_ENTRY = "reap-stale-runs"
+
+
+@checks.register()
+def check_janitor(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Check the janitor's windows and that beat runs it every ``JANITOR_INTERVAL_SECONDS``.
+
+    Returns ``threads.E030`` per window that is not a positive number,
+    ``threads.E031`` when ``RUN_STALE_SECONDS`` does not outlast a heartbeat's
+    time to live, ``threads.E032`` when the beat entry is missing or disagrees.
+    The windows bound recovery from crashes (README "Recovery from crashes").
+    """
+    from threads.conf import countersign_settings
+
+    errors: list[checks.CheckMessage] = []
+    values: dict[str, float] = {}
+    for name in JANITOR_SETTINGS:
+        value = getattr(countersign_settings, name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            errors.append(
+                checks.Error(
+                    f"COUNTERSIGN[{name!r}] is {value!r}",
+                    hint="Set it to a positive number of seconds.",
+                    id="threads.E030",
+                )
+            )
+        else:
+            values[name] = float(value)
+    if errors:
+        return errors
+    if values["RUN_STALE_SECONDS"] <= 3 * values["RUN_HEARTBEAT_SECONDS"]:
+        errors.append(
+            checks.Error(
+                f"COUNTERSIGN['RUN_STALE_SECONDS'] ({values['RUN_STALE_SECONDS']}) "
+                "is not longer than three RUN_HEARTBEAT_SECONDS "
+                f"({3 * values['RUN_HEARTBEAT_SECONDS']}), the heartbeat's time to live",
+                hint="Raise RUN_STALE_SECONDS or lower RUN_HEARTBEAT_SECONDS, so a "
+                "run whose heartbeat key was lost (Redis restarted) is not reaped.",
+                id="threads.E031",
+            )
+        )
+    entry = getattr(settings, "CELERY_BEAT_SCHEDULE", {}).get(JANITOR_BEAT_ENTRY)
+    schedule = entry.get("schedule") if isinstance(entry, dict) else None
+    if (
+        not isinstance(schedule, int | float)
+        or float(schedule) != (values["JANITOR_INTERVAL_SECONDS"])
+    ):
+        errors.append(
+            checks.Error(
+                f"CELERY_BEAT_SCHEDULE[{JANITOR_BEAT_ENTRY!r}] runs the janitor every "
+                f"{schedule!r} s, not JANITOR_INTERVAL_SECONDS "
+                f"({values['JANITOR_INTERVAL_SECONDS']})",
+                hint="Build the beat entry from COUNTERSIGN['JANITOR_INTERVAL_SECONDS'] "
+                "(as config/settings.py does).",
+                id="threads.E032",
+            )
+        )
+    return errors
+
+
 def raise_on_configuration_errors() -> None:
     """Run Countersign's checks and raise ``ImproperlyConfigured`` listing any error.
 
@@ -113,7 +189,12 @@ def raise_on_configuration_errors() -> None:
     naming the setting, instead of failing the first run.
     """
 
-    problems = [*check_agents(), *check_channel_layer(), *check_mcp_servers()]
+    problems = [
+        *check_agents(),
+        *check_channel_layer(),
+        *check_mcp_servers(),
+        *check_janitor(),
+    ]
     errors = [p for p in problems if p.level >= checks.ERROR]
     if errors:
         raise ImproperlyConfigured(

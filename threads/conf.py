@@ -36,6 +36,18 @@ DEFAULTS: Final[dict[str, Any]] = {
     # it has had no heartbeat and no event for RUN_STALE_SECONDS.
     "RUN_HEARTBEAT_SECONDS": 10.0,
     "RUN_STALE_SECONDS": 90.0,
+    # The janitor (orchestration.janitor) sweeps every JANITOR_INTERVAL_SECONDS
+    # (Celery beat, or the embedded beat); the beat schedule in config/settings.py
+    # is built from it. A run or an execution still ``queued`` after
+    # QUEUED_STALE_SECONDS is taken for a lost broker message and enqueued again
+    # (duplicates are harmless). An execution ``reserved`` past its lease (tool
+    # timeout + EXECUTION_LEASE_GRACE_SECONDS) is handed to a worker again, which
+    # runs an idempotent tool again or records ``outcome_unknown``. Checked by
+    # threads.checks (threads.E030-E032); README "Recovery from crashes".
+    "JANITOR_INTERVAL_SECONDS": 10.0,
+    "QUEUED_STALE_SECONDS": 15.0,
+    # Sweeps that recovered something are kept (admin: Janitor sweeps) this long.
+    "JANITOR_SWEEP_RETENTION_SECONDS": 7 * 24 * 3600,
 }
 
 

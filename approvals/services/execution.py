@@ -192,6 +192,7 @@ def tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
         )
         notify_call_changed(call, approval=getattr(call, "approval", None))
         continuation_maybe_start(run=call.run)
+    crashpoints.crash_point("after_outcome")
     return locked
 
 

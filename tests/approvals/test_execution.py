@@ -14,12 +14,14 @@ from demo.models import Refund
 def test_crash_points_follow_the_reservation_and_the_side_effect(
     approver, pending_refund, executor, monkeypatch
 ):
-    """``after_reservation`` sees a committed reservation and no refund; ``after_tool`` the refund."""
+    """``after_reservation`` sees a committed reservation and no refund; ``after_tool`` the refund; ``after_outcome`` it recorded."""
     # given a refund awaiting approval, and crash points that record what they see
     call = pending_refund
     seen: list[tuple[str, str, int]] = []
 
     def record(name: crashpoints.CrashPoint) -> None:
+        if name not in ("after_reservation", "after_tool", "after_outcome"):
+            return  # the runs' own points (the continuation runs on another thread)
         execution = ToolExecution.objects.get(tool_call=call)
         seen.append((name, execution.state, Refund.objects.count()))
 
@@ -29,7 +31,11 @@ def test_crash_points_follow_the_reservation_and_the_side_effect(
     approval_decide(approval=approval, decided_by=approver, decision="approve")
     executor.settle(call.thread)
     # then each crash point was passed once, in order, with the state a crash there leaves
-    assert seen == [("after_reservation", "reserved", 0), ("after_tool", "reserved", 1)]
+    assert seen == [
+        ("after_reservation", "reserved", 0),
+        ("after_tool", "reserved", 1),
+        ("after_outcome", "succeeded", 1),
+    ]
     assert ToolExecution.objects.get(tool_call=call).state == "succeeded"
 
 

@@ -296,6 +296,7 @@ def stack(
         "PYTHONUNBUFFERED": "1",
     }
     env.pop("COUNTERSIGN_TEST_CRASH_AT", None)
+    env.pop("COUNTERSIGN_TEST_HANG_AT", None)
     running = Stack(env=env, tmp=tmp_path, redis=private_redis)
     try:
         yield running

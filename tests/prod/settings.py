@@ -1,7 +1,7 @@
 """Settings for the processes tests/prod starts: production settings plus test agents.
 
-The janitor's windows are shortened (heartbeat 0.5 s, stale after 3 s, beat every
-second), as is the execution lease's grace (1 s), and two agents are added:
+The janitor's windows are shortened (heartbeat 0.5 s, stale after 3 s, queued
+items lost after 2 s, a sweep every second), as is the execution lease's grace (1 s), and two agents are added:
 
 - ``slow``: a remote AG-UI agent (``tests.prod.slow_agent``) streaming text deltas
   at a pace the test chooses, at ``SLOW_AGENT_URL``;
@@ -27,6 +27,9 @@ COUNTERSIGN = {
     "RUN_STALE_SECONDS": 3.0,
     # A redelivered execution waits for the lease (tool timeout + grace) to end.
     "EXECUTION_LEASE_GRACE_SECONDS": 1.0,
+    # The janitor sweeps every second; a queued item is taken for lost after 2 s.
+    "JANITOR_INTERVAL_SECONDS": 1.0,
+    "QUEUED_STALE_SECONDS": 2.0,
 }
 CELERY_BEAT_SCHEDULE = {
     **CELERY_BEAT_SCHEDULE,

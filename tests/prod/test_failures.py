@@ -86,6 +86,18 @@ def test_sigkill_worker_mid_run_janitor_ends_run_worker_lost(stack, operator):
         what=f"the janitor ending run {run_id}\n{stack.logs()}",
     )
     assert run.error_code == "worker_lost"
+    # through the janitor's sweep, which kept a record of it
+    from approvals.models import JanitorSweep
+
+    wait_until(
+        lambda: any(
+            entry["kind"] == "worker_lost" and entry["run"] == run_id
+            for sweep in JanitorSweep.objects.all()
+            for entry in sweep.recovered
+        ),
+        timeout=10,
+        what="the sweep's record (written as the sweep ends)",
+    )
     log = _log(thread_id)
     assert [e["seq"] for e in log] == list(range(1, len(log) + 1))
     assert [e["type"] for e in log][-2:] == ["TEXT_MESSAGE_END", "RUN_ERROR"]

@@ -142,6 +142,7 @@ def test_janitor_ends_stale_run_without_heartbeat(user, settings):
         "dispatched": 0,
         "runs_requeued": 0,
         "executions_requeued": 0,
+        "leases_expired": 0,
     }
     run.refresh_from_db()
     fresh.refresh_from_db()
@@ -168,6 +169,7 @@ def test_janitor_spares_quiet_run_with_live_heartbeat(user, settings, redis_url)
             "dispatched": 0,
             "runs_requeued": 0,
             "executions_requeued": 0,
+            "leases_expired": 0,
         }
     run.refresh_from_db()
     assert run.status == Run.Status.RUNNING

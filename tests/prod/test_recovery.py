@@ -1,0 +1,289 @@
+"""Bounded recovery from every crash, on real processes (issue 19 point 2).
+
+A worker *master* SIGKILLed while its child holds a step, and Redis restarted
+without persistence while a message waits in a queue: in each case the
+janitor's sweep (beat every second under ``tests.prod.settings``) recovers the
+thread, which is answered exactly once (one execution, one tool message, one
+ledger line) or left ``outcome_unknown`` for an operator and then continues.
+Recovery through the janitor is asserted from its :class:`JanitorSweep`
+records and its JSON log lines, not from wall-clock timing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.prod.client import api_client, wait_until
+from tests.prod.test_failures import _log, _pending_approval, _post, _thread
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
+
+
+def _sweeps_of(kind: str, **ids: str) -> list[dict[str, Any]]:
+    """Return the janitor's recorded recoveries of ``kind`` matching ``ids``."""
+    from approvals.models import JanitorSweep
+
+    return [
+        entry
+        for sweep in JanitorSweep.objects.all()
+        for entry in sweep.recovered
+        if entry["kind"] == kind and all(entry.get(k) == v for k, v in ids.items())
+    ]
+
+
+def _janitor_lines(stack: Any, kind: str) -> list[dict[str, Any]]:
+    """Return the JSON log lines of the janitor's recoveries of ``kind``, from any process."""
+    return [
+        record
+        for proc in stack.procs
+        for line in proc.text().splitlines()
+        if line.startswith("{")
+        for record in [json.loads(line)]
+        if record.get("janitor") == kind
+    ]
+
+
+def _kill_master(proc: Any) -> None:
+    """SIGKILL only the worker's main process; its prefork children are orphaned."""
+    os.kill(proc.process.pid, signal.SIGKILL)
+    proc.process.wait(10)
+
+
+def _refund_awaiting_approval(stack: Any, api: Any) -> tuple[str, dict[str, Any]]:
+    """Ask the fragile agent for a refund; return the thread id and its pending approval."""
+    thread_id = _thread(api, "fragile")
+    _post(api, thread_id, "refund order A-1001 2.50")
+    approval = wait_until(
+        lambda: _pending_approval(api, thread_id),
+        timeout=30,
+        what=f"the refund's approval request\n{stack.logs()}",
+    )
+    return thread_id, approval
+
+
+def _finished_runs(thread_id: str) -> int:
+    from threads.models import Run
+
+    return Run.objects.filter(thread__thread_id=thread_id, status="finished").count()
+
+
+def _ledger_lines(tmp_path: Path) -> list[str]:
+    ledger = tmp_path / "ledger.jsonl"
+    return ledger.read_text().splitlines() if ledger.exists() else []
+
+
+def test_master_killed_after_reservation_janitor_hands_expired_lease_to_outcome_unknown(
+    stack, operator, tmp_path: Path
+):
+    """Master SIGKILLed while its child holds a reservation: outcome_unknown, then the thread continues."""
+    from approvals.models import ToolExecution
+    from threads.models import ToolCall
+
+    # given the non-idempotent refund approved, its tools worker frozen right
+    # after committing the reservation
+    base = stack.web()
+    stack.worker("janitor-worker", queues="countersign")
+    stack.worker("runs-worker", queues="runs")
+    stack.beat()
+    tools = stack.worker("tools-worker", queues="tools")
+    api = api_client(base, operator["token"])
+    thread_id, approval = _refund_awaiting_approval(stack, api)
+    tools.terminate()
+    doomed = stack.worker(
+        "tools-worker-hanging",
+        queues="tools",
+        COUNTERSIGN_TEST_HANG_AT="after_reservation",
+    )
+    assert (
+        api.post(f"/api/approvals/{approval['id']}/approve/", json={}).status_code
+        == 200
+    )
+    call = ToolCall.objects.get(thread__thread_id=thread_id, name="refund_order")
+    wait_until(
+        lambda: "crash point after_reservation: hanging" in doomed.text(),
+        timeout=30,
+        what=f"the reservation\n{stack.logs()}",
+    )
+    assert ToolExecution.objects.get(tool_call=call).state == "reserved"
+
+    # when its master dies (the message stays unacknowledged in Redis for the
+    # visibility timeout) and a tools worker comes back
+    _kill_master(doomed)
+    stack.worker("tools-worker-2", queues="tools")
+
+    # then the janitor hands the expired lease to the new worker: outcome_unknown
+    call = wait_until(
+        lambda: ToolCall.objects.filter(pk=call.pk, state="outcome_unknown").first(),
+        timeout=40,
+        what=f"outcome_unknown\n{stack.logs()}",
+    )
+    execution = ToolExecution.objects.get(tool_call=call)
+    assert (execution.state, execution.attempts) == ("outcome_unknown", 1)
+    assert _ledger_lines(tmp_path) == []
+    assert _sweeps_of("leases_expired", toolCallId=call.tool_call_id)
+    lines = _janitor_lines(stack, "leases_expired")
+    assert any(line["toolCallId"] == call.tool_call_id for line in lines), lines
+    assert all(line["age_seconds"] >= 0 for line in lines)
+
+    # and once an operator resolves it the thread continues and finishes
+    resolved = api.post(
+        f"/api/approvals/{approval['id']}/resolve/",
+        json={"succeeded": False, "content": "not refunded", "reason": "checked"},
+    )
+    assert resolved.status_code == 200, resolved.text
+    wait_until(
+        lambda: _finished_runs(thread_id) == 3,
+        timeout=30,
+        what=f"the continuation finishing\n{stack.logs()}",
+    )
+    log = _log(thread_id)
+    tool_results = [e for e in log if e["type"] == "TOOL_CALL_RESULT"]
+    assert [e["toolCallId"] for e in tool_results].count(call.tool_call_id) == 1
+    assert _ledger_lines(tmp_path) == []
+
+
+def test_master_killed_before_dispatch_janitor_dispatches_and_refund_runs_once(
+    stack, operator, tmp_path: Path
+):
+    """Worker (master and child) killed between a run's events and its dispatch: dispatched once."""
+    from approvals.models import ToolExecution
+    from threads.models import Run, ToolCall
+
+    # given a runs worker that freezes after recording the run, before dispatch
+    base = stack.web()
+    stack.worker("janitor-worker", queues="countersign")
+    stack.worker("tools-worker", queues="tools")
+    stack.beat()
+    doomed = stack.worker(
+        "runs-worker", queues="runs", COUNTERSIGN_TEST_HANG_AT="after_run_recorded"
+    )
+    api = api_client(base, operator["token"])
+    thread_id = _thread(api, "fragile")
+    run_id = _post(api, thread_id, "refund order A-1001 2.50")["run"]["runId"]
+    wait_until(
+        lambda: "crash point after_run_recorded: hanging" in doomed.text(),
+        timeout=30,
+        what=f"the run recorded\n{stack.logs()}",
+    )
+    run = Run.objects.get(run_id=run_id)
+    assert run.status == "awaiting_tools"
+    assert list(ToolCall.objects.filter(run=run).values_list("state", flat=True)) == [
+        "pending"
+    ]
+
+    # when the worker dies, master and child (no heartbeat any more), and a runs
+    # worker comes back
+    doomed.kill()
+    stack.worker("runs-worker-2", queues="runs")
+
+    # then the janitor dispatches the call: its approval request appears
+    approval = wait_until(
+        lambda: _pending_approval(api, thread_id),
+        timeout=40,
+        what=f"the approval request\n{stack.logs()}",
+    )
+    assert _sweeps_of("dispatched", run=run_id)
+    assert any(line["run"] == run_id for line in _janitor_lines(stack, "dispatched"))
+
+    # and, approved, the refund runs exactly once and the thread finishes
+    assert (
+        api.post(f"/api/approvals/{approval['id']}/approve/", json={}).status_code
+        == 200
+    )
+    wait_until(
+        lambda: _finished_runs(thread_id) == 3,
+        timeout=40,
+        what=f"the continuation finishing\n{stack.logs()}",
+    )
+    assert Run.objects.filter(thread__thread_id=thread_id).count() == 3
+    calls = ToolCall.objects.filter(thread__thread_id=thread_id)
+    assert sorted(calls.values_list("name", "state")) == [
+        ("lookup_order", "succeeded"),
+        ("refund_order", "succeeded"),
+    ]
+    call = calls.get(name="refund_order")
+    execution = ToolExecution.objects.get(tool_call=call)
+    assert (execution.state, execution.attempts) == ("succeeded", 1)
+    assert len(_ledger_lines(tmp_path)) == 1
+    results = [e for e in _log(thread_id) if e["type"] == "TOOL_CALL_RESULT"]
+    assert sorted(e["toolCallId"] for e in results) == sorted(
+        calls.values_list("tool_call_id", flat=True)
+    )
+
+
+def test_redis_restarted_without_persistence_janitor_requeues_execution_and_continuation(
+    stack, operator, tmp_path: Path
+):
+    """Redis loses a queued execution, then a queued continuation: each runs once, via the janitor."""
+    from approvals.models import ToolExecution
+    from threads.models import Run, ToolCall
+
+    # given the refund's approval pending, and no worker for runs or tools
+    base = stack.web()
+    stack.worker("janitor-worker", queues="countersign")
+    stack.beat()
+    runs = stack.worker("runs-worker", queues="runs")
+    tools = stack.worker("tools-worker", queues="tools")
+    api = api_client(base, operator["token"])
+    thread_id, approval = _refund_awaiting_approval(stack, api)
+    runs.terminate()
+    tools.terminate()
+
+    # when the approved execution's message is lost with Redis (no persistence)
+    assert (
+        api.post(f"/api/approvals/{approval['id']}/approve/", json={}).status_code
+        == 200
+    )
+    call = ToolCall.objects.get(thread__thread_id=thread_id, name="refund_order")
+    assert ToolExecution.objects.get(tool_call=call).state == "queued"
+    stack.redis.shutdown_nosave()
+    stack.redis.start()
+    stack.worker("tools-worker-2", queues="tools")
+
+    # then the janitor enqueues it again and it runs once
+    wait_until(
+        lambda: ToolCall.objects.filter(pk=call.pk, state="succeeded").exists(),
+        timeout=40,
+        what=f"the refund executing\n{stack.logs()}",
+    )
+    assert _sweeps_of("executions_requeued", toolCallId=call.tool_call_id)
+    continuation = wait_until(
+        lambda: (
+            Run.objects.filter(thread__thread_id=thread_id, status="queued")
+            .exclude(pk=call.run_id)
+            .first()
+        ),
+        timeout=20,
+        what="the continuation queued",
+    )
+
+    # when the continuation's message is lost too
+    stack.redis.shutdown_nosave()
+    stack.redis.start()
+    stack.worker("runs-worker-2", queues="runs")
+
+    # then the janitor enqueues the continuation again and the thread finishes
+    wait_until(
+        lambda: Run.objects.filter(pk=continuation.pk, status="finished").exists(),
+        timeout=40,
+        what=f"the continuation finishing\n{stack.logs()}",
+    )
+    assert _sweeps_of("runs_requeued", run=continuation.run_id)
+    assert any(
+        line["run"] == continuation.run_id
+        for line in _janitor_lines(stack, "runs_requeued")
+    )
+    execution = ToolExecution.objects.get(tool_call=call)
+    assert (execution.state, execution.attempts) == ("succeeded", 1)
+    assert len(_ledger_lines(tmp_path)) == 1
+    log = _log(thread_id)
+    assert [e["seq"] for e in log] == list(range(1, len(log) + 1))
+    results = [e for e in log if e["type"] == "TOOL_CALL_RESULT"]
+    assert [e["toolCallId"] for e in results].count(call.tool_call_id) == 1
+    assert _finished_runs(thread_id) == 3
