@@ -247,9 +247,11 @@ def _lost_messages(sweep: _Sweep, *, queued_seconds: float | None) -> None:
     _executions_requeue(
         sweep,
         kind="executions_requeued",
+        # A call sent back to an operator after approval (issue 14.6) keeps its
+        # queued execution until the new request is decided: not a lost message.
         executions=ToolExecution.objects.filter(
             state=ToolExecution.State.QUEUED, created_at__lt=cutoff
-        ),
+        ).exclude(tool_call__state=ToolCall.State.AWAITING_APPROVAL),
         since_field="created_at",
         why=f"execution still queued after {window}s; enqueueing it again",
     )

@@ -22,6 +22,7 @@ from approvals.models import ApprovalRequest, AuditEntry, ToolExecution
 from approvals.services import approval_decide, audit_verify
 from approvals.services.reapproval import MAX_REAPPROVALS
 from demo.models import Refund
+from orchestration.janitor import lost_messages_requeue
 from threads.models import Message, ToolCall
 
 APPROVED = {"order_id": "A-1001", "amount": 25.0, "reason": "customer request"}
@@ -239,3 +240,25 @@ def test_a_call_that_keeps_changing_ends_in_an_error(
     )
     assert ToolExecution.objects.get(tool_call=call).state == "failed"
     assert audit_verify() == []
+
+
+def test_the_janitor_leaves_a_reapproval_queued_execution_alone(
+    approver: Any, pending_refund: ToolCall, executor: Any
+) -> None:
+    """A call back with an operator keeps its queued execution: not a lost message."""
+    call = pending_refund
+    first = ApprovalRequest.objects.get(tool_call=call)
+    _approve_then_change(first, approver, call, _changed(2))
+    executor.settle(call.thread)
+    execution = ToolExecution.objects.get(tool_call=call)
+    assert execution.state == "queued"
+
+    # When the janitor sweeps with every queued row counted as lost
+    counts = lost_messages_requeue(stale_seconds=0)
+
+    # Then the execution waiting for the new decision is not enqueued again
+    assert counts["executions_requeued"] == 0
+    executor.settle(call.thread)
+    execution.refresh_from_db()
+    assert (execution.state, execution.attempts) == ("queued", 0)
+    assert Refund.objects.count() == 0
