@@ -21,6 +21,7 @@ from django.utils import timezone
 from agentcore.events import (
     BaseEvent,
     EventType,
+    MessagesSnapshotEvent,
     RunErrorEvent,
     RunStartedEvent,
     ToolCallResultEvent,
@@ -34,6 +35,7 @@ from threads.locks import thread_lock
 from threads.models import Event, Message, Run, Thread, ToolCall
 from threads.projection import Projection
 from threads.realtime import publish_events
+from threads.snapshots import snapshot_reconcile
 from threads.validation import storable
 
 logger = logging.getLogger(__name__)
@@ -172,10 +174,37 @@ class RunRecorder:
                     normalized.extend(self.stream.feed(result))
             terminal = False
             for item in normalized:
+                if item.type == EventType.MESSAGES_SNAPSHOT:
+                    written.extend(self._record_snapshot(item))
+                    if self.violation is not None:
+                        break
+                    continue
                 self._buffer_event(item)
                 terminal = terminal or item.type in _TERMINAL_TYPES
             if terminal or self.flush_due():
                 written.extend(self.flush())
+        return written
+
+    def _record_snapshot(self, snapshot: BaseEvent) -> list[Event]:
+        """Buffer ``snapshot`` reconciled with the thread (:mod:`threads.snapshots`).
+
+        Everything streamed before it is written first, so the reconciliation reads
+        it from the rows; the events that only the snapshot holds go through the
+        stream machine like any other (a violation ends the run, as in
+        :meth:`record`). Returns the rows the flush wrote.
+        """
+        written = self.flush()
+        assert isinstance(snapshot, MessagesSnapshotEvent)
+        reconciled = snapshot_reconcile(
+            thread=self.thread, run=self.run, snapshot=snapshot
+        )
+        for item in reconciled[:-1]:
+            try:
+                for normalized in self.stream.feed(item):
+                    self._buffer_event(normalized)
+            except StreamViolation as violation:
+                return written + self._fail(violation)
+        self._buffer_event(reconciled[-1])
         return written
 
     def flush_due(self) -> bool:
