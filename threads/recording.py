@@ -24,12 +24,10 @@ from agentcore.events import (
     MessagesSnapshotEvent,
     RunErrorEvent,
     RunStartedEvent,
-    ToolCallResultEvent,
     event_from_dict,
     event_to_dict,
 )
 from agentcore.stream import RunStream, StreamViolation
-from threads.answers import APPLICATION_SOURCE
 from threads.conf import countersign_settings
 from threads.locks import thread_lock
 from threads.models import Event, Message, Run, Thread, ToolCall
@@ -111,35 +109,18 @@ class RunRecorder:
         prior_calls = ToolCall.objects.filter(thread=self.thread).exclude(run=run)
         prior_messages = Message.objects.filter(thread=self.thread).exclude(run=run)
         # Tool messages the application wrote since the last run (approved,
-        # rejected, expired, cancelled calls) enter the log as TOOL_CALL_RESULT
-        # events right after this run's RUN_STARTED, so AG-UI clients following the
-        # thread receive them as events too (BC21, BC32).
-        self._application_results = [
-            ToolCallResultEvent(
-                message_id=m.message_id,
-                tool_call_id=m.tool_call_id,
-                content=m.content,
-                role="tool",
-                metadata={"error": m.error} if m.error else None,
-            )
-            for m in prior_messages.filter(
-                role=Message.Role.TOOL,
-                run__isnull=True,
-                metadata__source=APPLICATION_SOURCE,
-            ).order_by("position", "id")
-        ]
-        reported = {e.message_id for e in self._application_results}
+        # rejected, expired, cancelled calls) reach AG-UI clients as what they are,
+        # tool messages in this run's input (RUN_STARTED.input echo), never as a
+        # TOOL_CALL_RESULT of a run that did not start the call (TC-09): a client
+        # that adds the input's messages (as @ag-ui/client does) would otherwise
+        # hold each answer twice.
         self.stream = RunStream(
             thread_id=self.thread.thread_id,
             run_id=run.run_id,
             prior_tool_call_ids=list(
                 prior_calls.values_list("tool_call_id", flat=True)
             ),
-            prior_message_ids=[
-                m
-                for m in prior_messages.values_list("message_id", flat=True)
-                if m not in reported
-            ],
+            prior_message_ids=list(prior_messages.values_list("message_id", flat=True)),
         )
 
     # -- intake ---------------------------------------------------------------
@@ -166,12 +147,6 @@ class RunRecorder:
             except StreamViolation as violation:
                 written.extend(self._fail(violation))
                 continue
-            if self._application_results and any(
-                item.type == EventType.RUN_STARTED for item in normalized
-            ):
-                injected, self._application_results = self._application_results, []
-                for result in injected:
-                    normalized.extend(self.stream.feed(result))
             terminal = False
             for item in normalized:
                 if item.type == EventType.MESSAGES_SNAPSHOT:

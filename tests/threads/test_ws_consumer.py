@@ -56,10 +56,10 @@ REFUND_TYPES = [
     "TOOL_CALL_ARGS",
     "TOOL_CALL_END",
     "RUN_FINISHED",
-    # run 2, the continuation: the application's lookup result enters the log as
-    # an event (BC21), then refund_order is left pending for an operator
+    # run 2, the continuation: the application's lookup result is a tool message in
+    # its input (RUN_STARTED.input, TC-09), then refund_order is left pending for an
+    # operator
     "RUN_STARTED",
-    "TOOL_CALL_RESULT",
     "TOOL_CALL_START",
     "TOOL_CALL_ARGS",
     "TOOL_CALL_END",
