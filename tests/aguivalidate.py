@@ -8,7 +8,13 @@ here, each with the 1.0 text that changed it (``../shared/spec/AGUI-1.0.md``):
 
 - :data:`RULES_OFF` — switched off entirely (``severity_overrides``);
 - :data:`RULES_NARROWED` — kept on, with only the findings of the case 1.0 made
-  legal dropped (a predicate per rule), so the rest of the rule still applies.
+  legal dropped (a predicate per rule), so the rest of the rule still applies;
+- reopening (``AGUI205`` / ``AGUI104`` on a *closed* id): 1.0 says "A closed call,
+  like a closed message, MAY be reopened by a new TOOL_CALL_START with the same
+  toolCallId, and further arguments append" (AGUI-1.0.md §2.2; RULES.md TC-06),
+  while the validator flags it and then every continuation of it. The validator
+  is shown each reopened segment under an alias id (:func:`reopened_as_new`), so
+  starting an id that is still *open* (fatal in 1.0 too) is still a finding.
 
 Every other rule is on at its own severity. Because ``AGUI504`` (schema) knows only
 the 0.x shapes, every event is also parsed with the ``ag-ui-protocol`` 1.0 models
@@ -37,6 +43,7 @@ __all__ = [
     "RULES_NARROWED",
     "RULES_OFF",
     "assert_valid_stream",
+    "reopened_as_new",
     "stream_findings",
 ]
 
@@ -96,6 +103,10 @@ RULES_NARROWED: dict[str, tuple[str, _Narrowing]] = {
 }
 
 
+#: Rules about the body's framing (read from the body as sent).
+_FRAMING_RULES = frozenset({"AGUI501", "AGUI502", "AGUI505"})
+
+
 def _relaxed(diagnostic: Diagnostic, events: Sequence[dict[str, Any] | None]) -> bool:
     narrowed = RULES_NARROWED.get(diagnostic.rule)
     return narrowed is not None and narrowed[1](diagnostic, events)
@@ -124,6 +135,59 @@ def _payloads(raw: bytes) -> list[dict[str, Any] | None]:
             continue
         out.append(parsed if isinstance(parsed, dict) else None)
     return out
+
+
+_OPENERS = {"TOOL_CALL_START": "toolCallId", "TEXT_MESSAGE_START": "messageId"}
+_CONTINUERS = {
+    "TOOL_CALL_ARGS": "toolCallId",
+    "TOOL_CALL_END": "toolCallId",
+    "TEXT_MESSAGE_CONTENT": "messageId",
+    "TEXT_MESSAGE_END": "messageId",
+}
+_CLOSERS = {"TOOL_CALL_END", "TEXT_MESSAGE_END"}
+
+
+def reopened_as_new(
+    events: Sequence[dict[str, Any] | None],
+) -> tuple[list[dict[str, Any] | None], bool]:
+    """Return ``events`` with each reopened item's segment under an alias id, and whether any.
+
+    A ``TOOL_CALL_START`` (``TEXT_MESSAGE_START``) naming an id closed earlier in
+    the run reopens it (TC-06); that segment, up to its END, gets the id
+    ``<id>~reopen<n>``. Everything else is unchanged; tracking resets at
+    ``RUN_STARTED`` (AGUI-1.0.md §2.4).
+    """
+    out: list[dict[str, Any] | None] = []
+    open_ids: set[tuple[str, str]] = set()
+    closed: set[tuple[str, str]] = set()
+    alias: dict[tuple[str, str], str] = {}
+    count = 0
+    for event in events:
+        if event is None:
+            out.append(event)
+            continue
+        kind = event.get("type")
+        if kind == "RUN_STARTED":
+            open_ids, closed, alias = set(), set(), {}
+        field = _OPENERS.get(str(kind)) or _CONTINUERS.get(str(kind))
+        item = event.get(field) if field else None
+        if field is None or not isinstance(item, str):
+            out.append(event)
+            continue
+        key = (field, item)
+        if kind in _OPENERS and key in closed and key not in open_ids:
+            count += 1
+            alias[key] = f"{item}~reopen{count}"
+        if kind in _OPENERS:
+            open_ids.add(key)
+        if key in alias:
+            event = {**event, field: alias[key]}
+        if kind in _CLOSERS and key in open_ids:
+            open_ids.discard(key)
+            closed.add(key)
+            alias.pop(key, None)
+        out.append(event)
+    return out, count > 0
 
 
 def stream_findings(
@@ -159,10 +223,25 @@ def stream_findings(
             asyncio.run, _validate(raw, content_type, options)
         ).result()
     report = result.report
+    diagnostics = report.diagnostics
+    reshown, reopened = reopened_as_new(events)
+    if reopened:
+        # Framing from the body as sent; the rules over events from the aliased copy.
+        aliased = "".join(
+            f"data: {json.dumps(e)}\n\n" for e in reshown if e is not None
+        ).encode()
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            again = pool.submit(
+                asyncio.run, _validate(aliased, content_type, options)
+            ).result()
+        diagnostics = [d for d in diagnostics if d.rule in _FRAMING_RULES] + [
+            d for d in again.report.diagnostics if d.rule not in _FRAMING_RULES
+        ]
+        events = reshown
     lines = [
         f"{d.rule} [{d.severity}] event {d.event_index} ({d.event_type}): {d.message}"
         f" — {d.spec_url}"
-        for d in report.diagnostics
+        for d in diagnostics
         if d.severity == "error" and not _relaxed(d, events)
     ]
     lines += [f"internal validator error: {e}" for e in report.internal_errors]
