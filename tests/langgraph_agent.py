@@ -183,19 +183,31 @@ def build_graph(*, streaming: bool) -> Any:
     return graph.compile(checkpointer=InMemorySaver())
 
 
+#: The compiled graph behind each path, so tests can read LangGraph's own state.
+GRAPHS: dict[str, Any] = {}
+
+
 def build_app() -> FastAPI:
     """Return the FastAPI app serving ``/streaming`` and ``/snapshot-only``."""
     app = FastAPI()
     for path, streaming in (("/streaming", True), ("/snapshot-only", False)):
+        GRAPHS[path] = build_graph(streaming=streaming)
         add_langgraph_fastapi_endpoint(
             app,
-            LangGraphAgent(
-                name=path.strip("/").replace("-", "_"),
-                graph=build_graph(streaming=streaming),
-            ),
+            LangGraphAgent(name=path.strip("/").replace("-", "_"), graph=GRAPHS[path]),
             path=path,
         )
     return app
+
+
+def tool_messages_by_call(path: str, thread_id: str) -> dict[str, int]:
+    """Return how many ToolMessages LangGraph's state at ``path`` holds per call id."""
+    state = GRAPHS[path].get_state({"configurable": {"thread_id": thread_id}})
+    counts: dict[str, int] = {}
+    for message in state.values.get("messages", []):
+        if isinstance(message, ToolMessage):
+            counts[message.tool_call_id] = counts.get(message.tool_call_id, 0) + 1
+    return counts
 
 
 def serve() -> tuple[str, Any]:

@@ -33,7 +33,11 @@ from threads.locks import thread_lock
 from threads.models import Event, Message, Run, Thread, ToolCall
 from threads.projection import Projection
 from threads.realtime import publish_events
-from threads.snapshots import snapshot_reconcile
+from threads.snapshots import (
+    input_echo_thread_ids,
+    message_remote_ids_record,
+    snapshot_reconcile,
+)
 from threads.validation import storable
 
 logger = logging.getLogger(__name__)
@@ -154,6 +158,8 @@ class RunRecorder:
                     if self.violation is not None:
                         break
                     continue
+                if isinstance(item, RunStartedEvent):
+                    item = input_echo_thread_ids(thread=self.thread, event=item)
                 self._buffer_event(item)
                 terminal = terminal or item.type in _TERMINAL_TYPES
             if terminal or self.flush_due():
@@ -170,9 +176,11 @@ class RunRecorder:
         """
         written = self.flush()
         assert isinstance(snapshot, MessagesSnapshotEvent)
-        reconciled = snapshot_reconcile(
+        reconciled, remote_ids = snapshot_reconcile(
             thread=self.thread, run=self.run, snapshot=snapshot
         )
+        if remote_ids:
+            message_remote_ids_record(thread=self.thread, remote_ids=remote_ids)
         for item in reconciled[:-1]:
             try:
                 for normalized in self.stream.feed(item):

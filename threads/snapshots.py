@@ -31,6 +31,7 @@ from typing import Any
 from agentcore.events import (
     BaseEvent,
     MessagesSnapshotEvent,
+    RunStartedEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
@@ -45,11 +46,18 @@ from threads.models import Message, Run, Thread, ToolCall
 
 logger = logging.getLogger(__name__)
 
+#: ``Message.metadata`` key holding the remote agent's own id of a thread message.
+REMOTE_ID = "remoteId"
+
 
 def snapshot_reconcile(
     *, thread: Thread, run: Run, snapshot: MessagesSnapshotEvent
-) -> list[BaseEvent]:
-    """Return the events to record for ``snapshot``: what only it holds, then the snapshot.
+) -> tuple[list[BaseEvent], dict[str, str]]:
+    """Return the events to record for ``snapshot`` and the remote's names for thread messages.
+
+    The events are what only the snapshot holds, then the snapshot; the mapping is
+    ``{thread message id: the remote's id}`` for each message renamed (for
+    :func:`message_remote_ids_record`).
 
     Reads the thread's messages and calls as recorded so far (the caller flushes
     everything streamed before the snapshot first). For each snapshot message:
@@ -66,9 +74,8 @@ def snapshot_reconcile(
 
     User, system and developer messages are kept as sent; a message whose id
     (after mapping) an earlier snapshot message already has is dropped, so no id
-    reaches the client twice. Returns the new events
-    followed by the rewritten snapshot; raises nothing for any snapshot content
-    (a message that does not reparse after rewriting keeps its original form).
+    reaches the client twice. Raises nothing for any snapshot content (a message
+    that does not reparse after rewriting keeps its original form).
     """
     messages = Message.objects.filter(thread=thread)
     known_ids = set(messages.values_list("message_id", flat=True))
@@ -91,10 +98,12 @@ def snapshot_reconcile(
         if isinstance(content, str) and content
     ]
     matched: set[str] = set()
+    remote_ids: dict[str, str] = {}
     added: list[BaseEvent] = []
     rewritten: list[Any] = []
     for original in snapshot.messages:
         data = message_to_dict(original)
+        sent_as = str(data.get("id"))
         role = data.get("role")
         if role == "tool":
             _reconcile_tool(data, answer_ids, call_parents, known_ids, added)
@@ -103,6 +112,8 @@ def snapshot_reconcile(
                 data, call_parents, known_ids, run_texts, matched, added
             )
         message_id = str(data.get("id"))
+        if message_id != sent_as:
+            remote_ids.setdefault(message_id, sent_as)
         if message_id in matched:
             # Two of the remote's messages are one of the thread's (a remote that
             # stored a tool result twice under two ids): the client gets it once.
@@ -116,7 +127,51 @@ def snapshot_reconcile(
             run.run_id,
             len(added),
         )
-    return [*added, snapshot.model_copy(update={"messages": rewritten})]
+    return [*added, snapshot.model_copy(update={"messages": rewritten})], remote_ids
+
+
+def message_remote_ids_record(*, thread: Thread, remote_ids: dict[str, str]) -> None:
+    """Remember the remote agent's id of each thread message in ``remote_ids``.
+
+    ``remote_ids`` is ``{thread message id: remote id}`` from
+    :func:`snapshot_reconcile`; it is kept as ``Message.metadata["remoteId"]`` so the
+    remote's next input names its own messages as it does (a remote that keeps its
+    own history, as LangGraph does, would otherwise store them twice), while
+    clients keep seeing the thread's ids (:func:`input_echo_thread_ids`).
+    """
+    for row in Message.objects.filter(thread=thread, message_id__in=list(remote_ids)):
+        metadata = {**(row.metadata or {}), REMOTE_ID: remote_ids[row.message_id]}
+        Message.objects.filter(pk=row.pk).update(metadata=metadata)
+
+
+def input_echo_thread_ids(*, thread: Thread, event: RunStartedEvent) -> RunStartedEvent:
+    """Return ``event`` with its ``input`` echo naming messages by the thread's ids.
+
+    The remote's input named some messages by the remote's ids
+    (:func:`message_remote_ids_record`); clients following the thread, and the
+    projection of the echo, see the thread's. Unchanged when nothing is renamed.
+    """
+    run_input = event.input
+    if run_input is None or not getattr(run_input, "messages", None):
+        return event
+    thread_ids = {
+        remote: message_id
+        for message_id, metadata in Message.objects.filter(
+            thread=thread, metadata__has_key=REMOTE_ID
+        ).values_list("message_id", "metadata")
+        if isinstance(metadata, dict)
+        for remote in [metadata.get(REMOTE_ID)]
+        if isinstance(remote, str)
+    }
+    if not any(m.id in thread_ids for m in run_input.messages):
+        return event
+    messages = [
+        m.model_copy(update={"id": thread_ids[m.id]}) if m.id in thread_ids else m
+        for m in run_input.messages
+    ]
+    return event.model_copy(
+        update={"input": run_input.model_copy(update={"messages": messages})}
+    )
 
 
 def _reconcile_tool(
