@@ -72,7 +72,9 @@ def snapshot_reconcile(
       (when it has text), and each of its calls the thread does not know becomes
       ``TOOL_CALL_START/ARGS/END`` (the arguments text verbatim, TC-03).
 
-    User, system and developer messages are kept as sent; a message whose id
+    A call the thread answered but the snapshot shows unanswered gets the thread's
+    tool message after it (BC30). User, system and developer messages are kept as
+    sent; a message whose id
     (after mapping) an earlier snapshot message already has is dropped, so no id
     reaches the client twice. Raises nothing for any snapshot content (a message
     that does not reparse after rewriting keeps its original form).
@@ -121,6 +123,7 @@ def snapshot_reconcile(
         matched.add(message_id)
         known_ids.add(message_id)
         rewritten.append(_reparsed(data, original))
+    rewritten = _answers_restored(thread=thread, messages=rewritten)
     if added:
         logger.info(
             "run %s: %d event(s) recorded from the remote's MESSAGES_SNAPSHOT",
@@ -253,6 +256,54 @@ def _reconcile_assistant(
             added.append(ToolCallArgsEvent(tool_call_id=call_id, delta=arguments))
         added.append(ToolCallEndEvent(tool_call_id=call_id))
         call_parents[call_id] = message_id
+
+
+def _answers_restored(*, thread: Thread, messages: list[Any]) -> list[Any]:
+    """Return ``messages`` with the thread's answer after each call the snapshot left unanswered.
+
+    A snapshot that omits a tool message the thread holds would make a client that
+    replaces its history drop that answer (BC30): every call the thread answered
+    gets its one tool message, right after the assistant message holding the call
+    (and the tool messages already following it).
+    """
+    present = {getattr(m, "tool_call_id", None) for m in messages if m.role == "tool"}
+    wanted = [
+        call.id
+        for m in messages
+        if m.role == "assistant"
+        for call in (getattr(m, "tool_calls", None) or [])
+        if call.id not in present
+    ]
+    if not wanted:
+        return messages
+    answers = {
+        row.tool_call_id: row
+        for row in Message.objects.filter(
+            thread=thread, role=Message.Role.TOOL, tool_call_id__in=wanted
+        )
+    }
+    if not answers:
+        return messages
+    out: list[Any] = []
+    owed: list[Any] = []
+    for message in messages:
+        if message.role != "tool" and owed:
+            out += owed
+            owed = []
+        out.append(message)
+        for call in getattr(message, "tool_calls", None) or []:
+            row = answers.get(call.id) if message.role == "assistant" else None
+            if row is not None:
+                data = {
+                    "id": row.message_id,
+                    "role": "tool",
+                    "toolCallId": row.tool_call_id,
+                    "content": row.content,
+                }
+                if row.error:
+                    data["error"] = row.error
+                owed.append(message_from_dict(data))
+    return out + owed
 
 
 def _reparsed(data: dict[str, Any], original: Any) -> Any:
