@@ -1,6 +1,6 @@
 """A real LangGraph agent (``ag-ui-langgraph``, fake model) behind ``agui_http``: snapshots reconciled.
 
-The remote agent runs in this process (``tests/langgraph_agent.py``, uvicorn in a
+The remote agent runs in this process (``tests/langgraph_refund_agent.py``, uvicorn in a
 thread); Countersign runs in the ``live`` fixture's uvicorn (embedded pool, or a
 Celery worker) with two ``agui_http`` agents pointing at it. Both are given the demo
 toolset, so ``lookup_order`` / ``refund_order`` are application tools advertised
@@ -32,7 +32,7 @@ from asgiref.sync import sync_to_async
 
 from approvals.models import ApprovalRequest
 from demo.models import Refund
-from tests.langgraph_agent import serve
+from tests.langgraph_refund_agent import serve, tool_messages_by_call
 from tests.threads.test_agui_live import bearer, parse_stream, read_until
 from tests.threads.test_ws_live import (  # noqa: F401 - fixtures
     close_thread_connections,
@@ -118,10 +118,15 @@ def thread_message_ids(thread_id: str) -> set[str]:
     )
 
 
-async def approve_refund(http: httpx.AsyncClient, thread_id: str, token: str) -> None:
-    approval = await ApprovalRequest.objects.aget(
-        thread__thread_id=thread_id, tool_call__name="refund_order"
+async def approve_refund(
+    http: httpx.AsyncClient, thread_id: str, token: str, server: Any
+) -> None:
+    """Wait until the thread's refund_order call awaits approval; approve it as ``token``."""
+    pending = ApprovalRequest.objects.filter(
+        thread__thread_id=thread_id, tool_call__name="refund_order", status="pending"
     )
+    await wait_until(pending.exists, what="the refund approval", server=server)
+    approval = await pending.aget()
     response = await http.post(
         f"/api/approvals/{approval.pk}/approve/",
         json={},
@@ -130,22 +135,24 @@ async def approve_refund(http: httpx.AsyncClient, thread_id: str, token: str) ->
     assert response.status_code == 200, response.text
 
 
-async def follow_until_runs_finished(
-    http: httpx.AsyncClient, thread_id: str, token: str, count: int, server: Any
-) -> list[dict[str, Any]]:
-    """Follow the thread's events until ``count`` runs finished; return them all."""
+async def follow_raw(
+    http: httpx.AsyncClient, thread_id: str, token: str, runs: int, server: Any
+) -> bytes:
+    """Return the thread's follow stream from its first event until ``runs`` runs ended."""
     async with http.stream(
         "GET", f"/agui/threads/{thread_id}/events?after=0", headers=bearer(token)
     ) as follow:
         assert follow.status_code == 200
-        raw = await read_until(
+        assert follow.headers["content-type"] == "text/event-stream"
+        return await read_until(
             follow,
-            lambda evs: sum(e["type"] == "RUN_FINISHED" for e in evs) >= count,
+            lambda evs: (
+                sum(e["type"] in ("RUN_FINISHED", "RUN_ERROR") for e in evs) >= runs
+            ),
             timeout=60,
-            what=f"{count} finished runs",
+            what=f"{runs} ended runs",
             server=server,
         )
-    return parse_stream(raw)[0]
 
 
 async def test_tc08_langgraph_snapshot_tool_message_keeps_the_streamed_result_id(
@@ -158,7 +165,8 @@ async def test_tc08_langgraph_snapshot_tool_message_keeps_the_streamed_result_id
     maps the snapshot's tool message onto the streamed one (by ``toolCallId``), so a
     client that replaces its history with the snapshot (as ``HttpAgent`` does) holds
     the thread's ids, and its next POST (that history plus a new question) is
-    accepted instead of answered 409.
+    accepted instead of answered 409. The remote's own id is remembered and used in
+    its next input, so LangGraph does not store the answer a second time.
     """
     token = await sync_to_async(token_for)(user)
     decider = await sync_to_async(approver_token)(django_user_model)
@@ -184,17 +192,8 @@ async def test_tc08_langgraph_snapshot_tool_message_keeps_the_streamed_result_id
         assert {m["id"] for m in snapshot} <= known
 
         # The refund is the operator's: approved, executed once, the agent continues.
-        await wait_until(
-            lambda: ToolCall.objects.filter(
-                thread__thread_id=thread_id,
-                tool_call_id="lg_refund_1",
-                state="awaiting_approval",
-            ).exists(),
-            what="the refund approval",
-            server=live,
-        )
-        await approve_refund(http, thread_id, decider)
-        followed = await follow_until_runs_finished(http, thread_id, token, 2, live)
+        await approve_refund(http, thread_id, decider, live)
+        followed = parse_stream(await follow_raw(http, thread_id, token, 2, live))[0]
         history = snapshots_of(followed)[-1]
         assert {m["id"] for m in history} <= await sync_to_async(thread_message_ids)(
             thread_id
@@ -222,6 +221,12 @@ async def test_tc08_langgraph_snapshot_tool_message_keeps_the_streamed_result_id
         ).acount()
         == 1
     )
+    # The remote got its own ids back in its next input: LangGraph's history, too,
+    # holds one answer per call.
+    assert tool_messages_by_call("/streaming", thread_id) == {
+        "lg_status_1": 1,
+        "lg_refund_1": 1,
+    }
     assert await Refund.objects.filter(order_id="A-1001").acount() == 1
     await sync_to_async(Refund.objects.all().delete)()
 
@@ -275,15 +280,10 @@ async def test_sec02_langgraph_call_only_in_snapshot_is_recorded_and_needs_appro
         first = await Run.objects.aget(thread__thread_id=thread_id, run_id="run-1")
         assert first.pending_tool_call_ids == ["lg_refund_1"]
 
-        await wait_until(
-            lambda: ApprovalRequest.objects.filter(
-                thread__thread_id=thread_id,
-                tool_call__tool_call_id="lg_refund_1",
-                status="pending",
-            ).exists(),
-            what="the refund approval",
-            server=live,
+        pending = ApprovalRequest.objects.filter(
+            thread__thread_id=thread_id, tool_call__tool_call_id="lg_refund_1"
         )
+        await wait_until(pending.exists, what="the refund approval", server=live)
         refund = await ToolCall.objects.aget(
             thread__thread_id=thread_id, tool_call_id="lg_refund_1"
         )
@@ -295,8 +295,8 @@ async def test_sec02_langgraph_call_only_in_snapshot_is_recorded_and_needs_appro
         }
         assert await Refund.objects.filter(order_id="A-1001").acount() == 0
 
-        await approve_refund(http, thread_id, decider)
-        followed = await follow_until_runs_finished(http, thread_id, token, 2, live)
+        await approve_refund(http, thread_id, decider, live)
+        followed = parse_stream(await follow_raw(http, thread_id, token, 2, live))[0]
 
     continuation = await Run.objects.aget(
         thread__thread_id=thread_id, continues__isnull=False

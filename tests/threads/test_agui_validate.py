@@ -9,7 +9,7 @@ with only the rules AG-UI 1.0 changed relaxed, and zero errors expected.
 Scenarios: the demo agent's main job (an auto-approved lookup, an approval, the
 continuations), a client's frontend tool (left pending, answered in the next
 input), an error run (a remote agent that cannot be reached), and a remote
-LangGraph agent's run (``tests/langgraph_agent.py``). Implements issue 13's
+LangGraph agent's run (``tests/langgraph_refund_agent.py``). Implements issue 13's
 "ag-ui-validate in CI", TC-08, TC-09, FT-03, FT-04, ER-01.
 """
 
@@ -23,13 +23,14 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from tests.aguivalidate import assert_valid_stream
-from tests.langgraph_agent import serve
-from tests.threads.test_agui_live import bearer, parse_stream, read_until
+from tests.langgraph_refund_agent import serve
+from tests.threads.test_agui_live import bearer, parse_stream
 from tests.threads.test_agui_snapshots import (
     REFUND,
     agents_env,
     approve_refund,
     approver_token,
+    follow_raw,
     remote_agents_config,
 )
 from tests.threads.test_ws_live import (  # noqa: F401 - fixtures
@@ -39,7 +40,6 @@ from tests.threads.test_ws_live import (  # noqa: F401 - fixtures
     token_for,
     wait_until,
 )
-from threads.models import ToolCall
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -79,26 +79,6 @@ def validate_agents() -> Iterator[None]:
         stop()
 
 
-async def follow_raw(
-    http: httpx.AsyncClient, thread_id: str, token: str, runs: int, server: Any
-) -> bytes:
-    """Return the thread's follow stream from its first event until ``runs`` runs ended."""
-    async with http.stream(
-        "GET", f"/agui/threads/{thread_id}/events?after=0", headers=bearer(token)
-    ) as follow:
-        assert follow.status_code == 200
-        assert follow.headers["content-type"] == "text/event-stream"
-        return await read_until(
-            follow,
-            lambda evs: (
-                sum(e["type"] in ("RUN_FINISHED", "RUN_ERROR") for e in evs) >= runs
-            ),
-            timeout=60,
-            what=f"{runs} ended runs",
-            server=server,
-        )
-
-
 async def post_run(
     http: httpx.AsyncClient, agent: str, body: dict[str, Any], token: str
 ) -> bytes:
@@ -129,16 +109,7 @@ async def test_validate_demo_main_job_post_and_follow_streams(
             ),
             token,
         )
-        await wait_until(
-            lambda: ToolCall.objects.filter(
-                thread__thread_id=thread_id,
-                name="refund_order",
-                state="awaiting_approval",
-            ).exists(),
-            what="the refund approval",
-            server=live,
-        )
-        await approve_refund(http, thread_id, decider)
+        await approve_refund(http, thread_id, decider, live)
         raw = await follow_raw(http, thread_id, token, 3, live)
 
     events = parse_stream(raw)[0]
@@ -235,14 +206,7 @@ async def test_validate_remote_langgraph_run(user, live, django_user_model):
             ),
             token,
         )
-        await wait_until(
-            lambda: ToolCall.objects.filter(
-                thread__thread_id=thread_id, state="awaiting_approval"
-            ).exists(),
-            what="the refund approval",
-            server=live,
-        )
-        await approve_refund(http, thread_id, decider)
+        await approve_refund(http, thread_id, decider, live)
         raw = await follow_raw(http, thread_id, token, 2, live)
 
     assert_valid_stream(raw, what="the remote agent's thread follow stream")
