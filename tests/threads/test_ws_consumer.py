@@ -251,17 +251,18 @@ async def test_dc02_ws_follows_refund_across_runs_with_notifications_apart(
         "type": "success",
         "pendingToolCallIds": [lookup.tool_call_id],
     }
-    assert (events[6]["toolCallId"], events[6]["messageId"]) == (
-        lookup.tool_call_id,
-        (
-            await Message.objects.aget(
-                thread=thread, role="tool", tool_call_id=lookup.tool_call_id
-            )
-        ).message_id,
+    answer = await Message.objects.aget(
+        thread=thread, role="tool", tool_call_id=lookup.tool_call_id
     )
+    # The lookup's answer is a tool message in the continuation's input (TC-09).
+    assert [
+        (m["toolCallId"], m["id"])
+        for m in events[5]["input"]["messages"]
+        if m["role"] == "tool"
+    ] == [(lookup.tool_call_id, answer.message_id)]
     # Countersign mints the answer's id in its own namespace (threads.ids).
-    assert re.fullmatch(r"cs-tool-[0-9a-f]{32}", events[6]["messageId"])
-    assert events[10]["outcome"] == {
+    assert re.fullmatch(r"cs-tool-[0-9a-f]{32}", answer.message_id)
+    assert events[9]["outcome"] == {
         "type": "success",
         "pendingToolCallIds": [refund.tool_call_id],
     }
