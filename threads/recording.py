@@ -21,19 +21,23 @@ from django.utils import timezone
 from agentcore.events import (
     BaseEvent,
     EventType,
+    MessagesSnapshotEvent,
     RunErrorEvent,
     RunStartedEvent,
-    ToolCallResultEvent,
     event_from_dict,
     event_to_dict,
 )
 from agentcore.stream import RunStream, StreamViolation
-from threads.answers import APPLICATION_SOURCE
 from threads.conf import countersign_settings
 from threads.locks import thread_lock
 from threads.models import Event, Message, Run, Thread, ToolCall
 from threads.projection import Projection
 from threads.realtime import publish_events
+from threads.snapshots import (
+    input_echo_thread_ids,
+    message_remote_ids_record,
+    snapshot_reconcile,
+)
 from threads.validation import storable
 
 logger = logging.getLogger(__name__)
@@ -109,35 +113,18 @@ class RunRecorder:
         prior_calls = ToolCall.objects.filter(thread=self.thread).exclude(run=run)
         prior_messages = Message.objects.filter(thread=self.thread).exclude(run=run)
         # Tool messages the application wrote since the last run (approved,
-        # rejected, expired, cancelled calls) enter the log as TOOL_CALL_RESULT
-        # events right after this run's RUN_STARTED, so AG-UI clients following the
-        # thread receive them as events too (BC21, BC32).
-        self._application_results = [
-            ToolCallResultEvent(
-                message_id=m.message_id,
-                tool_call_id=m.tool_call_id,
-                content=m.content,
-                role="tool",
-                metadata={"error": m.error} if m.error else None,
-            )
-            for m in prior_messages.filter(
-                role=Message.Role.TOOL,
-                run__isnull=True,
-                metadata__source=APPLICATION_SOURCE,
-            ).order_by("position", "id")
-        ]
-        reported = {e.message_id for e in self._application_results}
+        # rejected, expired, cancelled calls) reach AG-UI clients as what they are,
+        # tool messages in this run's input (RUN_STARTED.input echo), never as a
+        # TOOL_CALL_RESULT of a run that did not start the call (TC-09): a client
+        # that adds the input's messages (as @ag-ui/client does) would otherwise
+        # hold each answer twice.
         self.stream = RunStream(
             thread_id=self.thread.thread_id,
             run_id=run.run_id,
             prior_tool_call_ids=list(
                 prior_calls.values_list("tool_call_id", flat=True)
             ),
-            prior_message_ids=[
-                m
-                for m in prior_messages.values_list("message_id", flat=True)
-                if m not in reported
-            ],
+            prior_message_ids=list(prior_messages.values_list("message_id", flat=True)),
         )
 
     # -- intake ---------------------------------------------------------------
@@ -164,18 +151,43 @@ class RunRecorder:
             except StreamViolation as violation:
                 written.extend(self._fail(violation))
                 continue
-            if self._application_results and any(
-                item.type == EventType.RUN_STARTED for item in normalized
-            ):
-                injected, self._application_results = self._application_results, []
-                for result in injected:
-                    normalized.extend(self.stream.feed(result))
             terminal = False
             for item in normalized:
+                if item.type == EventType.MESSAGES_SNAPSHOT:
+                    written.extend(self._record_snapshot(item))
+                    if self.violation is not None:
+                        break
+                    continue
+                if isinstance(item, RunStartedEvent):
+                    item = input_echo_thread_ids(thread=self.thread, event=item)
                 self._buffer_event(item)
                 terminal = terminal or item.type in _TERMINAL_TYPES
             if terminal or self.flush_due():
                 written.extend(self.flush())
+        return written
+
+    def _record_snapshot(self, snapshot: BaseEvent) -> list[Event]:
+        """Buffer ``snapshot`` reconciled with the thread (:mod:`threads.snapshots`).
+
+        Everything streamed before it is written first, so the reconciliation reads
+        it from the rows; the events that only the snapshot holds go through the
+        stream machine like any other (a violation ends the run, as in
+        :meth:`record`). Returns the rows the flush wrote.
+        """
+        written = self.flush()
+        assert isinstance(snapshot, MessagesSnapshotEvent)
+        reconciled, remote_ids = snapshot_reconcile(
+            thread=self.thread, run=self.run, snapshot=snapshot
+        )
+        if remote_ids:
+            message_remote_ids_record(thread=self.thread, remote_ids=remote_ids)
+        for item in reconciled[:-1]:
+            try:
+                for normalized in self.stream.feed(item):
+                    self._buffer_event(normalized)
+            except StreamViolation as violation:
+                return written + self._fail(violation)
+        self._buffer_event(reconciled[-1])
         return written
 
     def flush_due(self) -> bool:

@@ -26,6 +26,7 @@ from agentcore.tools import Tool
 from threads.agent_config import agent_settings, agent_toolset
 from threads.exceptions import UnknownAgent
 from threads.models import Event, Message, Run, Thread, ToolCall
+from threads.snapshots import REMOTE_ID
 
 ThreadStatus = Literal[
     "running", "waiting_for_approval", "waiting_for_tools", "idle", "failed"
@@ -108,11 +109,16 @@ def thread_status(*, thread: Thread) -> ThreadStatus:
     return "idle"
 
 
-def thread_messages_agui(*, thread: Thread) -> list[dict[str, Any]]:
+def thread_messages_agui(
+    *, thread: Thread, remote_ids: bool = False
+) -> list[dict[str, Any]]:
     """Return the thread's history as AG-UI message objects (camelCase), in order.
 
     Assistant messages carry their ``toolCalls`` (argument text verbatim, TC-03);
-    tool messages carry ``toolCallId`` and ``error`` when set.
+    tool messages carry ``toolCallId`` and ``error`` when set. ``remote_ids``: a
+    message a remote agent names by an id of its own (``metadata["remoteId"]``,
+    recorded by :func:`threads.snapshots.message_remote_ids_record`) carries that
+    id, for the agent's own input.
     """
     calls_by_parent: dict[str, list[ToolCall]] = {}
     for call in ToolCall.objects.filter(thread=thread).order_by("position", "id"):
@@ -120,6 +126,9 @@ def thread_messages_agui(*, thread: Thread) -> list[dict[str, Any]]:
     result: list[dict[str, Any]] = []
     for row in Message.objects.filter(thread=thread).order_by("position", "id"):
         data: dict[str, Any] = {"id": row.message_id, "role": row.role}
+        remote_id = (row.metadata or {}).get(REMOTE_ID) if remote_ids else None
+        if isinstance(remote_id, str):
+            data["id"] = remote_id
         if row.role == Message.Role.ASSISTANT:
             if row.content:
                 data["content"] = row.content

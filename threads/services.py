@@ -338,7 +338,8 @@ def run_input_build(*, run: Run) -> dict[str, Any]:
         "runId": run.run_id,
         "protocolVersion": "1.0",
         "state": thread.state,
-        "messages": thread_messages_agui(thread=thread),
+        # The agent's own names for messages it renamed (threads.snapshots).
+        "messages": thread_messages_agui(thread=thread, remote_ids=True),
         "tools": tools,
         "context": client.get("context", []),
         "forwardedProps": client.get("forwardedProps", {}),

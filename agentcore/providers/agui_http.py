@@ -52,7 +52,7 @@ from agentcore.agents import (
     run_started,
 )
 from agentcore.dispatch import sanitize_message
-from agentcore.events import BaseEvent, EventType, RunAgentInput
+from agentcore.events import BaseEvent, EventType, RunAgentInput, RunStartedEvent
 from agentcore.providers.errors import retry_after_seconds
 from agentcore.stream import RunStream, StreamViolation
 
@@ -217,6 +217,11 @@ class RemoteAgent(Agent):
                     return
                 started = started or kind == "RUN_STARTED"
                 for event in events:
+                    if isinstance(event, RunStartedEvent) and event.input is None:
+                        # The run's input is what Countersign sent: echoed, so a
+                        # client following the thread gets the tool messages the
+                        # application answered in it (TC-09).
+                        event = event.model_copy(update={"input": run_input})
                     yield event
                 if kind in TERMINAL_EVENT_TYPES:
                     return

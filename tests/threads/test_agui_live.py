@@ -222,14 +222,11 @@ async def test_ft04_agui_post_refund_stream_ends_with_lookup_pending(user, live)
     await wait_until(
         refund_awaits_approval(thread_id), what="the refund approval", server=live
     )
-    # The continuation reports the application's lookup result as an event (BC21).
-    assert [e["type"] for e in followed] == (
-        PENDING_RUN_TYPES
-        + PENDING_RUN_TYPES[:1]
-        + ["TOOL_CALL_RESULT"]
-        + PENDING_RUN_TYPES[1:]
-    )
-    assert ids == list(range(1, 12))
+    # The application's lookup result reaches the client as a tool message in the
+    # continuation's input (RUN_STARTED.input echo), never as a TOOL_CALL_RESULT of
+    # a run that did not start the call (TC-09).
+    assert [e["type"] for e in followed] == PENDING_RUN_TYPES + PENDING_RUN_TYPES
+    assert ids == list(range(1, 11))
     assert followed[:5] == events
     continuation = await Run.objects.select_related("continues").aget(
         thread__thread_id=thread_id, continues__isnull=False
@@ -241,24 +238,22 @@ async def test_ft04_agui_post_refund_stream_ends_with_lookup_pending(user, live)
     lookup = await ToolCall.objects.aget(
         thread__thread_id=thread_id, name="lookup_order"
     )
-    assert (followed[6]["toolCallId"], followed[6]["messageId"]) == (
-        lookup.tool_call_id,
-        (
-            await Message.objects.aget(
-                thread__thread_id=thread_id,
-                role="tool",
-                tool_call_id=lookup.tool_call_id,
-            )
-        ).message_id,
+    answer = await Message.objects.aget(
+        thread__thread_id=thread_id, role="tool", tool_call_id=lookup.tool_call_id
     )
+    answers = [m for m in followed[5]["input"]["messages"] if m["role"] == "tool"]
+    assert [(m["toolCallId"], m["id"]) for m in answers] == [
+        (lookup.tool_call_id, answer.message_id)
+    ]
+    assert "TOOL_CALL_RESULT" not in [e["type"] for e in followed]
     # Countersign mints the answer's id in its own namespace (threads.ids).
-    assert re.fullmatch(r"cs-tool-[0-9a-f]{32}", followed[6]["messageId"])
-    assert followed[10]["outcome"] == {
+    assert re.fullmatch(r"cs-tool-[0-9a-f]{32}", answer.message_id)
+    assert followed[9]["outcome"] == {
         "type": "success",
         "pendingToolCallIds": [refund.tool_call_id],
     }
     assert refund.state == ToolCall.State.AWAITING_APPROVAL
-    assert resumed_ids == list(range(6, 12))
+    assert resumed_ids == list(range(6, 11))
     assert resumed_events == followed[5:]
 
 

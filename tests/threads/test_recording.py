@@ -386,3 +386,24 @@ def test_admin_shows_a_recorded_thread_read_only(user, admin_client):
         == 403
     )
     assert Event.objects.filter(thread=thread).count() == 12
+
+
+def test_bc30_relayed_snapshot_keeps_the_result_the_remote_omitted(user):
+    """A MESSAGES_SNAPSHOT that omits the tool message TOOL_CALL_RESULT minted is
+    recorded (and so relayed) with it, under the same id (BC30, threads.snapshots)."""
+    from tests.cases import load_case
+
+    case = load_case("BC30")
+    _, run = _thread_and_run(user)
+
+    record_events(run=run, events=case["input"]["agui_stream"])
+
+    snapshot = Event.objects.get(run=run, type="MESSAGES_SNAPSHOT").payload
+    expected = case["expected"]["snapshot_messages"]
+    # The user message is the remote's own (the thread never heard of it).
+    assert snapshot["messages"] == expected
+    assert list(
+        Message.objects.filter(thread=run.thread, role="tool").values_list(
+            "message_id", "tool_call_id"
+        )
+    ) == [("m_t1", "call_1")]

@@ -56,10 +56,10 @@ REFUND_TYPES = [
     "TOOL_CALL_ARGS",
     "TOOL_CALL_END",
     "RUN_FINISHED",
-    # run 2, the continuation: the application's lookup result enters the log as
-    # an event (BC21), then refund_order is left pending for an operator
+    # run 2, the continuation: the application's lookup result is a tool message in
+    # its input (RUN_STARTED.input, TC-09), then refund_order is left pending for an
+    # operator
     "RUN_STARTED",
-    "TOOL_CALL_RESULT",
     "TOOL_CALL_START",
     "TOOL_CALL_ARGS",
     "TOOL_CALL_END",
@@ -251,17 +251,18 @@ async def test_dc02_ws_follows_refund_across_runs_with_notifications_apart(
         "type": "success",
         "pendingToolCallIds": [lookup.tool_call_id],
     }
-    assert (events[6]["toolCallId"], events[6]["messageId"]) == (
-        lookup.tool_call_id,
-        (
-            await Message.objects.aget(
-                thread=thread, role="tool", tool_call_id=lookup.tool_call_id
-            )
-        ).message_id,
+    answer = await Message.objects.aget(
+        thread=thread, role="tool", tool_call_id=lookup.tool_call_id
     )
+    # The lookup's answer is a tool message in the continuation's input (TC-09).
+    assert [
+        (m["toolCallId"], m["id"])
+        for m in events[5]["input"]["messages"]
+        if m["role"] == "tool"
+    ] == [(lookup.tool_call_id, answer.message_id)]
     # Countersign mints the answer's id in its own namespace (threads.ids).
-    assert re.fullmatch(r"cs-tool-[0-9a-f]{32}", events[6]["messageId"])
-    assert events[10]["outcome"] == {
+    assert re.fullmatch(r"cs-tool-[0-9a-f]{32}", answer.message_id)
+    assert events[9]["outcome"] == {
         "type": "success",
         "pendingToolCallIds": [refund.tool_call_id],
     }
