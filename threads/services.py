@@ -35,13 +35,24 @@ from threads.ids import new_message_id as mint_message_id
 from threads.locks import run_lock, thread_lock, thread_lock_by_id
 from threads.models import Message, Run, Thread, ToolCall
 from threads.projection import message_create_from_agui
-from threads.recording import RunRecorder, record_terminal_error, recorder_resume
+from threads.recording import (
+    WIRE_OPEN,
+    WIRE_SEGMENT,
+    RunRecorder,
+    record_terminal_error,
+    recorder_resume,
+)
 from threads.selectors import (
     thread_messages_agui,
     thread_unanswered_calls,
     thread_visible_to,
 )
 from threads.transitions import run_transition
+from threads.wire import (
+    wire_results_report,
+    wire_run_close_if_waiting,
+    wire_run_open,
+)
 
 #: The Celery task (and its import path, for the embedded pool) that executes a run.
 RUN_TASK = "threads.tasks.run_agent"
@@ -143,6 +154,9 @@ def run_create(
     run_id: str | None = None,
     agent: str | None = None,
     client_input: dict[str, Any] | None = None,
+    outer: Run | None = None,
+    wire_input: dict[str, Any] | None = None,
+    managed: bool = True,
 ) -> Run:
     """Create a queued run on ``thread`` and enqueue its execution after commit.
 
@@ -151,6 +165,10 @@ def run_create(
     is the client's ``runId`` (else a new one); ``agent`` defaults to the
     thread's; ``client_input`` is what an AG-UI client brought besides history
     (tools, context, forwarded props, state), merged by :func:`run_input_build`.
+    On the wire (:mod:`threads.wire`) the run is a segment of the open wire run
+    ``outer``, or, without ``outer``, a client-visible run of its own whose
+    ``RUN_STARTED`` (echoing ``wire_input``, what the client sent) is written now;
+    ``managed=False`` keeps the unmanaged shape of the run it continues.
     Must be called inside a transaction holding the thread's row lock
     (:func:`threads.locks.thread_lock`).
     """
@@ -160,6 +178,8 @@ def run_create(
         fields["run_id"] = run_id
     if client_input is not None:
         fields["input"] = {"client": client_input}
+    if outer is not None:
+        fields.update(outer=outer, wire_state=WIRE_SEGMENT)
     run = Run.objects.create(
         thread=thread,
         agent=agent or thread.agent,
@@ -168,6 +188,8 @@ def run_create(
         status=Run.Status.QUEUED,
         **fields,
     )
+    if managed and outer is None:
+        wire_run_open(run=run, run_input=wire_input)
     enqueue(RUN_TASK, run_pk=run.pk)
     return run
 
@@ -210,12 +232,18 @@ def run_start_from_agui(
             exclude_none=True,
             include={"tools", "context", "forwarded_props", "state"},
         )
+        # RUN_STARTED.input echoes exactly what the client sent (threads.wire).
+        wire_input = run_input.model_dump(mode="json", by_alias=True, exclude_none=True)
         run: Run | None = None
         if fresh:
             # An imported conversation's tool calls need a run to own their rows
             # (ToolCall.run), so a new thread's run exists before its history.
             run = run_create(
-                thread=thread, run_id=run_input.run_id, agent=agent, client_input=client
+                thread=thread,
+                run_id=run_input.run_id,
+                agent=agent,
+                client_input=client,
+                wire_input=wire_input,
             )
         known = set(thread.messages.values_list("message_id", flat=True))
         for message in run_input.messages:
@@ -230,14 +258,23 @@ def run_start_from_agui(
             known.add(data["id"])
         if run is None:
             run = _run_create_after_history(
-                thread=thread, run_id=run_input.run_id, agent=agent, client=client
+                thread=thread,
+                run_id=run_input.run_id,
+                agent=agent,
+                client=client,
+                wire_input=wire_input,
             )
         start = thread.next_seq - 1
     return thread, run, start
 
 
 def _run_create_after_history(
-    *, thread: Thread, run_id: str, agent: str, client: dict[str, Any]
+    *,
+    thread: Thread,
+    run_id: str,
+    agent: str,
+    client: dict[str, Any],
+    wire_input: dict[str, Any],
 ) -> Run:
     """Create the run of a thread that has history: checked, continuing its last run."""
     thread_check_can_start_run(thread=thread)
@@ -256,6 +293,7 @@ def _run_create_after_history(
         run_id=run_id,
         agent=agent,
         client_input=client,
+        wire_input=wire_input,
     )
 
 
@@ -281,23 +319,41 @@ def _check_client_tool_answer(*, thread: Thread, data: dict[str, Any]) -> None:
 
 
 def continuation_maybe_start(*, run: Run) -> Run | None:
-    """Start the one continuation run once every pending call of ``run`` is answered.
+    """Settle ``run`` after an answer: continue it once every pending call is answered.
 
-    Returns the new run, or ``None`` when calls are still unanswered or a
-    continuation already exists (the one-to-one ``Run.continues`` makes a second
-    one impossible). Its ``RunAgentInput.messages`` carry one tool message per
-    call (FT-06). Needs only thread rows, so the approval workflow (below the
-    orchestration layer) calls it after every answer. Implements FT-06, DC-04.
+    Returns the new run, or ``None``. Results Countersign wrote are reported in the
+    open wire run first (:func:`threads.wire.wire_results_report`). Once every
+    call is answered the one continuation starts (the one-to-one ``Run.continues``
+    makes a second one impossible): a segment of the wire run still open, else a
+    client-visible run of its own; a continuation a resume already created
+    (:func:`threads.services.run_start_from_agui`) is enqueued again instead. While
+    calls wait for a human or the client, the wire run ends
+    (:func:`threads.wire.wire_run_close_if_waiting`). Its ``RunAgentInput.messages``
+    carry one tool message per call (FT-06). Needs only thread rows, so the
+    approval workflow (below the orchestration layer) calls it after every answer.
+    Implements FT-06, DC-04, IR-01.
     """
     with transaction.atomic():
         locked = run_lock(run_pk=run.pk, thread_pk=run.thread_id)
+        wire_results_report(thread=locked.thread)
         if locked.status != Run.Status.AWAITING_TOOLS:
             return None
-        if Run.objects.filter(continues=locked).exists():
+        reserved = Run.objects.filter(continues=locked).first()
+        if reserved is not None:
+            if run_finish_if_answered(run=locked) and reserved.status == (
+                Run.Status.QUEUED
+            ):
+                enqueue(RUN_TASK, run_pk=reserved.pk)
             return None
         if not run_finish_if_answered(run=locked):
+            wire_run_close_if_waiting(run=locked)
             return None
-        return run_create(thread=locked.thread, continues=locked)
+        wire = locked.wire_run if locked.managed else None
+        if wire is not None and wire.wire_state == WIRE_OPEN:
+            return run_create(thread=locked.thread, continues=locked, outer=wire)
+        return run_create(
+            thread=locked.thread, continues=locked, managed=locked.managed
+        )
 
 
 def run_input_build(*, run: Run) -> dict[str, Any]:
