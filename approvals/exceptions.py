@@ -56,3 +56,28 @@ class ExecutionInProgress(ApprovalError):
     def __init__(self, message: str, *, retry_after: float) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class ResumeRefused(ApprovalError):
+    """A ``RunAgentInput.resume`` that cannot be applied; nothing was decided (IR-07…IR-13).
+
+    ``code`` names the case (``interrupts_uncovered``, ``duplicate_resume_entry``,
+    ``invalid_resume_payload``, ``INTERRUPT_EXPIRED``, ``interrupt_decided``),
+    ``field`` the input member at fault and ``extra`` more of the body (for
+    ``interrupt_decided`` the recorded decisions).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str,
+        status: int = 409,
+        field: str = "resume",
+        extra: dict[str, object] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+        self.field = field
+        self.extra = extra or {}

@@ -27,12 +27,12 @@ from rest_framework.authtoken.models import Token
 
 from agentcore.events import RunAgentInput
 from config.exception_handler import integrity_conflict
+from orchestration.resume import agui_run_start
 from threads.agent_config import agent_toolset
 from threads.exceptions import ThreadsError
 from threads.ids import check_input_messages
 from threads.models import Thread
 from threads.selectors import thread_visible_to
-from threads.services import run_start_from_agui
 from threads.sse import follow_log
 from threads.validation import MAX_ID_LENGTH, PUBLIC_ID, JSONInputError, parse_json
 
@@ -231,11 +231,15 @@ async def agui_run(request: HttpRequest, agent: str) -> HttpResponseBase:
             refusal.status, refusal.code, str(refusal), fields={field: str(refusal)}
         )
     try:
-        thread, run, start = await sync_to_async(run_start_from_agui)(
+        thread, run, start = await sync_to_async(agui_run_start)(
             user=user, agent=agent, run_input=run_input
         )
     except ThreadsError as error:
-        return error_response(error.status, error.code, str(error))
+        at = getattr(error, "field", None)
+        extra = dict(getattr(error, "extra", None) or {})
+        if at:
+            extra["fields"] = {at: str(error)}
+        return error_response(error.status, error.code, str(error), **extra)
     except IntegrityError as error:
         # A concurrent input took the id between the check and the insert.
 

@@ -72,7 +72,9 @@ def thread_create(
     return Thread.objects.create(**fields)
 
 
-def thread_check_can_start_run(*, thread: Thread) -> None:
+def thread_check_can_start_run(
+    *, thread: Thread, resumed_call_ids: frozenset[str] = frozenset()
+) -> None:
     """Raise :class:`RunConflict` unless a new run may start on ``thread`` now.
 
     One run per thread at a time: refused while a run is queued or running, or
@@ -91,7 +93,11 @@ def thread_check_can_start_run(*, thread: Thread) -> None:
             f"run {active.run_id!r} is still {active.status} on this thread; wait for it to "
             "finish or cancel it (POST /api/runs/<id>/cancel/) before posting a message"
         )
-    pending = thread_unanswered_calls(thread=thread)
+    pending = [
+        c
+        for c in thread_unanswered_calls(thread=thread)
+        if c.tool_call_id not in resumed_call_ids
+    ]
     if pending:
         ids = [c.tool_call_id for c in pending]
         raise RunConflict(
@@ -195,7 +201,11 @@ def run_create(
 
 
 def run_start_from_agui(
-    *, user: Any, agent: str, run_input: RunAgentInput
+    *,
+    user: Any,
+    agent: str,
+    run_input: RunAgentInput,
+    resumed_call_ids: frozenset[str] = frozenset(),
 ) -> tuple[Thread, Run, int]:
     """Merge an AG-UI ``run_input`` into its thread and create the run.
 
@@ -206,6 +216,9 @@ def run_start_from_agui(
     thread ``user`` may not see, :class:`RunConflict` for a reused ``runId`` or a
     thread that cannot take a run, :class:`threads.exceptions.UnknownAgent`, and
     ``IntegrityError`` when the input conflicts with stored history.
+    ``resumed_call_ids`` are calls the same transaction decides from the input's
+    ``resume`` (:mod:`approvals.services.resume`): this run is then their run's
+    continuation, started once they are answered (IR-07, IR-15).
     Implements FT-01, FT-06, SEC-02.
     """
     agent_settings(agent)
@@ -263,6 +276,7 @@ def run_start_from_agui(
                 agent=agent,
                 client=client,
                 wire_input=wire_input,
+                resumed_call_ids=resumed_call_ids,
             )
         start = thread.next_seq - 1
     return thread, run, start
@@ -275,16 +289,19 @@ def _run_create_after_history(
     agent: str,
     client: dict[str, Any],
     wire_input: dict[str, Any],
+    resumed_call_ids: frozenset[str] = frozenset(),
 ) -> Run:
     """Create the run of a thread that has history: checked, continuing its last run."""
-    thread_check_can_start_run(thread=thread)
+    thread_check_can_start_run(thread=thread, resumed_call_ids=resumed_call_ids)
     latest = thread.runs.order_by("-created_at", "-id").first()
     continues = None
     if latest is not None and latest.status == Run.Status.AWAITING_TOOLS:
-        # The client answered the calls its last run left pending (FT-06): this
-        # run is that run's continuation. thread_check_can_start_run has just
-        # proved no call is left unanswered.
-        run_transition(run=latest, to=Run.Status.FINISHED)
+        # The client answered the calls its last run left pending (FT-06), or is
+        # resuming the ones held for a person: this run is that run's
+        # continuation. Calls being resumed are answered after this returns; the
+        # run starts once they are (orchestration.runs defers its claim).
+        if not resumed_call_ids:
+            run_transition(run=latest, to=Run.Status.FINISHED)
         if not Run.objects.filter(continues=latest).exists():
             continues = latest
     return run_create(
