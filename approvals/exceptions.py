@@ -67,17 +67,23 @@ class ResumeRefused(ApprovalError):
     ``interrupt_decided`` the recorded decisions).
     """
 
+    status = 409
+
     def __init__(
         self,
         message: str,
         *,
         code: str,
-        status: int = 409,
         field: str = "resume",
         extra: dict[str, object] | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
-        self.status = status
         self.field = field
         self.extra = extra or {}
+
+
+class ResumeInvalid(ResumeRefused):
+    """A malformed resume (a repeated entry, a payload failing ``responseSchema``): 400."""
+
+    status = 400

@@ -23,6 +23,7 @@ from typing import Any
 from django.db import transaction
 
 from agentcore.events import PROTOCOL_VERSION, ToolCallResultEvent
+from threads.locks import run_lock
 from threads.models import Run, Thread, ToolCall
 from threads.recording import (
     WIRE_CLOSED,
@@ -119,7 +120,7 @@ def wire_run_close_if_waiting(*, run: Run) -> bool:
     """
     if not run.managed:
         return False
-    wire = Run.objects.select_for_update().get(pk=run.wire_run.pk)
+    wire = run_lock(run_pk=run.wire_run.pk)
     if wire.wire_state != WIRE_OPEN:
         return False
     calls = {

@@ -37,6 +37,7 @@ from django.utils import timezone
 from approvals.exceptions import (
     ApprovalExpired,
     ApprovalPermissionDenied,
+    ResumeInvalid,
     ResumeRefused,
 )
 from approvals.interrupts import interrupt_id
@@ -93,28 +94,25 @@ def _entry_decision(
         }
     payload = entry.payload
     if not isinstance(payload, dict) or not isinstance(payload.get("approved"), bool):
-        raise ResumeRefused(
+        raise ResumeInvalid(
             f"{where} must be an object with a boolean 'approved' (the interrupt's "
             "responseSchema); nothing was decided",
             code="invalid_resume_payload",
-            status=400,
             field=where,
         )
     unknown = sorted(set(payload) - _PAYLOAD_KEYS)
     if unknown:
-        raise ResumeRefused(
+        raise ResumeInvalid(
             f"{where} has members {unknown} that responseSchema does not allow; "
             "send only approved, editedArgs and reason",
             code="invalid_resume_payload",
-            status=400,
             field=where,
         )
     reason = payload.get("reason", "")
     if not isinstance(reason, str) or len(reason) > 2000:
-        raise ResumeRefused(
+        raise ResumeInvalid(
             f"{where}.reason must be a string of at most 2000 characters",
             code="invalid_resume_payload",
-            status=400,
             field=f"{where}.reason",
         )
     edited = payload.get("editedArgs")
@@ -124,10 +122,9 @@ def _entry_decision(
         except ResumeRefused:
             raise
         except Exception as error:
-            raise ResumeRefused(
+            raise ResumeInvalid(
                 f"{where}.editedArgs: {error}; nothing was decided",
                 code="invalid_arguments",
-                status=400,
                 field=f"{where}.editedArgs",
             ) from error
     if payload["approved"]:
@@ -188,11 +185,10 @@ def resume_check(
     seen: set[str] = set()
     for index, entry in enumerate(entries):
         if entry.interrupt_id in seen:
-            raise ResumeRefused(
+            raise ResumeInvalid(
                 f"resume.{index}.interruptId {entry.interrupt_id!r} repeats an earlier "
                 "entry; answer each interrupt once",
                 code="duplicate_resume_entry",
-                status=400,
                 field=f"resume.{index}.interruptId",
             )
         seen.add(entry.interrupt_id)
