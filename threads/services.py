@@ -22,7 +22,11 @@ from agentcore.events import (
     RunStartedEvent,
 )
 from threads.agent_config import agent_application_tools, agent_settings
-from threads.answers import run_answer_dangling_calls, run_finish_if_answered
+from threads.answers import (
+    run_answer_dangling_calls,
+    run_awaits_answers,
+    run_finish_if_answered,
+)
 from threads.exceptions import (
     RunConflict,
     RunNotCancellable,
@@ -196,7 +200,11 @@ def run_create(
     )
     if managed and outer is None:
         wire_run_open(run=run, run_input=wire_input)
-    enqueue(RUN_TASK, run_pk=run.pk)
+    if continues is None or not run_awaits_answers(run_pk=continues.pk):
+        # A resume's continuation waits for its calls' answers: the answer that
+        # completes them enqueues it (continuation_maybe_start), once; a second
+        # delivery of a running run would be taken for a dead worker's.
+        enqueue(RUN_TASK, run_pk=run.pk)
     return run
 
 
