@@ -20,6 +20,7 @@ from agentcore.events import (
     RunFinishedCancelledOutcome,
     RunFinishedEvent,
     RunStartedEvent,
+    message_from_dict,
 )
 from threads.agent_config import agent_application_tools, agent_settings
 from threads.answers import (
@@ -37,7 +38,7 @@ from threads.exceptions import (
 from threads.execution import enqueue
 from threads.ids import new_message_id as mint_message_id
 from threads.locks import run_lock, thread_lock, thread_lock_by_id
-from threads.models import Message, Run, Thread, ToolCall
+from threads.models import Message, Run, Thread, ToolCall, new_public_id
 from threads.projection import message_create_from_agui
 from threads.recording import (
     WIRE_OPEN,
@@ -153,7 +154,22 @@ def message_post(
             content=content,
             position=locked.next_seq,
         )
-        run = run_create(thread=locked, run_id=run_id)
+        run_id = run_id or new_public_id()
+        # RUN_STARTED.input carries what the client sent: its one message.
+        sent = RunAgentInput(
+            thread_id=locked.thread_id,
+            run_id=run_id,
+            messages=[
+                message_from_dict(
+                    {"id": message.message_id, "role": "user", "content": content}
+                )
+            ],
+            state=locked.state,
+            tools=[],
+            context=[],
+            forwarded_props={},
+        ).model_dump(mode="json", by_alias=True, exclude_none=True)
+        run = run_create(thread=locked, run_id=run_id, wire_input=sent)
     return message, run
 
 
