@@ -25,6 +25,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from tests.conftest import service_missing
+from tests.threads.test_agui_live import REFUND_RUN_TYPES
 from tests.threads.test_ws_live import (  # noqa: F401 - fixtures
     close_thread_connections,
     live_server,
@@ -172,17 +173,7 @@ async def test_ir01_agui_official_client_sees_the_refund_interrupt(
     assert refund.state == ToolCall.State.AWAITING_APPROVAL
     (run,) = report["runs"]
     assert run["outcome"] == "interrupt"
-    assert run["eventTypes"] == [
-        "RUN_STARTED",
-        "TOOL_CALL_START",
-        "TOOL_CALL_ARGS",
-        "TOOL_CALL_END",
-        "TOOL_CALL_RESULT",
-        "TOOL_CALL_START",
-        "TOOL_CALL_ARGS",
-        "TOOL_CALL_END",
-        "RUN_FINISHED",
-    ]
+    assert run["eventTypes"] == REFUND_RUN_TYPES
     assert [m["role"] for m in report["messages"]] == [
         "user",
         "assistant",

@@ -31,6 +31,7 @@ from django.db import transaction
 from django.test import Client
 
 from config.asgi import application
+from tests.threads.test_agui_live import REFUND_RUN_TYPES
 from threads.models import Event, Message, Run, Thread, ToolCall
 from threads.recording import RunRecorder
 from threads.services import message_post, thread_create
@@ -49,20 +50,10 @@ WEATHER_TYPES = [
     "TEXT_MESSAGE_END",
     "RUN_FINISHED",
 ]
-REFUND_TYPES = [
-    # One client-visible run (docs/agui.md): lookup_order is Countersign's own
-    # (auto) tool, answered inside the run (FT-09); the agent goes on and the run
-    # ends with refund_order held for an operator, as an interrupt (IR-01).
-    "RUN_STARTED",
-    "TOOL_CALL_START",
-    "TOOL_CALL_ARGS",
-    "TOOL_CALL_END",
-    "TOOL_CALL_RESULT",
-    "TOOL_CALL_START",
-    "TOOL_CALL_ARGS",
-    "TOOL_CALL_END",
-    "RUN_FINISHED",
-]
+# One client-visible run (docs/agui.md): lookup_order is Countersign's own (auto)
+# tool, answered inside the run (FT-09); the agent goes on and the run ends with
+# refund_order held for an operator, as an interrupt (IR-01).
+REFUND_TYPES = REFUND_RUN_TYPES
 
 
 class WebsocketCommunicator(ApplicationCommunicator):
