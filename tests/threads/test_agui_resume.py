@@ -231,7 +231,7 @@ async def test_ir11_resume_with_edited_args_refunds_the_edit_and_audits_both(
 async def test_ir07_ir08_ir09_ir12_refused_resumes_change_nothing(
     user, django_user_model, live
 ):
-    """IR-07, IR-08, IR-09, IR-12: uncovered, duplicate, malformed and unauthorized resumes are refused.
+    """IR-07, IR-08, IR-09, IR-12, IR-16: uncovered, duplicate, malformed and unauthorized resumes are refused.
 
     Each answer is a JSON 4xx naming the problem; the interrupt stays open and
     nothing is refunded. An entry naming an unknown interrupt is ignored.
@@ -268,6 +268,30 @@ async def test_ir07_ir08_ir09_ir12_refused_resumes_change_nothing(
         )
         assert only_unknown.status_code == 409
         assert only_unknown.json()["type"] == "interrupts_uncovered"
+
+        # IR-16: a client tool message for a call Countersign answers is refused.
+        held_call = interrupt["toolCallId"]
+        answer_held = await client.http.post(
+            "/agui/demo/",
+            json={
+                **run_input(
+                    client.thread_id,
+                    "run-answers-held",
+                    [
+                        *client.messages,
+                        {
+                            "id": "client-answer",
+                            "role": "tool",
+                            "toolCallId": held_call,
+                            "content": "done",
+                        },
+                    ],
+                ),
+                "resume": [resolved],
+            },
+            headers=bearer(client.token),
+        )
+        assert answer_held.status_code == 409, answer_held.text
 
         # The thread's owner without the permission: 403, nothing changes.
         owner = Client(http, await sync_to_async(token_for)(user), "")
