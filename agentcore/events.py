@@ -11,6 +11,7 @@ from typing import Any
 
 from ag_ui.core import (
     PROTOCOL_VERSION,
+    AgentCapabilities,
     AssistantMessage,
     BaseEvent,
     ContentPart,
@@ -20,6 +21,8 @@ from ag_ui.core import (
     Event,
     EventType,
     FunctionCall,
+    HumanInTheLoopCapabilities,
+    IdentityCapabilities,
     Message,
     MessagesSnapshotEvent,
     RunAgentInput,
@@ -47,6 +50,8 @@ from ag_ui.core import (
     ToolCallResultEvent,
     ToolCallStartEvent,
     ToolMessage,
+    ToolsCapabilities,
+    TransportCapabilities,
     UserMessage,
 )
 from ag_ui.encoder import EventEncoder
@@ -54,6 +59,7 @@ from pydantic import TypeAdapter
 
 __all__ = [
     "PROTOCOL_VERSION",
+    "AgentCapabilities",
     "AssistantMessage",
     "BaseEvent",
     "ContentPart",
@@ -64,6 +70,8 @@ __all__ = [
     "EventEncoder",
     "EventType",
     "FunctionCall",
+    "HumanInTheLoopCapabilities",
+    "IdentityCapabilities",
     "Message",
     "MessagesSnapshotEvent",
     "RunAgentInput",
@@ -91,6 +99,8 @@ __all__ = [
     "ToolCallResultEvent",
     "ToolCallStartEvent",
     "ToolMessage",
+    "ToolsCapabilities",
+    "TransportCapabilities",
     "UserMessage",
     "event_from_dict",
     "event_to_dict",

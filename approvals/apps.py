@@ -1,4 +1,14 @@
+from typing import Any
+
 from django.apps import AppConfig
+
+
+def _run_interrupts(run: Any) -> list[dict[str, Any]]:
+    # Deferred: approvals.interrupts loads the agents' toolsets (MCP sources
+    # among them), which must not happen while the app registry is starting.
+    from approvals.interrupts import run_interrupts
+
+    return run_interrupts(run)
 
 
 class ApprovalsConfig(AppConfig):
@@ -6,3 +16,11 @@ class ApprovalsConfig(AppConfig):
 
     default_auto_field = "django.db.models.BigAutoField"
     name = "approvals"
+
+    def ready(self) -> None:
+        # Deferred: threads.wire imports models, importable only once the registry is ready.
+        from threads.wire import interrupt_source_register
+
+        # A wire run held for an operator ends with the run's approval requests
+        # as interrupts (IR-01); threads cannot import approvals, so it is handed in.
+        interrupt_source_register(_run_interrupts)

@@ -64,3 +64,34 @@ class ExecutionInProgress(ApprovalError):
     def __init__(self, message: str, *, retry_after: float) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class ResumeRefused(ApprovalError):
+    """A ``RunAgentInput.resume`` that cannot be applied; nothing was decided (IR-07…IR-13).
+
+    ``code`` names the case (``interrupts_uncovered``, ``duplicate_resume_entry``,
+    ``invalid_resume_payload``, ``INTERRUPT_EXPIRED``, ``interrupt_decided``),
+    ``field`` the input member at fault and ``extra`` more of the body (for
+    ``interrupt_decided`` the recorded decisions).
+    """
+
+    status = 409
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str,
+        field: str = "resume",
+        extra: dict[str, object] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.field = field
+        self.extra = extra or {}
+
+
+class ResumeInvalid(ResumeRefused):
+    """A malformed resume (a repeated entry, a payload failing ``responseSchema``): 400."""
+
+    status = 400

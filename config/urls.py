@@ -29,6 +29,11 @@ urlpatterns = [
         agui.agui_thread_events,
         name="agui-thread-events",
     ),
+    path(
+        "agui/<str:agent>/capabilities",
+        agui.agui_capabilities,
+        name="agui-capabilities",
+    ),
     path("agui/<str:agent>/", agui.agui_run, name="agui-run"),
     re_path(r"^agui/(?P<path>(?s:.*))\Z", api_not_found),
     path("", include("threads.ui_urls")),

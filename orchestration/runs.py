@@ -30,7 +30,7 @@ from orchestration.supervision import (
     run_log_context,
 )
 from threads.agent_config import agent_build
-from threads.answers import run_answer_dangling_calls
+from threads.answers import run_answer_dangling_calls, run_awaits_answers
 from threads.locks import run_lock
 from threads.models import Run
 from threads.recording import RunRecorder, record_terminal_error
@@ -74,6 +74,10 @@ def _run_claim(*, run_pk: int) -> tuple[Run, bool | None]:
         if run.status == Run.Status.RUNNING:
             return run, None if heartbeat_alive(run_pk) else False
         if run.status != Run.Status.QUEUED:
+            return run, None
+        if run.continues_id is not None and run_awaits_answers(run_pk=run.continues_id):
+            # A resume's continuation, created before its calls were answered
+            # (IR-07): enqueued again by the answer that completes them.
             return run, None
         run_transition(run=run, to=Run.Status.RUNNING, save=False)
         run.started_at = timezone.now()

@@ -25,14 +25,21 @@ from django.views.decorators.csrf import csrf_exempt
 from pydantic import ValidationError
 from rest_framework.authtoken.models import Token
 
-from agentcore.events import RunAgentInput
+from agentcore.events import (
+    AgentCapabilities,
+    HumanInTheLoopCapabilities,
+    IdentityCapabilities,
+    RunAgentInput,
+    ToolsCapabilities,
+    TransportCapabilities,
+)
 from config.exception_handler import integrity_conflict
+from orchestration.resume import agui_run_start
 from threads.agent_config import agent_toolset
 from threads.exceptions import ThreadsError
 from threads.ids import check_input_messages
 from threads.models import Thread
 from threads.selectors import thread_visible_to
-from threads.services import run_start_from_agui
 from threads.sse import follow_log
 from threads.validation import MAX_ID_LENGTH, PUBLIC_ID, JSONInputError, parse_json
 
@@ -231,11 +238,15 @@ async def agui_run(request: HttpRequest, agent: str) -> HttpResponseBase:
             refusal.status, refusal.code, str(refusal), fields={field: str(refusal)}
         )
     try:
-        thread, run, start = await sync_to_async(run_start_from_agui)(
+        thread, run, start = await sync_to_async(agui_run_start)(
             user=user, agent=agent, run_input=run_input
         )
     except ThreadsError as error:
-        return error_response(error.status, error.code, str(error))
+        at = getattr(error, "field", None)
+        extra = dict(getattr(error, "extra", None) or {})
+        if at:
+            extra["fields"] = {at: str(error)}
+        return error_response(error.status, error.code, str(error), **extra)
     except IntegrityError as error:
         # A concurrent input took the id between the check and the insert.
 
@@ -249,6 +260,44 @@ async def agui_run(request: HttpRequest, agent: str) -> HttpResponseBase:
     for key, value in SSE_HEADERS.items():
         response[key] = value
     return response
+
+
+def capabilities_for(agent: str) -> dict[str, Any]:
+    """Return agent ``agent``'s AG-UI ``AgentCapabilities`` (camelCase JSON).
+
+    Declares what Countersign does for every agent: SSE streaming, agent-side
+    tools plus client-provided ones, and human-in-the-loop through interrupts
+    that accept ``editedArgs`` (IR-05). Raises
+    :class:`threads.exceptions.UnknownAgent`.
+    """
+    toolset = agent_toolset(agent)
+    capabilities = AgentCapabilities(
+        identity=IdentityCapabilities(name=agent, type="countersign"),
+        transport=TransportCapabilities(streaming=True, resumable=True),
+        tools=ToolsCapabilities(
+            supported=True,
+            items=[t.agui_tool() for t in toolset],
+            client_provided=True,
+        ),
+        human_in_the_loop=HumanInTheLoopCapabilities(
+            supported=True, approvals=True, interrupts=True, approve_with_edits=True
+        ),
+    )
+    return capabilities.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+async def agui_capabilities(request: HttpRequest, agent: str) -> HttpResponseBase:
+    """``GET /agui/<agent>/capabilities``: the agent's ``AgentCapabilities`` as JSON."""
+    if request.method != "GET":
+        return error_response(405, "method_not_allowed", "GET the capabilities")
+    _, failure = await sync_to_async(_authenticate)(request)
+    if failure:
+        return error_response(401, "not_authenticated", failure)
+    try:
+        body = await sync_to_async(capabilities_for)(agent)
+    except ThreadsError as error:
+        return error_response(error.status, error.code, str(error))
+    return JsonResponse(body)
 
 
 async def agui_thread_events(request: HttpRequest, thread_id: str) -> HttpResponseBase:

@@ -132,6 +132,16 @@ def run_answers_complete(*, run: Run) -> bool:
     return answered == pending
 
 
+def run_awaits_answers(*, run_pk: int) -> bool:
+    """Return whether run ``run_pk`` is ``awaiting_tools`` with a pending call unanswered."""
+    run = Run.objects.filter(pk=run_pk).first()
+    return (
+        run is not None
+        and run.status == Run.Status.AWAITING_TOOLS
+        and not run_answers_complete(run=run)
+    )
+
+
 def run_finish_if_answered(*, run: Run) -> bool:
     """Finish the ``awaiting_tools`` ``run`` once all its pending calls are answered.
 

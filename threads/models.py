@@ -89,6 +89,17 @@ class Run(models.Model):
         blank=True,
         related_name="continuation",
     )
+    #: How this run appears on the AG-UI wire (docs/agui.md "one run per request").
+    #: ``""``: not managed (its own boundary events are its wire, as recorded);
+    #: ``open``/``closed``: a client-visible run whose RUN_STARTED is written by
+    #: Countersign and whose RUN_FINISHED/RUN_ERROR has (closed) or has not (open)
+    #: been written yet; ``segment``: an internal continuation streamed inside
+    #: ``outer``'s wire run, whose own RUN_STARTED/RUN_FINISHED never reach a client.
+    wire_state = models.CharField(max_length=10, blank=True, default="")
+    #: For a ``segment``: the client-visible run it continues on the wire.
+    outer = models.ForeignKey(
+        "self", on_delete=models.CASCADE, null=True, blank=True, related_name="segments"
+    )
     agent = models.CharField(max_length=100, default="demo")
     status = models.CharField(
         max_length=20, choices=Status.choices, default=Status.QUEUED
@@ -132,6 +143,16 @@ class Run(models.Model):
             for i in self.interrupts or []
             if i.get("id") not in resumed
         ]
+
+    @property
+    def managed(self) -> bool:
+        """Whether Countersign writes this run's wire boundaries (see ``wire_state``)."""
+        return bool(self.wire_state)
+
+    @property
+    def wire_run(self) -> Run:
+        """The client-visible run whose stream carries this run's events."""
+        return self.outer if self.outer_id is not None and self.outer else self
 
 
 class Message(models.Model):

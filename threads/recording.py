@@ -16,6 +16,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models.fields.json import KT
 from django.utils import timezone
 
 from agentcore.events import (
@@ -24,10 +26,12 @@ from agentcore.events import (
     MessagesSnapshotEvent,
     RunErrorEvent,
     RunStartedEvent,
+    ToolCallResultEvent,
     event_from_dict,
     event_to_dict,
 )
 from agentcore.stream import RunStream, StreamViolation
+from threads.answers import APPLICATION_SOURCE
 from threads.conf import countersign_settings
 from threads.locks import thread_lock
 from threads.models import Event, Message, Run, Thread, ToolCall
@@ -44,6 +48,70 @@ logger = logging.getLogger(__name__)
 
 _DELTA_TYPES = {EventType.TOOL_CALL_ARGS, EventType.TEXT_MESSAGE_CONTENT}
 _TERMINAL_TYPES = {EventType.RUN_FINISHED, EventType.RUN_ERROR}
+_TERMINAL_NAMES = {"RUN_FINISHED", "RUN_ERROR"}
+
+#: ``Run.wire_state`` values (see the field).
+WIRE_OPEN = "open"
+WIRE_CLOSED = "closed"
+WIRE_SEGMENT = "segment"
+
+
+def wire_usage(wire: Run, *, extra: Any = None) -> list[dict[str, Any]]:
+    """Return the token usage of wire run ``wire`` and its segments, summed per model.
+
+    ``extra`` (TokenUsage models or dicts) is a segment's usage not stored yet.
+    """
+    totals: dict[tuple[Any, Any], dict[str, Any]] = {}
+    lists = [
+        u
+        for u in Run.objects.filter(Q(pk=wire.pk) | Q(outer=wire))
+        .order_by("created_at", "id")
+        .values_list("usage", flat=True)
+        if u
+    ]
+    if extra:
+        lists.append(
+            [
+                e.model_dump(mode="json", by_alias=True, exclude_none=True)
+                if hasattr(e, "model_dump")
+                else e
+                for e in extra
+            ]
+        )
+    for entries in lists:
+        for entry in entries:
+            key = (entry.get("provider"), entry.get("model"))
+            total = totals.setdefault(
+                key, {k: v for k, v in entry.items() if not isinstance(v, int)}
+            )
+            for name, value in entry.items():
+                if isinstance(value, int) and not isinstance(value, bool):
+                    total[name] = total.get(name, 0) + value
+    return list(totals.values())
+
+
+def unreported_application_results(*, thread: Thread) -> QuerySet[Message]:
+    """Tool messages Countersign wrote on ``thread`` that no log event reports yet.
+
+    The log is the truth of what clients were told: a result is reported once a
+    ``TOOL_CALL_RESULT`` with its ``messageId`` is in the thread's log.
+    """
+    return (
+        Message.objects.filter(
+            thread=thread,
+            role=Message.Role.TOOL,
+            run__isnull=True,
+            metadata__source=APPLICATION_SOURCE,
+        )
+        .exclude(
+            Exists(
+                Event.objects.filter(thread=thread, type="TOOL_CALL_RESULT")
+                .annotate(reported_id=KT("payload__messageId"))
+                .filter(reported_id=OuterRef("message_id"))
+            )
+        )
+        .order_by("position", "id")
+    )
 
 
 def _item_id(event: BaseEvent) -> str:
@@ -112,19 +180,43 @@ class RunRecorder:
         self._buffer_since: float | None = None
         prior_calls = ToolCall.objects.filter(thread=self.thread).exclude(run=run)
         prior_messages = Message.objects.filter(thread=self.thread).exclude(run=run)
-        # Tool messages the application wrote since the last run (approved,
-        # rejected, expired, cancelled calls) reach AG-UI clients as what they are,
-        # tool messages in this run's input (RUN_STARTED.input echo), never as a
-        # TOOL_CALL_RESULT of a run that did not start the call (TC-09): a client
-        # that adds the input's messages (as @ag-ui/client does) would otherwise
-        # hold each answer twice.
+        #: A managed run's own RUN_STARTED, and a RUN_FINISHED that leaves calls for
+        #: Countersign, are projected but never stored: the client-visible run's
+        #: boundaries are written by :mod:`threads.wire` (one run per request).
+        self.managed = run.managed
+        # An unmanaged run (recorded directly: imports, loaddemo, replays) reports
+        # the tool messages the application wrote since the last run as
+        # TOOL_CALL_RESULT events right after its RUN_STARTED (BC21, BC32); a
+        # managed run's wire reports them as they are written (threads.wire).
+        self._application_results = (
+            []
+            if self.managed
+            else [
+                ToolCallResultEvent(
+                    message_id=m.message_id,
+                    tool_call_id=m.tool_call_id,
+                    content=m.content,
+                    role="tool",
+                    metadata={"error": m.error} if m.error else None,
+                )
+                for m in unreported_application_results(thread=self.thread).exclude(
+                    run=run
+                )
+            ]
+        )
+        self._hidden: set[int] = set()
+        reported = {e.message_id for e in self._application_results}
         self.stream = RunStream(
             thread_id=self.thread.thread_id,
             run_id=run.run_id,
             prior_tool_call_ids=list(
                 prior_calls.values_list("tool_call_id", flat=True)
             ),
-            prior_message_ids=list(prior_messages.values_list("message_id", flat=True)),
+            prior_message_ids=[
+                m
+                for m in prior_messages.values_list("message_id", flat=True)
+                if m not in reported
+            ],
         )
 
     # -- intake ---------------------------------------------------------------
@@ -151,6 +243,12 @@ class RunRecorder:
             except StreamViolation as violation:
                 written.extend(self._fail(violation))
                 continue
+            if self._application_results and any(
+                item.type == EventType.RUN_STARTED for item in normalized
+            ):
+                injected, self._application_results = self._application_results, []
+                for result in injected:
+                    normalized.extend(self.stream.feed(result))
             terminal = False
             for item in normalized:
                 if item.type == EventType.MESSAGES_SNAPSHOT:
@@ -160,6 +258,8 @@ class RunRecorder:
                     continue
                 if isinstance(item, RunStartedEvent):
                     item = input_echo_thread_ids(thread=self.thread, event=item)
+                if self.managed:
+                    item = self._wire_shape(item)
                 self._buffer_event(item)
                 terminal = terminal or item.type in _TERMINAL_TYPES
             if terminal or self.flush_due():
@@ -189,6 +289,32 @@ class RunRecorder:
                 return written + self._fail(violation)
         self._buffer_event(reconciled[-1])
         return written
+
+    def _wire_shape(self, event: BaseEvent) -> BaseEvent:
+        """Return a managed run's ``event`` as its wire run shows it, marking hidden ones.
+
+        RUN_STARTED is hidden (the wire run's own start was written when it was
+        created); a RUN_FINISHED that leaves calls unanswered is hidden (the calls
+        go to Countersign, which continues or ends the wire run, threads.wire); any
+        other RUN_FINISHED ends the wire run and carries its ``runId``.
+        """
+        hidden = event.type == EventType.RUN_STARTED or (
+            event.type == EventType.RUN_FINISHED
+            and getattr(getattr(event, "outcome", None), "type", "success")
+            != "cancelled"
+            and bool(self.stream.pending_tool_call_ids)
+        )
+        if event.type == EventType.RUN_FINISHED and not hidden:
+            wire = self.run.wire_run
+            payload = {**event_to_dict(event), "runId": wire.run_id}
+            if wire.pk != self.run.pk:
+                usage = wire_usage(wire, extra=getattr(event, "usage", None))
+                if usage:
+                    payload["usage"] = usage
+            event = event_from_dict(payload)
+        if hidden:
+            self._hidden.add(id(event))
+        return event
 
     def flush_due(self) -> bool:
         """Whether the buffer's age or size has reached the coalescing window."""
@@ -251,6 +377,8 @@ class RunRecorder:
         if not self._buffer:
             return []
         batch, self._buffer = self._buffer, []
+        hidden_ids, self._hidden = self._hidden, set()
+        hidden = [id(event) in hidden_ids for event in batch]
         self._buffer_bytes = 0
         self._buffer_since = None
         # PostgreSQL stores no NUL character: model output carrying one is kept
@@ -265,23 +393,32 @@ class RunRecorder:
         with transaction.atomic():
             thread = thread_lock(thread_pk=self.thread.pk)
             first = thread.next_seq
-            rows = [
-                Event(
-                    thread=thread,
-                    run=self.run,
-                    seq=first + offset,
-                    type=str(event.type.value),
-                    payload=payload,
+            rows: list[Event] = []
+            seqs: list[int] = []
+            for event, payload, skip in zip(batch, payloads, hidden, strict=True):
+                # A hidden event is projected at the position the next stored
+                # event takes; it takes no seq of its own.
+                seqs.append(first + len(rows))
+                if skip:
+                    continue
+                rows.append(
+                    Event(
+                        thread=thread,
+                        run=self.run,
+                        seq=first + len(rows),
+                        type=str(event.type.value),
+                        payload=payload,
+                    )
                 )
-                for offset, (event, payload) in enumerate(
-                    zip(batch, payloads, strict=True)
-                )
-            ]
             Thread.objects.filter(pk=thread.pk).update(
                 next_seq=first + len(rows), updated_at=timezone.now()
             )
             Event.objects.bulk_create(rows)
-            Projection(thread=thread, run=self.run).apply(batch, [r.seq for r in rows])
+            Projection(thread=thread, run=self.run).apply(batch, seqs)
+            if self.managed and any(r.type in _TERMINAL_NAMES for r in rows):
+                Run.objects.filter(pk=self.run.wire_run.pk).update(
+                    wire_state=WIRE_CLOSED
+                )
             if self.publish:
                 transaction.on_commit(
                     lambda: publish_events(thread_pk=thread.pk, events=rows),
@@ -356,9 +493,56 @@ def record_terminal_error(recorder: RunRecorder, *, code: str, message: str) -> 
 def recorder_resume(*, run: Run) -> RunRecorder:
     """Return a recorder for ``run`` whose stream machine has seen its recorded events."""
     recorder = RunRecorder(run)
+    if run.managed and run.status != Run.Status.QUEUED:
+        # A managed run's RUN_STARTED was projected, not stored (see RunRecorder).
+        recorder.stream.feed(
+            RunStartedEvent(thread_id=run.thread.thread_id, run_id=run.run_id)
+        )
     for row in run.events.order_by("seq"):
         try:
             recorder.stream.feed(event_from_dict(row.payload))
         except StreamViolation:
             break
     return recorder
+
+
+def record_wire_events(
+    *, run: Run, events: Sequence[BaseEvent | dict[str, Any]]
+) -> list[Event]:
+    """Append events Countersign itself writes for wire run ``run`` to the log; return the rows.
+
+    The client-visible run's RUN_STARTED and RUN_FINISHED, and the results of calls
+    Countersign answered (:mod:`threads.wire`). Each event is validated as an AG-UI
+    event; nothing is projected (the rows they describe exist already). Published
+    after commit like every other log row. Implements DC-01, DC-02.
+    """
+    payloads = [
+        storable(
+            event_to_dict(event_from_dict(e) if isinstance(e, dict) else e),
+            what=f"event of run {run.run_id}",
+        )
+        for e in events
+    ]
+    if not payloads:
+        return []
+    with transaction.atomic():
+        thread = thread_lock(thread_pk=run.thread_id)
+        first = thread.next_seq
+        rows = [
+            Event(
+                thread=thread,
+                run=run,
+                seq=first + offset,
+                type=str(payload["type"]),
+                payload=payload,
+            )
+            for offset, payload in enumerate(payloads)
+        ]
+        Thread.objects.filter(pk=thread.pk).update(
+            next_seq=first + len(rows), updated_at=timezone.now()
+        )
+        Event.objects.bulk_create(rows)
+        transaction.on_commit(
+            lambda: publish_events(thread_pk=thread.pk, events=rows), robust=True
+        )
+    return rows

@@ -20,9 +20,14 @@ from agentcore.events import (
     RunFinishedCancelledOutcome,
     RunFinishedEvent,
     RunStartedEvent,
+    message_from_dict,
 )
 from threads.agent_config import agent_application_tools, agent_settings
-from threads.answers import run_answer_dangling_calls, run_finish_if_answered
+from threads.answers import (
+    run_answer_dangling_calls,
+    run_awaits_answers,
+    run_finish_if_answered,
+)
 from threads.exceptions import (
     RunConflict,
     RunNotCancellable,
@@ -33,15 +38,26 @@ from threads.exceptions import (
 from threads.execution import enqueue
 from threads.ids import new_message_id as mint_message_id
 from threads.locks import run_lock, thread_lock, thread_lock_by_id
-from threads.models import Message, Run, Thread, ToolCall
+from threads.models import Message, Run, Thread, ToolCall, new_public_id
 from threads.projection import message_create_from_agui
-from threads.recording import RunRecorder, record_terminal_error, recorder_resume
+from threads.recording import (
+    WIRE_OPEN,
+    WIRE_SEGMENT,
+    RunRecorder,
+    record_terminal_error,
+    recorder_resume,
+)
 from threads.selectors import (
     thread_messages_agui,
     thread_unanswered_calls,
     thread_visible_to,
 )
 from threads.transitions import run_transition
+from threads.wire import (
+    wire_results_report,
+    wire_run_close_if_waiting,
+    wire_run_open,
+)
 
 #: The Celery task (and its import path, for the embedded pool) that executes a run.
 RUN_TASK = "threads.tasks.run_agent"
@@ -61,7 +77,9 @@ def thread_create(
     return Thread.objects.create(**fields)
 
 
-def thread_check_can_start_run(*, thread: Thread) -> None:
+def thread_check_can_start_run(
+    *, thread: Thread, resumed_call_ids: frozenset[str] = frozenset()
+) -> None:
     """Raise :class:`RunConflict` unless a new run may start on ``thread`` now.
 
     One run per thread at a time: refused while a run is queued or running, or
@@ -92,7 +110,11 @@ def thread_check_can_start_run(*, thread: Thread) -> None:
             "operator's decision in the approval queue, or cancel them with "
             f"POST /api/threads/{thread.thread_id}/cancel-pending/ (a reason is required)"
         )
-    pending = thread_unanswered_calls(thread=thread)
+    pending = [
+        c
+        for c in thread_unanswered_calls(thread=thread)
+        if c.tool_call_id not in resumed_call_ids
+    ]
     if pending:
         ids = [c.tool_call_id for c in pending]
         raise RunConflict(
@@ -144,7 +166,22 @@ def message_post(
             content=content,
             position=locked.next_seq,
         )
-        run = run_create(thread=locked, run_id=run_id)
+        run_id = run_id or new_public_id()
+        # RUN_STARTED.input carries what the client sent: its one message.
+        sent = RunAgentInput(
+            thread_id=locked.thread_id,
+            run_id=run_id,
+            messages=[
+                message_from_dict(
+                    {"id": message.message_id, "role": "user", "content": content}
+                )
+            ],
+            state=locked.state,
+            tools=[],
+            context=[],
+            forwarded_props={},
+        ).model_dump(mode="json", by_alias=True, exclude_none=True)
+        run = run_create(thread=locked, run_id=run_id, wire_input=sent)
     return message, run
 
 
@@ -155,6 +192,9 @@ def run_create(
     run_id: str | None = None,
     agent: str | None = None,
     client_input: dict[str, Any] | None = None,
+    outer: Run | None = None,
+    wire_input: dict[str, Any] | None = None,
+    managed: bool = True,
 ) -> Run:
     """Create a queued run on ``thread`` and enqueue its execution after commit.
 
@@ -163,6 +203,10 @@ def run_create(
     is the client's ``runId`` (else a new one); ``agent`` defaults to the
     thread's; ``client_input`` is what an AG-UI client brought besides history
     (tools, context, forwarded props, state), merged by :func:`run_input_build`.
+    On the wire (:mod:`threads.wire`) the run is a segment of the open wire run
+    ``outer``, or, without ``outer``, a client-visible run of its own whose
+    ``RUN_STARTED`` (echoing ``wire_input``, what the client sent) is written now;
+    ``managed=False`` keeps the unmanaged shape of the run it continues.
     Must be called inside a transaction holding the thread's row lock
     (:func:`threads.locks.thread_lock`).
     """
@@ -172,6 +216,8 @@ def run_create(
         fields["run_id"] = run_id
     if client_input is not None:
         fields["input"] = {"client": client_input}
+    if outer is not None:
+        fields.update(outer=outer, wire_state=WIRE_SEGMENT)
     run = Run.objects.create(
         thread=thread,
         agent=agent or thread.agent,
@@ -180,12 +226,22 @@ def run_create(
         status=Run.Status.QUEUED,
         **fields,
     )
-    enqueue(RUN_TASK, run_pk=run.pk)
+    if managed and outer is None:
+        wire_run_open(run=run, run_input=wire_input)
+    if continues is None or not run_awaits_answers(run_pk=continues.pk):
+        # A resume's continuation waits for its calls' answers: the answer that
+        # completes them enqueues it (continuation_maybe_start), once; a second
+        # delivery of a running run would be taken for a dead worker's.
+        enqueue(RUN_TASK, run_pk=run.pk)
     return run
 
 
 def run_start_from_agui(
-    *, user: Any, agent: str, run_input: RunAgentInput
+    *,
+    user: Any,
+    agent: str,
+    run_input: RunAgentInput,
+    resumed_call_ids: frozenset[str] = frozenset(),
 ) -> tuple[Thread, Run, int]:
     """Merge an AG-UI ``run_input`` into its thread and create the run.
 
@@ -196,6 +252,9 @@ def run_start_from_agui(
     thread ``user`` may not see, :class:`RunConflict` for a reused ``runId`` or a
     thread that cannot take a run, :class:`threads.exceptions.UnknownAgent`, and
     ``IntegrityError`` when the input conflicts with stored history.
+    ``resumed_call_ids`` are calls the same transaction decides from the input's
+    ``resume`` (:mod:`approvals.services.resume`): this run is then their run's
+    continuation, started once they are answered (IR-07, IR-15).
     Implements FT-01, FT-06, SEC-02.
     """
     agent_settings(agent)
@@ -222,12 +281,18 @@ def run_start_from_agui(
             exclude_none=True,
             include={"tools", "context", "forwarded_props", "state"},
         )
+        # RUN_STARTED.input echoes exactly what the client sent (threads.wire).
+        wire_input = run_input.model_dump(mode="json", by_alias=True, exclude_none=True)
         run: Run | None = None
         if fresh:
             # An imported conversation's tool calls need a run to own their rows
             # (ToolCall.run), so a new thread's run exists before its history.
             run = run_create(
-                thread=thread, run_id=run_input.run_id, agent=agent, client_input=client
+                thread=thread,
+                run_id=run_input.run_id,
+                agent=agent,
+                client_input=client,
+                wire_input=wire_input,
             )
         known = set(thread.messages.values_list("message_id", flat=True))
         for message in run_input.messages:
@@ -242,24 +307,37 @@ def run_start_from_agui(
             known.add(data["id"])
         if run is None:
             run = _run_create_after_history(
-                thread=thread, run_id=run_input.run_id, agent=agent, client=client
+                thread=thread,
+                run_id=run_input.run_id,
+                agent=agent,
+                client=client,
+                wire_input=wire_input,
+                resumed_call_ids=resumed_call_ids,
             )
         start = thread.next_seq - 1
     return thread, run, start
 
 
 def _run_create_after_history(
-    *, thread: Thread, run_id: str, agent: str, client: dict[str, Any]
+    *,
+    thread: Thread,
+    run_id: str,
+    agent: str,
+    client: dict[str, Any],
+    wire_input: dict[str, Any],
+    resumed_call_ids: frozenset[str] = frozenset(),
 ) -> Run:
     """Create the run of a thread that has history: checked, continuing its last run."""
-    thread_check_can_start_run(thread=thread)
+    thread_check_can_start_run(thread=thread, resumed_call_ids=resumed_call_ids)
     latest = thread.runs.order_by("-created_at", "-id").first()
     continues = None
     if latest is not None and latest.status == Run.Status.AWAITING_TOOLS:
-        # The client answered the calls its last run left pending (FT-06): this
-        # run is that run's continuation. thread_check_can_start_run has just
-        # proved no call is left unanswered.
-        run_transition(run=latest, to=Run.Status.FINISHED)
+        # The client answered the calls its last run left pending (FT-06), or is
+        # resuming the ones held for a person: this run is that run's
+        # continuation. Calls being resumed are answered after this returns; the
+        # run starts once they are (orchestration.runs defers its claim).
+        if not resumed_call_ids:
+            run_transition(run=latest, to=Run.Status.FINISHED)
         if not Run.objects.filter(continues=latest).exists():
             continues = latest
     return run_create(
@@ -268,6 +346,7 @@ def _run_create_after_history(
         run_id=run_id,
         agent=agent,
         client_input=client,
+        wire_input=wire_input,
     )
 
 
@@ -293,23 +372,41 @@ def _check_client_tool_answer(*, thread: Thread, data: dict[str, Any]) -> None:
 
 
 def continuation_maybe_start(*, run: Run) -> Run | None:
-    """Start the one continuation run once every pending call of ``run`` is answered.
+    """Settle ``run`` after an answer: continue it once every pending call is answered.
 
-    Returns the new run, or ``None`` when calls are still unanswered or a
-    continuation already exists (the one-to-one ``Run.continues`` makes a second
-    one impossible). Its ``RunAgentInput.messages`` carry one tool message per
-    call (FT-06). Needs only thread rows, so the approval workflow (below the
-    orchestration layer) calls it after every answer. Implements FT-06, DC-04.
+    Returns the new run, or ``None``. Results Countersign wrote are reported in the
+    open wire run first (:func:`threads.wire.wire_results_report`). Once every
+    call is answered the one continuation starts (the one-to-one ``Run.continues``
+    makes a second one impossible): a segment of the wire run still open, else a
+    client-visible run of its own; a continuation a resume already created
+    (:func:`threads.services.run_start_from_agui`) is enqueued again instead. While
+    calls wait for a human or the client, the wire run ends
+    (:func:`threads.wire.wire_run_close_if_waiting`). Its ``RunAgentInput.messages``
+    carry one tool message per call (FT-06). Needs only thread rows, so the
+    approval workflow (below the orchestration layer) calls it after every answer.
+    Implements FT-06, DC-04, IR-01.
     """
     with transaction.atomic():
         locked = run_lock(run_pk=run.pk, thread_pk=run.thread_id)
+        wire_results_report(thread=locked.thread)
         if locked.status != Run.Status.AWAITING_TOOLS:
             return None
-        if Run.objects.filter(continues=locked).exists():
+        reserved = Run.objects.filter(continues=locked).first()
+        if reserved is not None:
+            if run_finish_if_answered(run=locked) and reserved.status == (
+                Run.Status.QUEUED
+            ):
+                enqueue(RUN_TASK, run_pk=reserved.pk)
             return None
         if not run_finish_if_answered(run=locked):
+            wire_run_close_if_waiting(run=locked)
             return None
-        return run_create(thread=locked.thread, continues=locked)
+        wire = locked.wire_run if locked.managed else None
+        if wire is not None and wire.wire_state == WIRE_OPEN:
+            return run_create(thread=locked.thread, continues=locked, outer=wire)
+        return run_create(
+            thread=locked.thread, continues=locked, managed=locked.managed
+        )
 
 
 def run_input_build(*, run: Run) -> dict[str, Any]:

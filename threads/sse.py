@@ -12,11 +12,13 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
 from agentcore.events import EventEncoder, event_from_dict
 from threads.conf import countersign_settings
 from threads.logreader import log_after
+from threads.models import Run
 from threads.realtime import register_server_loop, thread_group_name
 
 logger = logging.getLogger(__name__)
@@ -31,6 +33,15 @@ def sse_frame(payload: dict[str, Any], *, seq: int | None = None) -> str:
     return f"id: {seq}\n{frame}" if seq is not None else frame
 
 
+async def _wire_runs(run: Any) -> set[int]:
+    """Return the pks of ``run`` and of the segments streamed inside it."""
+
+    def read() -> set[int]:
+        return {run.pk, *Run.objects.filter(outer=run).values_list("pk", flat=True)}
+
+    return await sync_to_async(read)()
+
+
 async def follow_log(
     *,
     thread: Any,
@@ -40,8 +51,9 @@ async def follow_log(
 ) -> AsyncIterator[str]:
     """Yield SSE frames for ``thread``'s log rows after ``after``, following live.
 
-    With ``run``, only that run's events are sent and the stream ends after its
-    terminal event (``RUN_FINISHED`` or ``RUN_ERROR``); without it the stream
+    With ``run`` (a client-visible run), the stream ends after that run's
+    terminal event (``RUN_FINISHED`` or ``RUN_ERROR``, written by it or by one of
+    its segments, :mod:`threads.wire`); without it the stream
     follows the thread across runs until the client goes away. A keep-alive
     comment opens the stream (so proxies pass the response on at once) and is sent
     again every ``keepalive`` seconds of silence; AG-UI consumers ignore comment
@@ -63,14 +75,17 @@ async def follow_log(
     if channel is not None:
         await layer.group_add(group, channel)
     last = after
+    mine: set[int] = {run.pk} if run is not None else set()
     silent_for = 0.0
     try:
         yield KEEPALIVE
         while True:
             async for row in log_after(thread=thread, after=last):
                 last = row.seq
-                if run is not None and row.run_id != run.pk:
-                    continue
+                if run is not None and row.run_id not in mine:
+                    mine = await _wire_runs(run)
+                    if row.run_id not in mine:
+                        continue
                 yield sse_frame(row.payload, seq=row.seq)
                 silent_for = 0.0
                 if run is not None and row.type in ("RUN_FINISHED", "RUN_ERROR"):

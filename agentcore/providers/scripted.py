@@ -12,6 +12,12 @@ network and no API key. It has two modes:
     once that is answered, ``refund_order`` ``{"order_id", "amount", "reason":
     "customer request"}``; once that is answered, ``Refund done: <result>`` (or says
     the refund failed or was declined, quoting why);
+  - with a client tool ``confirm`` offered, ``confirm <question>`` → calls
+    ``confirm`` ``{"question": <question>}``; once the client answered, ``You
+    answered: <answer>``;
+  - with a client tool ``notify_customer`` offered, a refund request that says
+    ``notify`` calls ``notify_customer`` ``{"message": ...}`` in the same turn as
+    ``refund_order`` (a client tool and a held call in one run);
   - anything else → a short text reply saying what it can do.
 
 - **Script** (``ScriptedProvider([...])``): each :meth:`~ScriptedProvider.stream_turn`
@@ -74,6 +80,13 @@ _REFUND_RE: Final = re.compile(
     r"(?:\s+(?:for\s+)?[$€£]?\s*(?P<amount>\d+(?:\.\d+)?))?",
     re.IGNORECASE,
 )
+_CONFIRM_RE: Final = re.compile(
+    r"\bconfirm\b\s*(?P<rest>.*)", re.IGNORECASE | re.DOTALL
+)
+_NOTIFY_RE: Final = re.compile(r"\bnotify\b", re.IGNORECASE)
+#: Client (frontend) tools the rules call when the client offers them.
+CONFIRM_TOOL: Final = "confirm"
+NOTIFY_TOOL: Final = "notify_customer"
 _SENTENCE_END: Final = re.compile(r"[?!;,\n]|\.(?:\s|$)")
 _STRIP: Final = " \t\r\n.,;:!?\"'`()[]{}"
 _HELP: Final = (
@@ -344,8 +357,10 @@ class ScriptedProvider(Provider):
         state = _rules_state(request.messages)
         offered = {spec.name for spec in request.tools}
         call_id = f"call_{_count_calls(request.messages) + 1}"
-        reply = _weather_rule(state, offered, call_id) or _refund_rule(
-            state, offered, call_id
+        reply = (
+            _weather_rule(state, offered, call_id)
+            or _refund_rule(state, offered, call_id)
+            or _confirm_rule(state, offered, call_id)
         )
         if reply is None:
             reply = text(_HELP)
@@ -438,17 +453,42 @@ def _refund_rule(
         return text(f"I couldn't look up order {order_id}: {_why(lookup)}")
     refund = state.results.get("refund_order")
     if refund is None:
-        return tool_call(
+        refund_call = tool_call(
             "refund_order",
             {"order_id": order_id, "amount": amount, "reason": REFUND_REASON},
             call_id=call_id,
         )
+        if NOTIFY_TOOL in offered and _NOTIFY_RE.search(state.user_text):
+            number = int(call_id.rsplit("_", 1)[1]) + 1
+            return turn(
+                refund_call,
+                tool_call(
+                    NOTIFY_TOOL,
+                    {"message": f"Refunding {amount} on order {order_id}"},
+                    call_id=f"call_{number}",
+                ),
+            )
+        return refund_call
     if refund.error:
         return text(
             f"The refund of {amount} on order {order_id} failed or was declined: "
             f"{_why(refund)}"
         )
     return text(f"Refund done: {_content_text(refund)}")
+
+
+def _confirm_rule(
+    state: _RulesState, offered: set[str], call_id: str
+) -> ScriptedTurn | None:
+    """Return the confirm rule's turn (a client tool), or ``None`` when it does not apply."""
+    match = _CONFIRM_RE.search(state.user_text)
+    if match is None or CONFIRM_TOOL not in offered:
+        return None
+    answer = state.results.get(CONFIRM_TOOL)
+    if answer is None:
+        question = match.group("rest").strip(_STRIP) or "Proceed?"
+        return tool_call(CONFIRM_TOOL, {"question": question}, call_id=call_id)
+    return text(f"You answered: {_content_text(answer)}")
 
 
 def _count_calls(messages: Sequence[Any]) -> int:

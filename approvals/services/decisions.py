@@ -362,7 +362,32 @@ def _validate_edit(*, call: ToolCall, run: Run, edited: Any) -> dict[str, Any]:
         # what is wrong, not the advice to "call the tool again".
         detail = (parsed.error or "").split(" Expected parameters:")[0]
         raise InvalidEditedArguments(f"edited arguments are invalid: {detail}")
-    return parsed.params or {}
+    params = parsed.params or {}
+    if tool.policy_for(params) == "deny":
+        # Edited arguments go through policy again (IR-11): an edit cannot make a
+        # call the policy refuses.
+        raise InvalidEditedArguments(
+            f"policy refuses {tool.name!r} with the edited arguments; edit them "
+            "differently or reject the call"
+        )
+    return params
+
+
+def edited_arguments_validate(
+    *, approval: ApprovalRequest, edited: Any
+) -> dict[str, Any]:
+    """Return ``edited`` validated for ``approval``'s tool, schema and policy (SEC-02, IR-11).
+
+    Raises :class:`InvalidEditedArguments`. Changes nothing: callers check a whole
+    input before any decision (IR-09).
+    """
+    call = approval.call
+    if call is None:
+        raise InvalidEditedArguments(
+            f"approval {approval.pk!r} holds no tool call: answer it with `response`, "
+            "not edited arguments"
+        )
+    return _validate_edit(call=call, run=approval.run, edited=edited)
 
 
 def approval_expire_locked(approval: ApprovalRequest, call: ToolCall | None) -> None:

@@ -195,3 +195,27 @@ async def test_agui_events_without_credentials_is_401_and_bad_after_is_400(user,
     assert anonymous.status_code == 401
     assert (bad.status_code, bad.json()["type"]) == (400, "invalid_after")
     assert (missing.status_code, missing.json()["type"]) == (404, "not_found")
+
+
+async def test_ir05_capabilities_declare_interrupts_and_approve_with_edits(token):
+    """IR-05: GET /agui/<agent>/capabilities declares interrupts and approve-with-edits."""
+    response = await AsyncClient().get(
+        "/agui/demo/capabilities", headers={"Authorization": f"Token {token}"}
+    )
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["humanInTheLoop"] == {
+        "supported": True,
+        "approvals": True,
+        "interrupts": True,
+        "approveWithEdits": True,
+    }
+    assert body["tools"]["clientProvided"] is True
+    assert {"lookup_order", "refund_order", "get_weather"} <= {
+        t["name"] for t in body["tools"]["items"]
+    }
+    assert (await AsyncClient().get("/agui/demo/capabilities")).status_code == 401
+    unknown = await AsyncClient().get(
+        "/agui/nope/capabilities", headers={"Authorization": f"Token {token}"}
+    )
+    assert unknown.status_code == 404

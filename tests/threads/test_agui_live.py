@@ -157,8 +157,28 @@ async def test_dc01_agui_post_streams_the_weather_run_as_sse(user, live):
     assert events == log
 
 
-async def test_ft04_agui_post_refund_stream_ends_with_lookup_pending(user, live):
-    """The first run's stream ends with lookup_order pending; the application answers it itself."""
+REFUND_RUN_TYPES = [
+    "RUN_STARTED",
+    "TOOL_CALL_START",
+    "TOOL_CALL_ARGS",
+    "TOOL_CALL_END",
+    "TOOL_CALL_RESULT",
+    "TOOL_CALL_START",
+    "TOOL_CALL_ARGS",
+    "TOOL_CALL_END",
+    "RUN_FINISHED",
+]
+
+
+async def test_ir01_agui_post_refund_is_one_run_ending_in_an_interrupt(user, live):
+    """IR-01, FT-09: one POST streams one run: lookup_order answered in it, the refund an interrupt.
+
+    Countersign executes lookup_order itself (auto policy), so its result is in the
+    run and the agent goes on inside it; the refund is held for an operator, so the
+    run ends with ``{type:"interrupt"}`` naming the approval request, never with
+    lookup_order pending for the client. Following the thread replays exactly the
+    POST's stream (one RUN_STARTED/RUN_FINISHED pair, the same ids).
+    """
     token = await sync_to_async(token_for)(user)
     thread_id = f"agui-refund-{live.mode}"
     async with httpx.AsyncClient(base_url=live.url, timeout=30) as http:
@@ -172,89 +192,67 @@ async def test_ft04_agui_post_refund_stream_ends_with_lookup_pending(user, live)
             headers=bearer(token),
         )
         assert response.status_code == 200, response.text
-        events, _, _ = parse_stream(response.content)
-        assert [e["type"] for e in events] == PENDING_RUN_TYPES
-        assert events[1]["toolCallName"] == "lookup_order"
-        assert events[2]["delta"] == '{"order_id": "A-1001"}'
-        finished = dict(events[-1])
-        usage = finished.pop("usage")
-        assert finished == {
-            "type": "RUN_FINISHED",
-            "threadId": thread_id,
-            "runId": "run-1",
-            "outcome": {
-                "type": "success",
-                "pendingToolCallIds": [events[1]["toolCallId"]],
-            },
-        }
-        assert [(u["provider"], u["model"]) for u in usage] == [
-            ("scripted", "scripted")
-        ]
-
-        # The thread's event stream follows into the continuation run started later.
+        events, _, ids = parse_stream(response.content)
         async with http.stream(
             "GET", f"/agui/threads/{thread_id}/events?after=0", headers=bearer(token)
         ) as follow:
-            assert follow.status_code == 200
             raw = await read_until(
                 follow,
-                lambda evs: sum(e["type"] == "RUN_FINISHED" for e in evs) == 2,
-                timeout=30,
-                what="the continuation's RUN_FINISHED",
-                server=live,
-            )
-        followed, _, ids = parse_stream(raw)
-        # Last-Event-ID resumes after the first run.
-        async with http.stream(
-            "GET",
-            f"/agui/threads/{thread_id}/events",
-            headers={**bearer(token), "Last-Event-ID": "5"},
-        ) as resumed:
-            raw_resumed = await read_until(
-                resumed,
                 lambda evs: any(e["type"] == "RUN_FINISHED" for e in evs),
                 timeout=30,
-                what="the resumed RUN_FINISHED",
+                what="the followed RUN_FINISHED",
                 server=live,
             )
-        resumed_events, _, resumed_ids = parse_stream(raw_resumed)
+        followed, _, followed_ids = parse_stream(raw)
 
-    await wait_until(
-        refund_awaits_approval(thread_id), what="the refund approval", server=live
+    assert [e["type"] for e in events] == REFUND_RUN_TYPES
+    assert (events[1]["toolCallName"], events[5]["toolCallName"]) == (
+        "lookup_order",
+        "refund_order",
     )
-    # The application's lookup result reaches the client as a tool message in the
-    # continuation's input (RUN_STARTED.input echo), never as a TOOL_CALL_RESULT of
-    # a run that did not start the call (TC-09).
-    assert [e["type"] for e in followed] == PENDING_RUN_TYPES + PENDING_RUN_TYPES
-    assert ids == list(range(1, 11))
-    assert followed[:5] == events
-    continuation = await Run.objects.select_related("continues").aget(
-        thread__thread_id=thread_id, continues__isnull=False
-    )
-    refund = await ToolCall.objects.aget(
-        thread__thread_id=thread_id, name="refund_order"
-    )
-    assert followed[5]["runId"] == continuation.run_id
+    assert events[2]["delta"] == '{"order_id": "A-1001"}'
     lookup = await ToolCall.objects.aget(
         thread__thread_id=thread_id, name="lookup_order"
+    )
+    refund = await ToolCall.objects.select_related("approval").aget(
+        thread__thread_id=thread_id, name="refund_order"
     )
     answer = await Message.objects.aget(
         thread__thread_id=thread_id, role="tool", tool_call_id=lookup.tool_call_id
     )
-    answers = [m for m in followed[5]["input"]["messages"] if m["role"] == "tool"]
-    assert [(m["toolCallId"], m["id"]) for m in answers] == [
-        (lookup.tool_call_id, answer.message_id)
-    ]
-    assert "TOOL_CALL_RESULT" not in [e["type"] for e in followed]
+    assert (events[4]["toolCallId"], events[4]["messageId"]) == (
+        lookup.tool_call_id,
+        answer.message_id,
+    )
     # Countersign mints the answer's id in its own namespace (threads.ids).
-    assert re.fullmatch(r"cs-tool-[0-9a-f]{32}", answer.message_id)
-    assert followed[9]["outcome"] == {
-        "type": "success",
-        "pendingToolCallIds": [refund.tool_call_id],
+    assert re.fullmatch(r"cs-tool-[0-9a-f]{32}", events[4]["messageId"])
+    assert json.loads(events[4]["content"])["order_id"] == "A-1001"
+    finished = dict(events[-1])
+    usage = finished.pop("usage")
+    (interrupt,) = finished["outcome"]["interrupts"]
+    assert finished == {
+        "type": "RUN_FINISHED",
+        "threadId": thread_id,
+        "runId": "run-1",
+        "outcome": {"type": "interrupt", "interrupts": [interrupt]},
     }
+    assert (interrupt["id"], interrupt["reason"], interrupt["toolCallId"]) == (
+        str(refund.approval.pk),
+        "tool_call",
+        refund.tool_call_id,
+    )
+    # Both model turns, one usage entry per model.
+    assert [(u["provider"], u["model"]) for u in usage] == [("scripted", "scripted")]
     assert refund.state == ToolCall.State.AWAITING_APPROVAL
-    assert resumed_ids == list(range(6, 11))
-    assert resumed_events == followed[5:]
+    assert lookup.state == ToolCall.State.SUCCEEDED
+    assert followed == events
+    assert followed_ids == ids == list(range(1, len(REFUND_RUN_TYPES) + 1))
+    runs = await sync_to_async(list)(
+        Run.objects.filter(thread__thread_id=thread_id).values_list(
+            "wire_state", flat=True
+        )
+    )
+    assert runs == ["closed", "segment"]
 
 
 async def test_ft06_agui_resent_history_is_not_duplicated(user, live):

@@ -31,6 +31,7 @@ from django.db import transaction
 from django.test import Client
 
 from config.asgi import application
+from tests.threads.test_agui_live import REFUND_RUN_TYPES
 from threads.models import Event, Message, Run, Thread, ToolCall
 from threads.recording import RunRecorder
 from threads.services import message_post, thread_create
@@ -49,22 +50,10 @@ WEATHER_TYPES = [
     "TEXT_MESSAGE_END",
     "RUN_FINISHED",
 ]
-REFUND_TYPES = [
-    # run 1: lookup_order is left pending for the application (FT-04)
-    "RUN_STARTED",
-    "TOOL_CALL_START",
-    "TOOL_CALL_ARGS",
-    "TOOL_CALL_END",
-    "RUN_FINISHED",
-    # run 2, the continuation: the application's lookup result is a tool message in
-    # its input (RUN_STARTED.input, TC-09), then refund_order is left pending for an
-    # operator
-    "RUN_STARTED",
-    "TOOL_CALL_START",
-    "TOOL_CALL_ARGS",
-    "TOOL_CALL_END",
-    "RUN_FINISHED",
-]
+# One client-visible run (docs/agui.md): lookup_order is Countersign's own (auto)
+# tool, answered inside the run (FT-09); the agent goes on and the run ends with
+# refund_order held for an operator, as an interrupt (IR-01).
+REFUND_TYPES = REFUND_RUN_TYPES
 
 
 class WebsocketCommunicator(ApplicationCommunicator):
@@ -222,14 +211,14 @@ async def test_dc02_ws_streams_every_event_of_a_run_in_order(user, executor, set
 async def test_dc02_ws_follows_refund_across_runs_with_notifications_apart(
     user, executor, settings
 ):
-    """Both runs of the refund flow arrive in seq order; call changes arrive as notifications (DC-02)."""
+    """The refund run arrives in seq order; call changes arrive as notifications (DC-02, IR-01)."""
     settings.COUNTERSIGN = NO_POLL
     thread = await sync_to_async(thread_create)(owner=user, title="refund")
     headers = await sync_to_async(session_headers)(user)
     socket = await open_socket(f"/ws/threads/{thread.thread_id}/?after=0", headers)
 
     def refund_awaits_approval(messages: list[dict[str, Any]]) -> bool:
-        return finished_runs(2)(messages) and any(
+        return finished_runs(1)(messages) and any(
             m.get("kind") == "notification" and m.get("state") == "awaiting_approval"
             for m in messages
         )
@@ -247,25 +236,20 @@ async def test_dc02_ws_follows_refund_across_runs_with_notifications_apart(
     assert [e["type"] for e in events] == REFUND_TYPES
     lookup = await ToolCall.objects.aget(thread=thread, name="lookup_order")
     refund = await ToolCall.objects.aget(thread=thread, name="refund_order")
-    assert events[4]["outcome"] == {
-        "type": "success",
-        "pendingToolCallIds": [lookup.tool_call_id],
-    }
-    answer = await Message.objects.aget(
-        thread=thread, role="tool", tool_call_id=lookup.tool_call_id
+    assert (events[4]["toolCallId"], events[4]["messageId"]) == (
+        lookup.tool_call_id,
+        (
+            await Message.objects.aget(
+                thread=thread, role="tool", tool_call_id=lookup.tool_call_id
+            )
+        ).message_id,
     )
-    # The lookup's answer is a tool message in the continuation's input (TC-09).
-    assert [
-        (m["toolCallId"], m["id"])
-        for m in events[5]["input"]["messages"]
-        if m["role"] == "tool"
-    ] == [(lookup.tool_call_id, answer.message_id)]
     # Countersign mints the answer's id in its own namespace (threads.ids).
-    assert re.fullmatch(r"cs-tool-[0-9a-f]{32}", answer.message_id)
-    assert events[9]["outcome"] == {
-        "type": "success",
-        "pendingToolCallIds": [refund.tool_call_id],
-    }
+    assert re.fullmatch(r"cs-tool-[0-9a-f]{32}", events[4]["messageId"])
+    assert events[8]["outcome"]["type"] == "interrupt"
+    assert [i["toolCallId"] for i in events[8]["outcome"]["interrupts"]] == [
+        refund.tool_call_id
+    ]
     notifications = [m for m in received if "seq" not in m]
     assert all(m["kind"] == "notification" for m in notifications)
     assert all(m["type"] == "tool_call.state" for m in notifications)
@@ -310,10 +294,8 @@ async def test_dc02_ws_reconnect_with_after_misses_and_repeats_nothing(
     )
     part_two = await receive_until(
         second,
-        lambda m: any(
-            e["type"] == "RUN_FINISHED" and e["seq"] > 5 for e in events_of(m)
-        ),
-        what="the continuation run's RUN_FINISHED",
+        lambda m: any(e["type"] == "RUN_FINISHED" for e in events_of(m)),
+        what="the run's RUN_FINISHED",
     )
     await second.disconnect()
 

@@ -1,0 +1,138 @@
+"""An approval request as an AG-UI interrupt: one function, :func:`interrupt_for`.
+
+The interrupt is the approval request under the same id as in the queue and the
+REST API (``/api/approvals/<id>/``): ``id`` is the request's id as a string,
+``reason`` ``"tool_call"``, ``toolCallId`` the call it holds, ``message`` what will
+happen (the tool's activity label) and why a person must approve it,
+``expiresAt`` the request's real expiry, ``responseSchema`` the answer a resume
+carries (``approved``, ``editedArgs`` validated against the tool's parameters,
+``reason``), and ``metadata`` the hash of the arguments the approval binds to and
+the call's risk. Implements IR-02, IR-03, IR-05.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC
+from typing import Any
+
+from approvals.labels import approval_label
+from approvals.models import ApprovalRequest, arguments_hash
+from threads.agent_config import agent_toolset
+from threads.models import Run
+
+#: ``Interrupt.reason`` of a held tool call (IR-03).
+TOOL_CALL_REASON = "tool_call"
+
+
+def interrupt_id(approval: ApprovalRequest) -> str:
+    """Return the interrupt id of ``approval``: its queue and REST id, as a string (IR-02)."""
+    return str(approval.pk)
+
+
+def _tool(approval: ApprovalRequest) -> Any:
+    try:
+        return agent_toolset(approval.run.agent).resolve(approval.tool_name)
+    except Exception:
+        return None
+
+
+def interrupt_risk(approval: ApprovalRequest) -> str:
+    """Return ``"destructive"``, ``"read_only"`` or ``"write"`` for ``approval``'s tool."""
+    if approval.is_destructive:
+        return "destructive"
+    tool = _tool(approval)
+    return "read_only" if tool is not None and tool.is_read_only else "write"
+
+
+def response_schema(approval: ApprovalRequest) -> dict[str, Any]:
+    """Return the JSON Schema of the payload answering ``approval`` (IR-05, IR-09, IR-11).
+
+    ``approved`` (required), ``editedArgs`` (a full replacement of the arguments,
+    validated against the tool's parameter schema) and ``reason`` (required by
+    Countersign when rejecting: it is sent to the agent).
+    """
+    tool = _tool(approval)
+    edited: dict[str, Any] = {
+        "description": "The arguments to run instead, replacing them whole; "
+        "validated against the tool's parameters and its policy again.",
+    }
+    parameters = getattr(tool, "parameters", None)
+    edited.update(parameters if isinstance(parameters, dict) else {"type": "object"})
+    return {
+        "type": "object",
+        "properties": {
+            "approved": {"type": "boolean"},
+            "editedArgs": edited,
+            "reason": {"type": "string", "maxLength": 2000},
+        },
+        "required": ["approved"],
+        "additionalProperties": False,
+    }
+
+
+def interrupt_message(approval: ApprovalRequest) -> str:
+    """Return what the held call will do, from the tool's activity label, and why it waits."""
+    label = approval_label(approval) or f"Call {approval.tool_name}"
+    why = (
+        "it is destructive and its policy requires a person's approval"
+        if approval.is_destructive
+        else "its policy requires a person's approval"
+    )
+    return f"{label}: {approval.tool_name} waits because {why}."
+
+
+def interrupt_for(approval: ApprovalRequest) -> dict[str, Any]:
+    """Return ``approval`` as one AG-UI ``Interrupt`` JSON object (camelCase).
+
+    Shape: ``{"id", "reason": "tool_call", "toolCallId", "message", "expiresAt",
+    "responseSchema", "metadata": {"approvalId", "tool", "argumentsHash", "risk"}}``.
+    Implements IR-02, IR-03, IR-05.
+    """
+    call = approval.call
+    if call is None:
+        # A remote agent's question or an MCP server's input request (IR-18): its
+        # own message and schema, no call to hold.
+        return {
+            "id": interrupt_id(approval),
+            "reason": approval.kind,
+            "message": approval.message,
+            "expiresAt": approval.expires_at.astimezone(UTC)
+            .isoformat()
+            .replace("+00:00", "Z"),
+            "responseSchema": approval.response_schema or {"type": "object"},
+            "metadata": {"approvalId": approval.pk, "kind": approval.kind},
+        }
+    return {
+        "id": interrupt_id(approval),
+        "reason": TOOL_CALL_REASON,
+        "toolCallId": call.tool_call_id,
+        "message": interrupt_message(approval),
+        "expiresAt": approval.expires_at.astimezone(UTC)
+        .isoformat()
+        .replace("+00:00", "Z"),
+        "responseSchema": response_schema(approval),
+        "metadata": {
+            "approvalId": approval.pk,
+            "tool": approval.tool_name,
+            "argumentsHash": arguments_hash(approval.proposed_arguments),
+            "risk": interrupt_risk(approval),
+        },
+    }
+
+
+def run_interrupts(run: Run) -> list[dict[str, Any]]:
+    """Return the open interrupts of ``run``: its pending approval requests, in call order.
+
+    Registered with :func:`threads.wire.interrupt_source_register` (approvals.apps),
+    so the wire run of an ``awaiting_tools`` run ends with them (IR-01, IR-17).
+    """
+    pending = (
+        ApprovalRequest.objects.filter(
+            tool_call__thread_id=run.thread_id,
+            tool_call__tool_call_id__in=run.pending_tool_call_ids,
+            status=ApprovalRequest.Status.PENDING,
+        )
+        .select_related("tool_call", "run")
+        .order_by("tool_call__position", "tool_call_id")
+    )
+    return [interrupt_for(a) for a in pending]

@@ -1,0 +1,52 @@
+"""Starting an AG-UI run whose input may resume interrupts: one transaction, in order.
+
+:func:`agui_run_start` locks the thread, checks the input's ``resume`` against the
+open interrupts (:func:`approvals.services.resume.resume_check`, nothing changes
+on a refusal), merges the input and creates the client's run
+(:func:`threads.services.run_start_from_agui`), then decides the interrupts
+through the queue's service (:func:`approvals.services.resume.resume_decide`).
+Doing all three under the thread's lock serializes concurrent and replayed
+resumes and a racing queue decision; creating the run before deciding makes it
+the continuation of the interrupted run, so the decisions' results are streamed
+in it (IR-15). Implements IR-07…IR-15.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from agentcore.events import RunAgentInput
+from approvals.services.resume import resume_check, resume_decide
+from threads.locks import thread_lock_by_id
+from threads.models import Run, Thread
+from threads.selectors import thread_visible_to
+from threads.services import run_start_from_agui
+
+
+def agui_run_start(
+    *, user: Any, agent: str, run_input: RunAgentInput
+) -> tuple[Thread, Run, int]:
+    """Resume, merge and start ``run_input``'s run; return (thread, run, start seq).
+
+    Raises what :func:`approvals.services.resume.resume_check` and
+    :func:`threads.services.run_start_from_agui` raise; on any error nothing is
+    recorded or decided.
+    """
+    with transaction.atomic():
+        thread = thread_lock_by_id(thread_id=run_input.thread_id)
+        plans = []
+        if (
+            thread is not None
+            and thread_visible_to(user=user).filter(pk=thread.pk).exists()
+        ):
+            plans = resume_check(user=user, thread=thread, resume=run_input.resume)
+        started = run_start_from_agui(
+            user=user,
+            agent=agent,
+            run_input=run_input,
+            resumed_call_ids=frozenset(p.tool_call_id for p in plans),
+        )
+        resume_decide(user=user, plans=plans)
+    return started
