@@ -71,6 +71,37 @@ def _index_type(events: Sequence[dict[str, Any] | None], index: int | None) -> s
 
 _Narrowing = Callable[[Diagnostic, Sequence[dict[str, Any] | None]], bool]
 
+
+def _answers_a_held_call(
+    diagnostic: Diagnostic, events: Sequence[dict[str, Any] | None]
+) -> bool:
+    """Whether the flagged TOOL_CALL_RESULT answers a call an interrupt held.
+
+    That is a call started in an earlier run of the stream which finished with the
+    interrupt outcome, or any call when the result's own run resumes interrupts
+    (its ``RUN_STARTED.input.resume`` is not empty: the held calls were started in
+    a stream the client read before).
+    """
+    if diagnostic.event_type != "TOOL_CALL_RESULT" or diagnostic.event_index is None:
+        return False
+    result = events[diagnostic.event_index] or {}
+    held: set[str] = set()
+    started: set[str] = set()
+    resuming = False
+    for event in events[: diagnostic.event_index]:
+        kind = (event or {}).get("type")
+        if kind == "RUN_STARTED":
+            started = set()
+            resuming = bool(((event or {}).get("input") or {}).get("resume"))
+        elif kind == "TOOL_CALL_START":
+            started.add(str((event or {}).get("toolCallId")))
+        elif kind == "RUN_FINISHED":
+            outcome = (event or {}).get("outcome") or {}
+            if outcome.get("type") == "interrupt":
+                held |= started
+    return resuming or str(result.get("toolCallId")) in held
+
+
 #: Rules kept on but narrowed: ``(why, drop)``; ``drop(diagnostic, events)`` is true
 #: only for the case AG-UI 1.0 made legal.
 RULES_NARROWED: dict[str, tuple[str, _Narrowing]] = {
@@ -84,6 +115,15 @@ RULES_NARROWED: dict[str, tuple[str, _Narrowing]] = {
             and d.pointer == "/content"
             and isinstance((events[d.event_index] or {}).get("content"), list)
         ),
+    ),
+    "AGUI207": (
+        "TOOL_CALL_RESULT for a call never started in this run. AG-UI 1.0 adds "
+        "interrupts: a run that holds calls ends with the interrupt outcome and a "
+        "later run, whose input resumes it, answers them (AGUI-1.0.md §2.3, §2.4 "
+        "'Interrupts'; the official client accepts a result for an id it has not "
+        "seen in the run, §3.3): only results of calls an interrupt held are "
+        "dropped.",
+        _answers_a_held_call,
     ),
     "AGUI001": (
         "Run does not start with RUN_STARTED. In 1.0 'A stream MUST begin with "

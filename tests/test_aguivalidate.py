@@ -112,3 +112,31 @@ def test_sse_body_framing_is_read() -> None:
 def test_every_relaxed_rule_says_why_citing_the_1_0_notes() -> None:
     reasons = list(RULES_OFF.values()) + [why for why, _ in RULES_NARROWED.values()]
     assert all("AGUI-1.0.md" in reason for reason in reasons)
+
+
+RESULT = {
+    "type": "TOOL_CALL_RESULT",
+    "messageId": "m-r",
+    "toolCallId": "c1",
+    "content": "done",
+    "role": "tool",
+}
+
+
+def test_a_held_call_answered_in_the_next_run_is_1_0_any_other_is_not() -> None:
+    """IR-01: a call an interrupt held is answered by a later run; a stray result fails."""
+    interrupted = run(*CALL)
+    interrupted[-1] = {
+        **interrupted[-1],
+        "outcome": {
+            "type": "interrupt",
+            "interrupts": [{"id": "i1", "reason": "tool_call", "toolCallId": "c1"}],
+        },
+    }
+    later = [{**e, "runId": "r2"} for e in run(RESULT)]
+    assert stream_findings([*interrupted, *later]) == []
+
+    # A run that finished as a success held nothing: the same result is a finding.
+    succeeded = run(*CALL)
+    findings = stream_findings([*succeeded, *later])
+    assert [f.split(" ")[0] for f in findings] == ["AGUI207"]
