@@ -27,8 +27,9 @@ A run's worker is taken for dead (the ``reason`` of its recovery) when:
   ``RUN_HEARTBEAT_SECONDS``, with Redis up as long
   (:attr:`orchestration.supervision.HeartbeatReading.dead`); or
 - ``no_heartbeat``: it has no heartbeat key (an embedded run; or Redis lost the
-  key and no refresh re-created it) and neither started nor recorded an event
-  for ``RUN_STALE_SECONDS``.
+  key and no refresh re-created it in four ``RUN_HEARTBEAT_SECONDS`` of Redis
+  being up) and neither started nor recorded an event for
+  ``RUN_STALE_SECONDS``.
 
 Every task it enqueues is idempotent, so a duplicate delivery is harmless; with
 Redis, one item is enqueued again at most once per ``QUEUED_STALE_SECONDS``. Each
@@ -54,7 +55,12 @@ from django.utils import timezone
 from approvals.models import JanitorSweep, ToolExecution
 from approvals.services import EXECUTE_TASK, pending_calls_dispatch
 from config.logging import log_context
-from orchestration.supervision import heartbeat_read, requeue_claim
+from orchestration.supervision import (
+    HEARTBEAT_DEAD_INTERVALS,
+    heartbeat_read,
+    redis_uptime_seconds,
+    requeue_claim,
+)
 from threads.conf import countersign_settings
 from threads.execution import enqueue
 from threads.models import Run, ToolCall
@@ -159,12 +165,20 @@ def stale_runs(
         )
         .values_list("pk", "status", "since", "last_event")
     )
+    # Redis restarted empty a moment ago: live workers' keys may not be
+    # re-created yet, so a missing key proves nothing (supervision).
+    uptime = redis_uptime_seconds()
+    keys_trusted = uptime is None or uptime > HEARTBEAT_DEAD_INTERVALS * float(
+        countersign_settings.RUN_HEARTBEAT_SECONDS
+    )
     for pk, status, since, last_event in candidates:
         reading = heartbeat_read(pk)
         if reading is not None:
             if not reading.dead:
                 continue
             reason = REASON_HEARTBEAT_STALE
+        elif not keys_trusted:
+            continue
         elif since < cutoff and (last_event is None or last_event < cutoff):
             reason = REASON_NO_HEARTBEAT
         else:

@@ -15,11 +15,11 @@ on Redis's own clock (no clock skew between hosts), tells how long ago the last
 refresh was (:func:`heartbeat_read`). The heartbeat is *fresh* for three
 intervals (its time to live, 3 H) and the run's worker is proven *dead* once
 the last refresh is older than that plus one more interval (4 H), while Redis
-has been up at least as long. A live worker refreshes every H, so neither a
-Redis restart that loses the key (no key: nothing is proven, the janitor falls
-back to ``RUN_STALE_SECONDS``) nor one that restores it from disk (staler by the
-downtime, but Redis's uptime is then shorter than 4 H until the next refresh
-re-creates it) reaps a live run. :func:`requeue_claim` throttles the janitor's
+has been up at least as long (:func:`redis_uptime_seconds`). A live worker
+refreshes every H, so neither a Redis restart that loses the key (the janitor
+judges no run by a missing key until Redis has been up 4 H, and then falls back
+to ``RUN_STALE_SECONDS``) nor one that restores it from disk (staler by the
+downtime) reaps a live run: the next refresh re-creates the key first. :func:`requeue_claim` throttles the janitor's
 re-enqueueing to once per window per item.
 """
 
@@ -170,6 +170,19 @@ def heartbeat_read(run_pk: int) -> HeartbeatReading | None:
         interval_seconds=max(1, interval_ms) / 1000,
         redis_uptime_seconds=uptime,
     )
+
+
+def redis_uptime_seconds() -> float | None:
+    """Return how long Redis has been up (s), or ``None`` without Redis.
+
+    Redis errors propagate. A Redis up for less than four heartbeat intervals
+    may have lost keys (restarted empty) that live workers have not re-created
+    yet: the janitor proves nothing by a key's absence until then.
+    """
+    client = _redis()
+    if client is None:
+        return None
+    return float(client.info("server").get("uptime_in_seconds", 0))
 
 
 def heartbeat_alive(run_pk: int) -> bool:

@@ -79,7 +79,8 @@ def test_sigkill_worker_mid_run_janitor_ends_run_worker_lost(stack, operator):
     doomed.kill()
     assert Run.objects.get(run_id=run_id).status == Run.Status.RUNNING
 
-    # then the janitor finishes it: no heartbeat and no event for RUN_STALE_SECONDS
+    # then the janitor finishes it: its heartbeat's last refresh is over four
+    # intervals old (or, failing that, no event for RUN_STALE_SECONDS)
     run = wait_until(
         lambda: Run.objects.filter(run_id=run_id, status=Run.Status.ERROR).first(),
         timeout=30,
