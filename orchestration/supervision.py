@@ -9,8 +9,8 @@ janitor (:mod:`orchestration.janitor`) a live worker with a slow tool from a dea
 one, and a duplicate delivery of a live run from a redelivery after its worker
 died.
 
-Each refresh writes the key with a long time to live (``RUN_STALE_SECONDS``, at
-least 5 H), so a dead worker's key *lingers*: its remaining time to live, read
+Each refresh writes the key with a long time to live (4 H +
+``RUN_STALE_SECONDS``), so a dead worker's key *lingers*: its remaining time to live, read
 on Redis's own clock (no clock skew between hosts), tells how long ago the last
 refresh was (:func:`heartbeat_read`). The heartbeat is *fresh* for three
 intervals (its time to live, 3 H) and the run's worker is proven *dead* once
@@ -71,8 +71,10 @@ def _redis() -> Any | None:
 
 
 def _linger_seconds(interval: float) -> float:
-    """How long a heartbeat key outlives its last refresh: long enough to prove a death."""
-    return max(float(countersign_settings.RUN_STALE_SECONDS), 5 * interval)
+    """How long a heartbeat key outlives its last refresh: ``RUN_STALE_SECONDS`` past the death's proof."""
+    return float(countersign_settings.RUN_STALE_SECONDS) + (
+        HEARTBEAT_DEAD_INTERVALS * interval
+    )
 
 
 class _Heartbeat(threading.Thread):

@@ -165,8 +165,8 @@ def check_janitor(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMe
                 "is not longer than four RUN_HEARTBEAT_SECONDS "
                 f"({dead_after}), the heartbeat's time to live plus one refresh",
                 hint="Raise RUN_STALE_SECONDS or lower RUN_HEARTBEAT_SECONDS, so a "
-                "dead worker's heartbeat proves its death before it expires and a "
-                "run whose heartbeat key was lost (Redis restarted) is not reaped.",
+                "run whose heartbeat key was lost (Redis restarted or flushed) is "
+                "not reaped before the next refresh re-creates it.",
                 id="threads.E031",
             )
         )

@@ -36,7 +36,7 @@ DEFAULTS: Final[dict[str, Any]] = {
     # once its last refresh is four intervals old (the heartbeat's time to live,
     # three intervals, plus one), or, for a run with no heartbeat key (embedded,
     # no Redis), once it has had no event for RUN_STALE_SECONDS, which must then
-    # outlast the longest silent model turn. The key lingers RUN_STALE_SECONDS.
+    # outlast the longest silent model turn.
     "RUN_HEARTBEAT_SECONDS": 5.0,
     "RUN_STALE_SECONDS": 90.0,
     # The janitor (orchestration.janitor) sweeps every JANITOR_INTERVAL_SECONDS

@@ -346,12 +346,23 @@ def test_worker_sigkilled_mid_run_is_reaped_on_its_stale_heartbeat_not_run_stale
 
 
 def test_live_quiet_run_survives_redis_restarts_with_and_without_its_keys(
-    stack, operator
+    stack, operator, settings
 ):
     """Redis restarted empty, then restored from disk after a long outage: the live run finishes."""
     import time
 
+    from orchestration.janitor import stale_runs
     from threads.models import Event, Run
+
+    # The test's own sweeps judge as the stack's janitor does, at once after
+    # each restart (before the worker's next refresh, as a beat could).
+    settings.REDIS_URL = stack.redis.url
+    settings.COUNTERSIGN = {
+        **settings.COUNTERSIGN,
+        "RUN_HEARTBEAT_SECONDS": 0.5,
+        "RUN_STALE_SECONDS": 3.0,
+    }
+    nothing = {"running": {}, "undispatched": {}}
 
     # given a live run whose agent is silent 4 s between deltas, longer than
     # RUN_STALE_SECONDS (3 s) and the heartbeat's 2 s to prove a death
@@ -375,10 +386,12 @@ def test_live_quiet_run_survives_redis_restarts_with_and_without_its_keys(
     time.sleep(3.2)
     stack.redis.shutdown_nosave()
     stack.redis.start()
+    assert stale_runs() == nothing
     # and then, after the next delta, restarts from disk after 3 s down (the
     # restored key staler than the heartbeat's 2 s)
     wait_until(lambda: deltas() >= 2, timeout=20, what=f"a delta\n{stack.logs()}")
     stack.redis.restart_keeping_data(down_for=3.0)
+    assert stale_runs() == nothing
 
     # then the run finishes, every delta recorded, and no sweep ended it
     run = wait_until(
