@@ -51,9 +51,20 @@ def _pending_approval(api: Any, thread_id: str) -> dict[str, Any] | None:
     return results[0] if results else None
 
 
+def _deltas(run_id: str) -> int:
+    from threads.models import Event
+
+    return Event.objects.filter(run__run_id=run_id, type="TEXT_MESSAGE_CONTENT").count()
+
+
+def _wait_deltas(run_id: str, count: int, *, what: str) -> None:
+    """Wait until run ``run_id`` has recorded ``count`` text deltas."""
+    wait_until(lambda: _deltas(run_id) >= count, timeout=20, what=what)
+
+
 def test_sigkill_worker_mid_run_janitor_ends_run_worker_lost(stack, operator):
     """A worker SIGKILLed mid-run: the janitor ends the run with RUN_ERROR worker_lost."""
-    from threads.models import Event, Run
+    from threads.models import Run
 
     # given a worker for runs, another for the janitor, and beat
     base = stack.web()
@@ -66,16 +77,7 @@ def test_sigkill_worker_mid_run_janitor_ends_run_worker_lost(stack, operator):
     run_id = posted["run"]["runId"]
 
     # when the run is streaming and its worker dies with everything in it
-    wait_until(
-        lambda: (
-            Event.objects.filter(
-                run__run_id=run_id, type="TEXT_MESSAGE_CONTENT"
-            ).count()
-            >= 3
-        ),
-        timeout=20,
-        what="the run streaming",
-    )
+    _wait_deltas(run_id, 3, what="the run streaming")
     doomed.kill()
     assert Run.objects.get(run_id=run_id).status == Run.Status.RUNNING
 

@@ -20,7 +20,14 @@ from typing import Any
 import pytest
 
 from tests.prod.client import api_client, wait_until
-from tests.prod.test_failures import _log, _pending_approval, _post, _thread
+from tests.prod.test_failures import (
+    _deltas,
+    _log,
+    _pending_approval,
+    _post,
+    _thread,
+    _wait_deltas,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 
@@ -293,7 +300,7 @@ def test_worker_sigkilled_mid_run_is_reaped_on_its_stale_heartbeat_not_run_stale
     stack, operator
 ):
     """Heartbeat rule (issue 19.2): a killed worker's run ends long before RUN_STALE_SECONDS."""
-    from threads.models import Event, Run
+    from threads.models import Run
 
     # given RUN_STALE_SECONDS far beyond the test's patience, so only the
     # heartbeat (0.5 s: dead 2 s after its last refresh) can end the run
@@ -305,16 +312,7 @@ def test_worker_sigkilled_mid_run_is_reaped_on_its_stale_heartbeat_not_run_stale
     api = api_client(base, operator["token"])
     thread_id = _thread(api, "slow")
     run_id = _post(api, thread_id, "deltas=400 delay=0.05")["run"]["runId"]
-    wait_until(
-        lambda: (
-            Event.objects.filter(
-                run__run_id=run_id, type="TEXT_MESSAGE_CONTENT"
-            ).count()
-            >= 3
-        ),
-        timeout=20,
-        what=f"the run streaming\n{stack.logs()}",
-    )
+    _wait_deltas(run_id, 3, what=f"the run streaming\n{stack.logs()}")
 
     # when its worker, master and child, is SIGKILLed mid-run
     doomed.kill()
@@ -352,7 +350,7 @@ def test_live_quiet_run_survives_redis_restarts_with_and_without_its_keys(
     import time
 
     from orchestration.janitor import stale_runs
-    from threads.models import Event, Run
+    from threads.models import Run
 
     # The test's own sweeps judge as the stack's janitor does, at once after
     # each restart (before the worker's next refresh, as a beat could).
@@ -374,12 +372,7 @@ def test_live_quiet_run_survives_redis_restarts_with_and_without_its_keys(
     thread_id = _thread(api, "slow")
     run_id = _post(api, thread_id, "deltas=4 delay=4")["run"]["runId"]
 
-    def deltas() -> int:
-        return Event.objects.filter(
-            run__run_id=run_id, type="TEXT_MESSAGE_CONTENT"
-        ).count()
-
-    wait_until(lambda: deltas() >= 1, timeout=20, what=f"a delta\n{stack.logs()}")
+    _wait_deltas(run_id, 1, what=f"a delta\n{stack.logs()}")
 
     # when Redis restarts empty (the heartbeat key lost) once the run has been
     # silent past RUN_STALE_SECONDS
@@ -389,7 +382,7 @@ def test_live_quiet_run_survives_redis_restarts_with_and_without_its_keys(
     assert stale_runs() == nothing
     # and then, after the next delta, restarts from disk after 3 s down (the
     # restored key staler than the heartbeat's 2 s)
-    wait_until(lambda: deltas() >= 2, timeout=20, what=f"a delta\n{stack.logs()}")
+    _wait_deltas(run_id, 2, what=f"a delta\n{stack.logs()}")
     stack.redis.restart_keeping_data(down_for=3.0)
     assert stale_runs() == nothing
 
@@ -402,5 +395,5 @@ def test_live_quiet_run_survives_redis_restarts_with_and_without_its_keys(
         what=f"the run ending\n{stack.logs()}",
     )
     assert (run.status, run.error_code) == (Run.Status.FINISHED, ""), stack.logs()
-    assert deltas() == 4
+    assert _deltas(run_id) == 4
     assert _sweeps_of("worker_lost", run=run_id) == []
