@@ -390,3 +390,42 @@ def test_undispatched_run_whose_heartbeat_is_stale_is_dispatched_with_reason(
         run.run_id,
         "heartbeat_stale",
     )
+
+
+@pytest.mark.django_db
+def test_client_visible_run_killed_mid_message_ends_worker_lost_not_protocol_violation(
+    user,
+):
+    """A dead worker's run whose log starts with the wire's RUN_STARTED ends ``worker_lost``."""
+    from threads.recording import RunRecorder
+    from threads.services import run_fail
+    from threads.wire import wire_run_open
+
+    thread = thread_create(owner=user, title="wire")
+    with transaction.atomic():
+        run = Run.objects.create(thread=thread, status=Run.Status.QUEUED)
+        wire_run_open(run=run, run_input=None)
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.Status.RUNNING, started_at=timezone.now()
+    )
+    run.refresh_from_db()
+    recorder = RunRecorder(run)
+    recorder.record(
+        [
+            {"type": "RUN_STARTED", "threadId": thread.thread_id, "runId": run.run_id},
+            {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "half"},
+        ]
+    )
+    recorder.flush()  # the worker dies here, its message open
+
+    run = run_fail(run=run, code="worker_lost", message="gone")
+
+    assert (run.status, run.error_code) == (Run.Status.ERROR, "worker_lost")
+    assert list(run.events.order_by("seq").values_list("type", flat=True)) == [
+        "RUN_STARTED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "RUN_ERROR",
+    ]
