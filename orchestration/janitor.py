@@ -4,13 +4,12 @@
 ``JANITOR_INTERVAL_SECONDS``, task ``threads.janitor.reap_stale_runs``). It
 recovers, in this order:
 
-- ``running`` runs with no heartbeat and no event for ``RUN_STALE_SECONDS``
-  (their worker, child or master, died): ended with ``RUN_ERROR``
-  ``worker_lost`` through :func:`threads.services.run_fail`, so the thread can
-  take a new message (``worker_lost``);
+- ``running`` runs whose worker, child or master, died: ended with
+  ``RUN_ERROR`` ``worker_lost`` through :func:`threads.services.run_fail`, so
+  the thread can take a new message (``worker_lost``);
 - ``awaiting_tools`` runs with calls still ``pending`` (the worker died between
-  the run's last event and dispatching its calls), no heartbeat and quiet as
-  long: dispatched now, idempotently (``dispatched``);
+  the run's last event and dispatching its calls): dispatched now,
+  idempotently (``dispatched``);
 - ``queued`` runs and executions older than ``QUEUED_STALE_SECONDS`` (their
   broker message was lost: Redis restarted without persistence, or a worker
   master died holding it unacknowledged): enqueued again (``runs_requeued``,
@@ -20,6 +19,17 @@ recovers, in this order:
   hash for the visibility timeout): enqueued again, and the delivery either runs
   an idempotent tool again under the same key or records ``outcome_unknown`` for
   an operator (``leases_expired``).
+
+A run's worker is taken for dead (the ``reason`` of its recovery) when:
+
+- ``heartbeat_stale``: its heartbeat key (a worker with Redis) says the last
+  refresh is older than the heartbeat's time to live plus one interval, four
+  ``RUN_HEARTBEAT_SECONDS``, with Redis up as long
+  (:attr:`orchestration.supervision.HeartbeatReading.dead`); or
+- ``no_heartbeat``: it has no heartbeat key (an embedded run; or Redis lost the
+  key and no refresh re-created it in four ``RUN_HEARTBEAT_SECONDS`` of Redis
+  being up) and neither started nor recorded an event for
+  ``RUN_STALE_SECONDS``.
 
 Every task it enqueues is idempotent, so a duplicate delivery is harmless; with
 Redis, one item is enqueued again at most once per ``QUEUED_STALE_SECONDS``. Each
@@ -38,14 +48,19 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Exists, Max, OuterRef, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from approvals.models import JanitorSweep, ToolExecution
 from approvals.services import EXECUTE_TASK, pending_calls_dispatch
 from config.logging import log_context
-from orchestration.supervision import heartbeat_alive, requeue_claim
+from orchestration.supervision import (
+    HEARTBEAT_DEAD_INTERVALS,
+    heartbeat_read,
+    redis_uptime_seconds,
+    requeue_claim,
+)
 from threads.conf import countersign_settings
 from threads.execution import enqueue
 from threads.models import Run, ToolCall
@@ -72,10 +87,14 @@ class _Sweep:
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
     recovered: list[dict[str, Any]] = field(default_factory=list)
 
-    def note(self, kind: str, since: Any, message: str, **ids: Any) -> None:
-        """Count one recovery of ``kind`` and log it with its ids and age."""
+    def note(
+        self, kind: str, since: Any, message: str, reason: str | None = None, **ids: Any
+    ) -> None:
+        """Count one recovery of ``kind`` and log it with its ids, age and reason."""
         age = round((self.now - since).total_seconds(), 3) if since else None
         entry = {"kind": kind, **ids, "age_seconds": age}
+        if reason is not None:
+            entry["reason"] = reason
         self.counts[kind] += 1
         self.recovered.append(entry)
         # The ids go through the log context: LogRecord already has a ``thread``.
@@ -84,7 +103,11 @@ class _Sweep:
                 "janitor %s: %s",
                 kind,
                 message,
-                extra={"janitor": kind, "age_seconds": age},
+                extra={
+                    "janitor": kind,
+                    "age_seconds": age,
+                    **({"reason": reason} if reason else {}),
+                },
             )
 
     def record(self) -> None:
@@ -104,14 +127,22 @@ class _Sweep:
         ).delete()
 
 
+#: Why the janitor took a run's worker for dead (``reason`` of its recovery).
+REASON_HEARTBEAT_STALE = "heartbeat_stale"
+REASON_NO_HEARTBEAT = "no_heartbeat"
+
+
 def stale_runs(
     *, now: Any = None, stale_seconds: float | None = None
-) -> dict[str, list[int]]:
-    """Return the pks of runs that look abandoned: ``{"running": [...], "undispatched": [...]}``.
+) -> dict[str, dict[int, str]]:
+    """Return the runs that look abandoned, each with its reason.
 
-    A run qualifies when it started (or was created) and last recorded an event
-    more than ``stale_seconds`` (default ``RUN_STALE_SECONDS``) ago and its
-    heartbeat is gone.
+    Shape: ``{"running": {pk: reason}, "undispatched": {pk: reason}}``, reasons
+    :data:`REASON_HEARTBEAT_STALE` or :data:`REASON_NO_HEARTBEAT` (module
+    docstring). A run with a heartbeat key is judged by it alone, so a slow
+    tool on a live worker is never reaped; a run without one by
+    ``stale_seconds`` (default ``RUN_STALE_SECONDS``) of silence. Implements
+    FT-06.
     """
     now = now or timezone.now()
     window = float(
@@ -120,28 +151,41 @@ def stale_runs(
         else stale_seconds
     )
     cutoff = now - timedelta(seconds=window)
-    found: dict[str, list[int]] = {"running": [], "undispatched": []}
+    found: dict[str, dict[int, str]] = {"running": {}, "undispatched": {}}
+    pending = ToolCall.objects.filter(run=OuterRef("pk"), state=ToolCall.State.PENDING)
     candidates = (
-        Run.objects.filter(status__in=[Run.Status.RUNNING, Run.Status.AWAITING_TOOLS])
+        Run.objects.annotate(has_pending=Exists(pending))
+        .filter(
+            Q(status=Run.Status.RUNNING)
+            | Q(status=Run.Status.AWAITING_TOOLS, has_pending=True)
+        )
         .annotate(
             since=Coalesce("started_at", "created_at"),
             last_event=Max("events__created_at"),
         )
-        .filter(since__lt=cutoff)
-        .values_list("pk", "status", "last_event")
+        .values_list("pk", "status", "since", "last_event")
     )
-    for pk, status, last_event in candidates:
-        if last_event is not None and last_event >= cutoff:
-            continue
-        if status == Run.Status.AWAITING_TOOLS:
-            pending = ToolCall.objects.filter(
-                run_id=pk, state=ToolCall.State.PENDING
-            ).exists()
-            if not pending:
+    # Redis restarted empty a moment ago: live workers' keys may not be
+    # re-created yet, so a missing key proves nothing (supervision).
+    uptime = redis_uptime_seconds()
+    keys_trusted = uptime is None or uptime > HEARTBEAT_DEAD_INTERVALS * float(
+        countersign_settings.RUN_HEARTBEAT_SECONDS
+    )
+    for pk, status, since, last_event in candidates:
+        reading = heartbeat_read(pk)
+        if reading is not None:
+            if not reading.dead:
                 continue
-        if heartbeat_alive(pk):
+            reason = REASON_HEARTBEAT_STALE
+        elif not keys_trusted:
             continue
-        found["running" if status == Run.Status.RUNNING else "undispatched"].append(pk)
+        elif since < cutoff and (last_event is None or last_event < cutoff):
+            reason = REASON_NO_HEARTBEAT
+        else:
+            continue
+        found["running" if status == Run.Status.RUNNING else "undispatched"][pk] = (
+            reason
+        )
     return found
 
 
@@ -161,7 +205,7 @@ def runs_reap(
     """
     sweep = _Sweep(now=now or timezone.now())
     found = stale_runs(now=sweep.now, stale_seconds=stale_seconds)
-    for pk in found["running"]:
+    for pk, reason in found["running"].items():
         run = Run.objects.select_related("thread").get(pk=pk)
         if run.status != Run.Status.RUNNING:
             continue
@@ -169,7 +213,8 @@ def runs_reap(
             sweep.note(
                 "worker_lost",
                 _last_activity(run),
-                f"run {run.run_id} has no heartbeat and no event; ending it",
+                f"run {run.run_id}'s worker is gone ({reason}); ending it",
+                reason=reason,
                 run=run.run_id,
                 thread=run.thread.thread_id,
             )
@@ -179,7 +224,7 @@ def runs_reap(
                 message="The worker executing this run stopped before it finished; "
                 "post the message again to retry.",
             )
-    for pk in found["undispatched"]:
+    for pk, reason in found["undispatched"].items():
         run = Run.objects.select_related("thread").get(pk=pk)
         if run.status != Run.Status.AWAITING_TOOLS:
             continue
@@ -187,7 +232,9 @@ def runs_reap(
             sweep.note(
                 "dispatched",
                 _last_activity(run),
-                f"run {run.run_id}'s pending calls were never dispatched; dispatching",
+                f"run {run.run_id}'s pending calls were never dispatched ({reason}); "
+                "dispatching",
+                reason=reason,
                 run=run.run_id,
                 thread=run.thread.thread_id,
             )

@@ -10,8 +10,11 @@ One id per problem:
 - ``threads.E006``: an ``agui_http`` agent has no ``url``;
 - ``threads.E030``: a janitor window (``COUNTERSIGN[...]_SECONDS``) is not a
   positive number;
-- ``threads.E031``: ``RUN_STALE_SECONDS`` is not longer than the heartbeat's
-  time to live (three ``RUN_HEARTBEAT_SECONDS``): live runs would be reaped;
+- ``threads.E031``: ``RUN_STALE_SECONDS`` is not longer than four
+  ``RUN_HEARTBEAT_SECONDS`` (the heartbeat's time to live, three intervals, plus
+  one more): a dead worker's heartbeat key would expire before it proved the
+  death, and a run whose key Redis lost could be reaped before the next
+  refresh re-creates it;
 - ``threads.E032``: the janitor's beat entry is missing or its schedule is not
   ``JANITOR_INTERVAL_SECONDS``.
 """
@@ -129,8 +132,9 @@ def check_janitor(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMe
     """Check the janitor's windows and that beat runs it every ``JANITOR_INTERVAL_SECONDS``.
 
     Returns ``threads.E030`` per window that is not a positive number,
-    ``threads.E031`` when ``RUN_STALE_SECONDS`` does not outlast a heartbeat's
-    time to live, ``threads.E032`` when the beat entry is missing or disagrees.
+    ``threads.E031`` when ``RUN_STALE_SECONDS`` does not outlast four
+    heartbeat intervals (``orchestration.supervision``: a heartbeat is fresh for
+    three, its worker dead after four), ``threads.E032`` when the beat entry is missing or disagrees.
     The windows bound recovery from crashes (README "Recovery from crashes").
     """
     from threads.conf import countersign_settings
@@ -151,14 +155,18 @@ def check_janitor(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMe
             values[name] = float(value)
     if errors:
         return errors
-    if values["RUN_STALE_SECONDS"] <= 3 * values["RUN_HEARTBEAT_SECONDS"]:
+    # orchestration.supervision.HEARTBEAT_DEAD_INTERVALS (threads cannot import
+    # orchestration): the time to live (3 intervals) plus one refresh.
+    dead_after = 4 * values["RUN_HEARTBEAT_SECONDS"]
+    if values["RUN_STALE_SECONDS"] <= dead_after:
         errors.append(
             checks.Error(
                 f"COUNTERSIGN['RUN_STALE_SECONDS'] ({values['RUN_STALE_SECONDS']}) "
-                "is not longer than three RUN_HEARTBEAT_SECONDS "
-                f"({3 * values['RUN_HEARTBEAT_SECONDS']}), the heartbeat's time to live",
+                "is not longer than four RUN_HEARTBEAT_SECONDS "
+                f"({dead_after}), the heartbeat's time to live plus one refresh",
                 hint="Raise RUN_STALE_SECONDS or lower RUN_HEARTBEAT_SECONDS, so a "
-                "run whose heartbeat key was lost (Redis restarted) is not reaped.",
+                "run whose heartbeat key was lost (Redis restarted or flushed) is "
+                "not reaped before the next refresh re-creates it.",
                 id="threads.E031",
             )
         )

@@ -32,9 +32,12 @@ DEFAULTS: Final[dict[str, Any]] = {
     # Keep-alive comment interval on SSE streams (s).
     "SSE_KEEPALIVE_SECONDS": 10.0,
     # A worker executing a run refreshes a Redis heartbeat this often (s); the
-    # janitor (threads.janitor) ends a ``running`` run with ``worker_lost`` once
-    # it has had no heartbeat and no event for RUN_STALE_SECONDS.
-    "RUN_HEARTBEAT_SECONDS": 10.0,
+    # janitor (orchestration.janitor) ends a ``running`` run with ``worker_lost``
+    # once its last refresh is four intervals old (the heartbeat's time to live,
+    # three intervals, plus one), or, for a run with no heartbeat key (embedded,
+    # no Redis), once it has had no event for RUN_STALE_SECONDS, which must then
+    # outlast the longest silent model turn.
+    "RUN_HEARTBEAT_SECONDS": 5.0,
     "RUN_STALE_SECONDS": 90.0,
     # The janitor (orchestration.janitor) sweeps every JANITOR_INTERVAL_SECONDS
     # (Celery beat, or the embedded beat); the beat schedule in config/settings.py

@@ -493,12 +493,20 @@ def record_terminal_error(recorder: RunRecorder, *, code: str, message: str) -> 
 def recorder_resume(*, run: Run) -> RunRecorder:
     """Return a recorder for ``run`` whose stream machine has seen its recorded events."""
     recorder = RunRecorder(run)
-    if run.managed and run.status != Run.Status.QUEUED:
-        # A managed run's RUN_STARTED was projected, not stored (see RunRecorder).
+    rows = list(run.events.order_by("seq"))
+    if (
+        run.managed
+        and run.status != Run.Status.QUEUED
+        and not (rows and rows[0].type == EventType.RUN_STARTED.value)
+    ):
+        # A managed run's own RUN_STARTED was projected, not stored (see
+        # RunRecorder); a client-visible one's log starts with the wire's
+        # RUN_STARTED instead (threads.wire), which stands for it: feeding both
+        # would break the stream at once.
         recorder.stream.feed(
             RunStartedEvent(thread_id=run.thread.thread_id, run_id=run.run_id)
         )
-    for row in run.events.order_by("seq"):
+    for row in rows:
         try:
             recorder.stream.feed(event_from_dict(row.payload))
         except StreamViolation:

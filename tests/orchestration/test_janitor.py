@@ -180,6 +180,8 @@ def test_janitor_settings_check_passes_with_the_defaults():
         ({"QUEUED_STALE_SECONDS": 0}, 10.0, ["threads.E030"]),
         ({"JANITOR_INTERVAL_SECONDS": "10"}, 10.0, ["threads.E030"]),
         ({"RUN_HEARTBEAT_SECONDS": 40.0}, 10.0, ["threads.E031"]),
+        # Four intervals (time to live + one refresh) reach RUN_STALE_SECONDS (90).
+        ({"RUN_HEARTBEAT_SECONDS": 22.5}, 10.0, ["threads.E031"]),
         ({"JANITOR_INTERVAL_SECONDS": 5.0}, 10.0, ["threads.E032"]),
     ],
 )
@@ -254,3 +256,176 @@ def test_duplicate_delivery_of_a_run_a_live_worker_executes_changes_nothing(
         redis.Redis.from_url(redis_url).delete(HEARTBEAT_KEY.format(pk=run.pk))
     # Without a heartbeat the same delivery is a dead worker's redelivery (ER-01).
     assert run_execute(run_pk=run.pk).error_code == "worker_lost"
+
+
+def _heartbeat_aged(redis_url: str, run_pk: int, *, seconds: float) -> None:
+    """Write run ``run_pk``'s heartbeat as its worker does, then age it by ``seconds``.
+
+    The key's remaining time to live is what tells its age (Redis's clock), so
+    shortening it by ``seconds`` is the key a worker that died ``seconds`` after
+    its last refresh leaves behind.
+    """
+    import redis
+
+    from orchestration.supervision import HEARTBEAT_KEY, heartbeat_touch
+
+    heartbeat_touch(run_pk)
+    client = redis.Redis.from_url(redis_url)
+    key = HEARTBEAT_KEY.format(pk=run_pk)
+    assert client.pexpire(key, client.pttl(key) - int(seconds * 1000))
+
+
+def _heartbeat_drop(redis_url: str, run_pk: int) -> None:
+    import redis
+
+    from orchestration.supervision import HEARTBEAT_KEY
+
+    redis.Redis.from_url(redis_url).delete(HEARTBEAT_KEY.format(pk=run_pk))
+
+
+def _running_run(user) -> Run:
+    """Return a run its worker claimed a moment ago (well inside RUN_STALE_SECONDS)."""
+    thread = thread_create(owner=user, title="supervised")
+    return Run.objects.create(
+        thread=thread, status=Run.Status.RUNNING, started_at=timezone.now()
+    )
+
+
+@pytest.mark.django_db
+def test_run_whose_heartbeat_outlived_ttl_and_one_refresh_is_reaped_with_reason(
+    user, settings, redis_url
+):
+    """Heartbeat rule (issue 19.2): last refresh > 4 intervals ago ends the run within S."""
+    from orchestration.runs import run_execute
+    from orchestration.supervision import heartbeat_alive, heartbeat_read
+
+    settings.REDIS_URL = redis_url
+    settings.COUNTERSIGN = {
+        **settings.COUNTERSIGN,
+        "RUN_HEARTBEAT_SECONDS": 5.0,
+        "RUN_STALE_SECONDS": 90.0,
+    }
+    dead = _running_run(user)
+    quiet = _running_run(user)  # past its time to live, not yet one refresh more
+    try:
+        _heartbeat_aged(redis_url, dead.pk, seconds=21)
+        _heartbeat_aged(redis_url, quiet.pk, seconds=16)
+        reading = heartbeat_read(quiet.pk)
+        assert reading is not None
+        assert (reading.fresh, reading.dead) == (False, False)
+        assert reading.interval_seconds == 5.0
+        assert heartbeat_alive(quiet.pk)
+        # A duplicate delivery leaves the unproven run to its worker.
+        assert run_execute(run_pk=quiet.pk).status == Run.Status.RUNNING
+
+        assert runs_reap()["worker_lost"] == 1
+
+        dead.refresh_from_db()
+        quiet.refresh_from_db()
+        assert (dead.status, dead.error_code) == (Run.Status.ERROR, "worker_lost")
+        assert quiet.status == Run.Status.RUNNING
+        [entry] = JanitorSweep.objects.get().recovered
+        assert (entry["kind"], entry["run"], entry["reason"]) == (
+            "worker_lost",
+            dead.run_id,
+            "heartbeat_stale",
+        )
+    finally:
+        _heartbeat_drop(redis_url, dead.pk)
+        _heartbeat_drop(redis_url, quiet.pk)
+
+
+@pytest.mark.django_db
+def test_run_whose_heartbeat_key_was_lost_waits_for_run_stale_seconds(
+    user, settings, redis_url
+):
+    """No key (Redis lost it, or an embedded run): only RUN_STALE_SECONDS of silence reaps."""
+    settings.REDIS_URL = redis_url
+    run = _running_run(user)
+
+    assert runs_reap()["worker_lost"] == 0
+    run.refresh_from_db()
+    assert run.status == Run.Status.RUNNING
+
+    Run.objects.filter(pk=run.pk).update(
+        started_at=timezone.now() - timedelta(seconds=600)
+    )
+    assert runs_reap()["worker_lost"] == 1
+    [entry] = JanitorSweep.objects.get().recovered
+    assert (entry["run"], entry["reason"]) == (run.run_id, "no_heartbeat")
+
+
+@pytest.mark.django_db
+def test_undispatched_run_whose_heartbeat_is_stale_is_dispatched_with_reason(
+    user, settings, redis_url
+):
+    """Died after recording its calls (``after_run_recorded``): dispatched on the heartbeat."""
+    from threads.models import ToolCall
+
+    settings.REDIS_URL = redis_url
+    thread = thread_create(owner=user, title="undispatched")
+    run = Run.objects.create(
+        thread=thread,
+        status=Run.Status.AWAITING_TOOLS,
+        started_at=timezone.now(),
+        pending_tool_call_ids=["call_undispatched"],
+    )
+    ToolCall.objects.create(
+        thread=thread,
+        run=run,
+        tool_call_id="call_undispatched",
+        name="lookup_order",
+        arguments={"order_id": "A-1001"},
+        state=ToolCall.State.PENDING,
+    )
+    try:
+        _heartbeat_aged(redis_url, run.pk, seconds=25)
+        assert runs_reap()["dispatched"] == 1
+    finally:
+        _heartbeat_drop(redis_url, run.pk)
+    assert not ToolCall.objects.filter(run=run, state=ToolCall.State.PENDING).exists()
+    [entry] = JanitorSweep.objects.get().recovered
+    assert (entry["kind"], entry["run"], entry["reason"]) == (
+        "dispatched",
+        run.run_id,
+        "heartbeat_stale",
+    )
+
+
+@pytest.mark.django_db
+def test_client_visible_run_killed_mid_message_ends_worker_lost_not_protocol_violation(
+    user,
+):
+    """A dead worker's run whose log starts with the wire's RUN_STARTED ends ``worker_lost``."""
+    from threads.recording import RunRecorder
+    from threads.services import run_fail
+    from threads.wire import wire_run_open
+
+    thread = thread_create(owner=user, title="wire")
+    with transaction.atomic():
+        run = Run.objects.create(thread=thread, status=Run.Status.QUEUED)
+        wire_run_open(run=run, run_input=None)
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.Status.RUNNING, started_at=timezone.now()
+    )
+    run.refresh_from_db()
+    recorder = RunRecorder(run)
+    recorder.record(
+        [
+            {"type": "RUN_STARTED", "threadId": thread.thread_id, "runId": run.run_id},
+            {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "half"},
+        ]
+    )
+    recorder.flush()  # the worker dies here, its message open
+
+    run = run_fail(run=run, code="worker_lost", message="gone")
+
+    assert (run.status, run.error_code) == (Run.Status.ERROR, "worker_lost")
+    assert list(run.events.order_by("seq").values_list("type", flat=True)) == [
+        "RUN_STARTED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "RUN_ERROR",
+    ]

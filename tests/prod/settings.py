@@ -1,6 +1,7 @@
 """Settings for the processes tests/prod starts: production settings plus test agents.
 
-The janitor's windows are shortened (heartbeat 0.5 s, stale after 3 s, queued
+The janitor's windows are shortened (heartbeat 0.5 s, so a dead worker's run
+is reaped 2 s after its last refresh; stale after 3 s without a heartbeat; queued
 items lost after 2 s, a sweep every second), as is the execution lease's grace (1 s), and two agents are added:
 
 - ``slow``: a remote AG-UI agent (``tests.prod.slow_agent``) streaming text deltas
@@ -23,8 +24,11 @@ from config.settings import (
 
 COUNTERSIGN = {
     **COUNTERSIGN,
-    "RUN_HEARTBEAT_SECONDS": 0.5,
-    "RUN_STALE_SECONDS": 3.0,
+    # A test may lengthen them for every process of its stack (Stack.env).
+    "RUN_HEARTBEAT_SECONDS": float(
+        os.environ.get("COUNTERSIGN_RUN_HEARTBEAT_SECONDS") or 0.5
+    ),
+    "RUN_STALE_SECONDS": float(os.environ.get("COUNTERSIGN_RUN_STALE_SECONDS") or 3.0),
     # A redelivered execution waits for the lease (tool timeout + grace) to end.
     "EXECUTION_LEASE_GRACE_SECONDS": 1.0,
     # The janitor sweeps every second; a queued item is taken for lost after 2 s.

@@ -51,9 +51,20 @@ def _pending_approval(api: Any, thread_id: str) -> dict[str, Any] | None:
     return results[0] if results else None
 
 
+def _deltas(run_id: str) -> int:
+    from threads.models import Event
+
+    return Event.objects.filter(run__run_id=run_id, type="TEXT_MESSAGE_CONTENT").count()
+
+
+def _wait_deltas(run_id: str, count: int, *, what: str) -> None:
+    """Wait until run ``run_id`` has recorded ``count`` text deltas."""
+    wait_until(lambda: _deltas(run_id) >= count, timeout=20, what=what)
+
+
 def test_sigkill_worker_mid_run_janitor_ends_run_worker_lost(stack, operator):
     """A worker SIGKILLed mid-run: the janitor ends the run with RUN_ERROR worker_lost."""
-    from threads.models import Event, Run
+    from threads.models import Run
 
     # given a worker for runs, another for the janitor, and beat
     base = stack.web()
@@ -66,20 +77,12 @@ def test_sigkill_worker_mid_run_janitor_ends_run_worker_lost(stack, operator):
     run_id = posted["run"]["runId"]
 
     # when the run is streaming and its worker dies with everything in it
-    wait_until(
-        lambda: (
-            Event.objects.filter(
-                run__run_id=run_id, type="TEXT_MESSAGE_CONTENT"
-            ).count()
-            >= 3
-        ),
-        timeout=20,
-        what="the run streaming",
-    )
+    _wait_deltas(run_id, 3, what="the run streaming")
     doomed.kill()
     assert Run.objects.get(run_id=run_id).status == Run.Status.RUNNING
 
-    # then the janitor finishes it: no heartbeat and no event for RUN_STALE_SECONDS
+    # then the janitor finishes it: its heartbeat's last refresh is over four
+    # intervals old (or, failing that, no event for RUN_STALE_SECONDS)
     run = wait_until(
         lambda: Run.objects.filter(run_id=run_id, status=Run.Status.ERROR).first(),
         timeout=30,
@@ -262,8 +265,10 @@ def test_scale_out_approval_on_web_b_streams_to_client_on_web_a(stack, operator)
     decided = api_b.post(f"/api/approvals/{approval['id']}/approve/", json={})
     assert decided.status_code == 200, decided.text
 
+    # One wire run per request (docs/agui.md): the continuation's answer ends
+    # the approve's wire run; no fixed count of RUN_FINISHED.
     watcher.wait_for(
-        lambda w: w.types().count("RUN_FINISHED") >= 3,
+        lambda w: "Refund done" in w.text() and w.types()[-1:] == ["RUN_FINISHED"],
         timeout=30,
         what=f"the continuation on web A\n{stack.logs()}",
     )

@@ -20,7 +20,14 @@ from typing import Any
 import pytest
 
 from tests.prod.client import api_client, wait_until
-from tests.prod.test_failures import _log, _pending_approval, _post, _thread
+from tests.prod.test_failures import (
+    _deltas,
+    _log,
+    _pending_approval,
+    _post,
+    _thread,
+    _wait_deltas,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 
@@ -287,3 +294,106 @@ def test_redis_restarted_without_persistence_janitor_requeues_execution_and_cont
     results = [e for e in log if e["type"] == "TOOL_CALL_RESULT"]
     assert [e["toolCallId"] for e in results].count(call.tool_call_id) == 1
     assert _finished_runs(thread_id) == 3
+
+
+def test_worker_sigkilled_mid_run_is_reaped_on_its_stale_heartbeat_not_run_stale_seconds(
+    stack, operator
+):
+    """Heartbeat rule (issue 19.2): a killed worker's run ends long before RUN_STALE_SECONDS."""
+    from threads.models import Run
+
+    # given RUN_STALE_SECONDS far beyond the test's patience, so only the
+    # heartbeat (0.5 s: dead 2 s after its last refresh) can end the run
+    stack.env["COUNTERSIGN_RUN_STALE_SECONDS"] = "600"
+    base = stack.web()
+    doomed = stack.worker("runs-worker", queues="runs")
+    stack.worker("janitor-worker", queues="tools,countersign")
+    stack.beat()
+    api = api_client(base, operator["token"])
+    thread_id = _thread(api, "slow")
+    run_id = _post(api, thread_id, "deltas=400 delay=0.05")["run"]["runId"]
+    _wait_deltas(run_id, 3, what=f"the run streaming\n{stack.logs()}")
+
+    # when its worker, master and child, is SIGKILLed mid-run
+    doomed.kill()
+    assert Run.objects.get(run_id=run_id).status == Run.Status.RUNNING
+
+    # then the janitor ends it with worker_lost, naming the stale heartbeat
+    wait_until(
+        lambda: _sweeps_of("worker_lost", run=run_id),
+        timeout=40,
+        what=f"the janitor's sweep ending run {run_id}\n{stack.logs()}",
+    )
+    [entry] = _sweeps_of("worker_lost", run=run_id)
+    assert entry["reason"] == "heartbeat_stale"
+    assert entry["thread"] == thread_id
+    run = Run.objects.get(run_id=run_id)
+    assert (run.status, run.error_code) == (Run.Status.ERROR, "worker_lost"), (
+        [(e["type"], e.get("code"), e.get("message")) for e in _log(thread_id)][-4:],
+        stack.logs(),
+    )
+    lines = [
+        line
+        for line in _janitor_lines(stack, "worker_lost")
+        if line.get("run") == run_id
+    ]
+    assert [line["reason"] for line in lines] == ["heartbeat_stale"], lines
+    assert _log(thread_id)[-1]["code"] == "worker_lost"
+    # and the thread takes a new message
+    assert _post(api, thread_id, "deltas=2 delay=0")["run"]["status"] == "queued"
+
+
+def test_live_quiet_run_survives_redis_restarts_with_and_without_its_keys(
+    stack, operator, settings
+):
+    """Redis restarted empty, then restored from disk after a long outage: the live run finishes."""
+    import time
+
+    from orchestration.janitor import stale_runs
+    from threads.models import Run
+
+    # The test's own sweeps judge as the stack's janitor does, at once after
+    # each restart (before the worker's next refresh, as a beat could).
+    settings.REDIS_URL = stack.redis.url
+    settings.COUNTERSIGN = {
+        **settings.COUNTERSIGN,
+        "RUN_HEARTBEAT_SECONDS": 0.5,
+        "RUN_STALE_SECONDS": 3.0,
+    }
+    nothing = {"running": {}, "undispatched": {}}
+
+    # given a live run whose agent is silent 4 s between deltas, longer than
+    # RUN_STALE_SECONDS (3 s) and the heartbeat's 2 s to prove a death
+    base = stack.web()
+    stack.worker("runs-worker", queues="runs")
+    stack.worker("janitor-worker", queues="tools,countersign")
+    stack.beat()
+    api = api_client(base, operator["token"])
+    thread_id = _thread(api, "slow")
+    run_id = _post(api, thread_id, "deltas=4 delay=4")["run"]["runId"]
+
+    _wait_deltas(run_id, 1, what=f"a delta\n{stack.logs()}")
+
+    # when Redis restarts empty (the heartbeat key lost) once the run has been
+    # silent past RUN_STALE_SECONDS
+    time.sleep(3.2)
+    stack.redis.shutdown_nosave()
+    stack.redis.start()
+    assert stale_runs() == nothing
+    # and then, after the next delta, restarts from disk after 3 s down (the
+    # restored key staler than the heartbeat's 2 s)
+    _wait_deltas(run_id, 2, what=f"a delta\n{stack.logs()}")
+    stack.redis.restart_keeping_data(down_for=3.0)
+    assert stale_runs() == nothing
+
+    # then the run finishes, every delta recorded, and no sweep ended it
+    run = wait_until(
+        lambda: Run.objects.filter(
+            run_id=run_id, status__in=[Run.Status.FINISHED, Run.Status.ERROR]
+        ).first(),
+        timeout=60,
+        what=f"the run ending\n{stack.logs()}",
+    )
+    assert (run.status, run.error_code) == (Run.Status.FINISHED, ""), stack.logs()
+    assert _deltas(run_id) == 4
+    assert _sweeps_of("worker_lost", run=run_id) == []
