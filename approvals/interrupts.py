@@ -1,7 +1,8 @@
 """An approval request as an AG-UI interrupt: one function, :func:`interrupt_for`.
 
-The interrupt is the approval request under the same id as in the queue and the
-REST API (``/api/approvals/<id>/``): ``id`` is the request's id as a string,
+The interrupt is the approval request: ``id`` is ``"cs-approval-<pk>"``, namespaced so
+it never equals a ``toolCallId`` or message id a client or remote agent sends, and
+``metadata.approvalId`` is the integer pk of ``/api/approvals/<pk>/``;
 ``reason`` ``"tool_call"``, ``toolCallId`` the call it holds, ``message`` what will
 happen (the tool's activity label) and why a person must approve it,
 ``expiresAt`` the request's real expiry, ``responseSchema`` the answer a resume
@@ -18,15 +19,34 @@ from typing import Any
 from approvals.labels import approval_label
 from approvals.models import ApprovalRequest, arguments_hash
 from threads.agent_config import agent_toolset
+from threads.ids import RESERVED_PREFIX
 from threads.models import Run
 
 #: ``Interrupt.reason`` of a held tool call (IR-03).
 TOOL_CALL_REASON = "tool_call"
 
+#: Prefix of every interrupt id Countersign issues (IR-02): ids a client or a remote
+#: agent mints (``toolCallId``, message ids, its own interrupt ids) are never read as ours.
+INTERRUPT_ID_PREFIX = f"{RESERVED_PREFIX}approval-"
+
 
 def interrupt_id(approval: ApprovalRequest) -> str:
-    """Return the interrupt id of ``approval``: its queue and REST id, as a string (IR-02)."""
-    return str(approval.pk)
+    """Return the interrupt id of ``approval``: ``"cs-approval-<pk>"``. Implements IR-02."""
+    return f"{INTERRUPT_ID_PREFIX}{approval.pk}"
+
+
+def interrupt_approval_pk(value: object) -> int | None:
+    """Return the approval pk an interrupt id names, or ``None`` when it is not one of ours.
+
+    Only the ``"cs-approval-<digits>"`` form is accepted: a bare ``"12"`` (or any id a
+    client or remote agent could mint) names no interrupt. Implements IR-02.
+    """
+    if not isinstance(value, str) or not value.startswith(INTERRUPT_ID_PREFIX):
+        return None
+    digits = value[len(INTERRUPT_ID_PREFIX) :]
+    if not digits.isascii() or not digits.isdigit() or digits.startswith("0"):
+        return None
+    return int(digits)
 
 
 def _tool(approval: ApprovalRequest) -> Any:
