@@ -16,6 +16,8 @@ from __future__ import annotations
 from datetime import UTC
 from typing import Any
 
+from django.db.models import F, Q
+
 from approvals.labels import approval_label
 from approvals.models import ApprovalRequest, arguments_hash
 from threads.agent_config import agent_toolset
@@ -112,9 +114,12 @@ def interrupt_for(approval: ApprovalRequest) -> dict[str, Any]:
     if call is None:
         # A remote agent's question or an MCP server's input request (IR-18): its
         # own message and schema, no call to hold.
+        # A remote agent's own reason is kept (dispatch stores it as the request's
+        # tool_name); an MCP input request's is its kind (IR-03: open strings).
+        remote = approval.kind == ApprovalRequest.Kind.INTERRUPT and approval.tool_name
         return {
             "id": interrupt_id(approval),
-            "reason": approval.kind,
+            "reason": approval.tool_name if remote else approval.kind,
             "message": approval.message,
             "expiresAt": approval.expires_at.astimezone(UTC)
             .isoformat()
@@ -143,16 +148,23 @@ def interrupt_for(approval: ApprovalRequest) -> dict[str, Any]:
 def run_interrupts(run: Run) -> list[dict[str, Any]]:
     """Return the open interrupts of ``run``: its pending approval requests, in call order.
 
-    Registered with :func:`threads.wire.interrupt_source_register` (approvals.apps),
-    so the wire run of an ``awaiting_tools`` run ends with them (IR-01, IR-17).
+    The requests holding its pending calls, and those Countersign queued for the
+    interrupts a remote agent ended ``run`` with (kind ``interrupt``, bound to a
+    call or not, IR-18): the client sees every one under Countersign's own id
+    and resumes it like any other. Registered with
+    :func:`threads.wire.interrupt_source_register` (approvals.apps), so the wire
+    run of an ``awaiting_tools`` run ends with them (IR-01, IR-17).
     """
     pending = (
-        ApprovalRequest.objects.filter(
-            tool_call__thread_id=run.thread_id,
-            tool_call__tool_call_id__in=run.pending_tool_call_ids,
-            status=ApprovalRequest.Status.PENDING,
+        ApprovalRequest.objects.filter(status=ApprovalRequest.Status.PENDING)
+        .filter(
+            Q(
+                tool_call__thread_id=run.thread_id,
+                tool_call__tool_call_id__in=run.pending_tool_call_ids,
+            )
+            | Q(run=run, kind=ApprovalRequest.Kind.INTERRUPT)
         )
         .select_related("tool_call", "run")
-        .order_by("tool_call__position", "tool_call_id")
+        .order_by(F("tool_call__position").asc(nulls_last=True), "requested_at", "id")
     )
     return [interrupt_for(a) for a in pending]

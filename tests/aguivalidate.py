@@ -91,6 +91,18 @@ RULES_NARROWED: dict[str, tuple[str, _Narrowing]] = {
         "dropped.",
         lambda d, events: d.event_index == 0 and d.event_type == "RUN_ERROR",
     ),
+    "AGUI207": (
+        "TOOL_CALL_RESULT for a call never started in the stream. 1.0's client "
+        "accepts 'TOOL_CALL_RESULT for an unknown id' (AGUI-1.0.md, behaviour table), "
+        "and a resumed run must answer the interrupted call without restating it "
+        "(RULES.md IR-15): only such a result in a run whose RUN_STARTED.input "
+        "carries resume[] is dropped.",
+        lambda d, events: (
+            d.event_type == "TOOL_CALL_RESULT"
+            and _index_type(events, 0) == "RUN_STARTED"
+            and bool(((events[0] or {}).get("input") or {}).get("resume"))
+        ),
+    ),
     "AGUI005": (
         "RUN_FINISHED and RUN_ERROR are mutually exclusive. In 1.0 'After "
         "RUN_FINISHED only RUN_STARTED (new run) or a late RUN_ERROR may follow' "

@@ -40,6 +40,7 @@ from django.utils import timezone
 from approvals.exceptions import (
     ApprovalExpired,
     ApprovalPermissionDenied,
+    InvalidResponse,
     ResumeInvalid,
     ResumeRefused,
 )
@@ -49,6 +50,7 @@ from approvals.services.decisions import (
     Decision,
     approval_decide,
     edited_arguments_validate,
+    response_validate,
 )
 from threads.models import Run, Thread
 
@@ -69,11 +71,18 @@ class ResumePlan:
     reason: str
     edited: dict[str, Any] | None
     cancelled: bool
+    #: The answer to a remote agent's question interrupt (no call), else ``None``.
+    response: Any = None
 
     @property
     def tool_call_id(self) -> str:
         """The held call's ``toolCallId``."""
         return getattr(self.approval.call, "tool_call_id", "")
+
+    @property
+    def remote_interrupt_id(self) -> str:
+        """The remote agent's own interrupt id this plan answers (IR-18), or ``""``."""
+        return self.approval.interrupt_id
 
 
 def _entry_decision(
@@ -96,6 +105,24 @@ def _entry_decision(
             "cancelled": True,
         }
     payload = entry.payload
+    if approval.call is None:
+        # A remote agent's question (IR-18): the payload is the answer itself,
+        # validated against the interrupt's own responseSchema before any decision.
+        try:
+            response_validate(approval.response_schema, payload)
+        except InvalidResponse as error:
+            raise ResumeInvalid(
+                f"{where}: {error}; nothing was decided",
+                code="invalid_resume_payload",
+                field=where,
+            ) from error
+        return {
+            "decision": "approve",
+            "reason": "",
+            "edited": None,
+            "cancelled": False,
+            "response": payload,
+        }
     if not isinstance(payload, dict) or not isinstance(payload.get("approved"), bool):
         raise ResumeInvalid(
             f"{where} must be an object with a boolean 'approved' (the interrupt's "
@@ -286,5 +313,6 @@ def resume_decide(*, user: Any, plans: list[ResumePlan]) -> int:
                 decision=plan.decision,
                 reason=plan.reason,
                 edited_arguments=plan.edited,
+                response=plan.response,
             )
     return len(plans)
