@@ -67,12 +67,35 @@ def two_refunds_provider(*, model: str) -> Provider:
     return TwoRefundsProvider()
 
 
+class FailsAfterRefundProvider(Provider):
+    """Ask for one refund; fail when continued with its answer (a broken continuation)."""
+
+    name = "fails-after-refund-test"
+
+    async def stream_turn(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        if any(getattr(m, "role", "") == "tool" for m in request.messages):
+            raise RuntimeError("the model went away after the refund")
+        arguments = {"order_id": "A-1001", "amount": 5.0, "reason": "once"}
+        yield ToolCallBegin(call_id="call_once", name="refund_order")
+        yield ToolCallDelta(call_id="call_once", delta=json.dumps(arguments))
+        yield TurnEnd(stop_reason="tool_use")
+
+
+def fails_after_refund_provider(*, model: str) -> Provider:
+    return FailsAfterRefundProvider()
+
+
 PAIR_AGENT = {
     "pair": {
         "provider": "scripted",
         "provider_factory": "tests.approvals.test_interrupt_resume.two_refunds_provider",
         "toolsets": ["demo.tools.DEMO_TOOLS"],
-    }
+    },
+    "fragile": {
+        "provider": "scripted",
+        "provider_factory": "tests.approvals.test_interrupt_resume.fails_after_refund_provider",
+        "toolsets": ["demo.tools.DEMO_TOOLS"],
+    },
 }
 
 
@@ -320,6 +343,53 @@ def test_ir14_a_failure_after_the_decision_keeps_it_and_answers_once(
     assert list(Refund.objects.values_list("idempotency_key", flat=True)) == ["earlier"]
     assert not ApprovalRequest.objects.filter(
         thread=call.thread, status=ApprovalRequest.Status.PENDING
+    ).exists()
+
+
+def test_ir14_a_continuation_that_errors_after_the_decision_keeps_it_and_runs_once(
+    approver, pair_agent, executor
+):
+    """IR-14: the refund runs, then the resumed run's model fails.
+
+    The decision stays recorded, the refund happened once, the call has exactly
+    one answer, the client's run ends in an error (not a new ask), and a retried
+    resume gets the recorded decision back without running the tool again.
+    """
+    agui_run_start(
+        user=approver,
+        agent="fragile",
+        run_input=agui_input(
+            "ir14-continuation",
+            "run-1",
+            [{"id": "u1", "role": "user", "content": "refund once"}],
+        ),
+    )
+    thread = Thread.objects.get(thread_id="ir14-continuation")
+    executor.settle(thread)
+    approval = ApprovalRequest.objects.select_related("tool_call").get(thread=thread)
+
+    resume_post(
+        approver, "ir14-continuation", "run-2", approve(approval), agent="fragile"
+    )
+    executor.settle(thread)
+
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_by) == ("approved", approver)
+    resumed = thread.runs.get(run_id="run-2")
+    assert resumed.status == "error"
+    assert Refund.objects.count() == 1
+    assert _answers(approval.tool_call) == 1
+    with pytest.raises(ResumeRefused) as retry:
+        resume_post(
+            approver, "ir14-continuation", "run-3", approve(approval), agent="fragile"
+        )
+    assert retry.value.code == "interrupt_decided"
+    executor.settle(thread)
+    assert Refund.objects.count() == 1
+    assert _answers(approval.tool_call) == 1
+    assert ToolExecution.objects.get(tool_call=approval.tool_call).attempts == 1
+    assert not ApprovalRequest.objects.filter(
+        thread=thread, status=ApprovalRequest.Status.PENDING
     ).exists()
 
 
