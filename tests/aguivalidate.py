@@ -69,6 +69,27 @@ def _index_type(events: Sequence[dict[str, Any] | None], index: int | None) -> s
     return str(event.get("type", "")) if isinstance(event, dict) else ""
 
 
+def _answers_an_earlier_call(
+    diagnostic: Diagnostic, events: Sequence[dict[str, Any] | None]
+) -> bool:
+    """Whether the flagged result answers a call of an earlier run, or is in a resuming run."""
+    index = diagnostic.event_index
+    if index is None or not 0 <= index < len(events):
+        return False
+    call_id = (events[index] or {}).get("toolCallId")
+    before = [e or {} for e in events[:index]]
+    starts = [i for i, e in enumerate(before) if e.get("type") == "RUN_STARTED"]
+    if not starts:
+        return False
+    run_start = starts[-1]
+    if (before[run_start].get("input") or {}).get("resume"):
+        return True
+    return any(
+        e.get("type") == "TOOL_CALL_START" and e.get("toolCallId") == call_id
+        for e in before[:run_start]
+    )
+
+
 _Narrowing = Callable[[Diagnostic, Sequence[dict[str, Any] | None]], bool]
 
 #: Rules kept on but narrowed: ``(why, drop)``; ``drop(diagnostic, events)`` is true
@@ -92,15 +113,14 @@ RULES_NARROWED: dict[str, tuple[str, _Narrowing]] = {
         lambda d, events: d.event_index == 0 and d.event_type == "RUN_ERROR",
     ),
     "AGUI207": (
-        "TOOL_CALL_RESULT for a call never started in the stream. 1.0's client "
-        "accepts 'TOOL_CALL_RESULT for an unknown id' (AGUI-1.0.md, behaviour table), "
-        "and a resumed run must answer the interrupted call without restating it "
-        "(RULES.md IR-15): only such a result in a run whose RUN_STARTED.input "
-        "carries resume[] is dropped.",
+        "TOOL_CALL_RESULT for a call never started in the run. 1.0's client accepts "
+        "'TOOL_CALL_RESULT for an unknown id' (AGUI-1.0.md, behaviour table), and the "
+        "run that continues an interrupted one answers the held call without "
+        "restating it (RULES.md IR-15): only a result for a call started in an "
+        "earlier run of the same stream, or in a run whose RUN_STARTED.input carries "
+        "resume[], is dropped.",
         lambda d, events: (
-            d.event_type == "TOOL_CALL_RESULT"
-            and _index_type(events, 0) == "RUN_STARTED"
-            and bool(((events[0] or {}).get("input") or {}).get("resume"))
+            d.event_type == "TOOL_CALL_RESULT" and _answers_an_earlier_call(d, events)
         ),
     ),
     "AGUI005": (
