@@ -1,7 +1,8 @@
 """An approval request as an AG-UI interrupt: one function, :func:`interrupt_for`.
 
-The interrupt is the approval request under the same id as in the queue and the
-REST API (``/api/approvals/<id>/``): ``id`` is the request's id as a string,
+The interrupt is the approval request: ``id`` is ``"cs-approval-<pk>"``, namespaced so
+it never equals a ``toolCallId`` or message id a client or remote agent sends, and
+``metadata.approvalId`` is the integer pk of ``/api/approvals/<pk>/``;
 ``reason`` ``"tool_call"``, ``toolCallId`` the call it holds, ``message`` what will
 happen (the tool's activity label) and why a person must approve it,
 ``expiresAt`` the request's real expiry, ``responseSchema`` the answer a resume
@@ -15,18 +16,39 @@ from __future__ import annotations
 from datetime import UTC
 from typing import Any
 
+from django.db.models import F, Q
+
 from approvals.labels import approval_label
 from approvals.models import ApprovalRequest, arguments_hash
 from threads.agent_config import agent_toolset
+from threads.ids import RESERVED_PREFIX
 from threads.models import Run
 
 #: ``Interrupt.reason`` of a held tool call (IR-03).
 TOOL_CALL_REASON = "tool_call"
 
+#: Prefix of every interrupt id Countersign issues (IR-02): ids a client or a remote
+#: agent mints (``toolCallId``, message ids, its own interrupt ids) are never read as ours.
+INTERRUPT_ID_PREFIX = f"{RESERVED_PREFIX}approval-"
+
 
 def interrupt_id(approval: ApprovalRequest) -> str:
-    """Return the interrupt id of ``approval``: its queue and REST id, as a string (IR-02)."""
-    return str(approval.pk)
+    """Return the interrupt id of ``approval``: ``"cs-approval-<pk>"``. Implements IR-02."""
+    return f"{INTERRUPT_ID_PREFIX}{approval.pk}"
+
+
+def interrupt_approval_pk(value: object) -> int | None:
+    """Return the approval pk an interrupt id names, or ``None`` when it is not one of ours.
+
+    Only the ``"cs-approval-<digits>"`` form is accepted: a bare ``"12"`` (or any id a
+    client or remote agent could mint) names no interrupt. Implements IR-02.
+    """
+    if not isinstance(value, str) or not value.startswith(INTERRUPT_ID_PREFIX):
+        return None
+    digits = value[len(INTERRUPT_ID_PREFIX) :]
+    if not digits.isascii() or not digits.isdigit() or digits.startswith("0"):
+        return None
+    return int(digits)
 
 
 def _tool(approval: ApprovalRequest) -> Any:
@@ -92,9 +114,12 @@ def interrupt_for(approval: ApprovalRequest) -> dict[str, Any]:
     if call is None:
         # A remote agent's question or an MCP server's input request (IR-18): its
         # own message and schema, no call to hold.
+        # A remote agent's own reason is kept (dispatch stores it as the request's
+        # tool_name); an MCP input request's is its kind (IR-03: open strings).
+        remote = approval.kind == ApprovalRequest.Kind.INTERRUPT and approval.tool_name
         return {
             "id": interrupt_id(approval),
-            "reason": approval.kind,
+            "reason": approval.tool_name if remote else approval.kind,
             "message": approval.message,
             "expiresAt": approval.expires_at.astimezone(UTC)
             .isoformat()
@@ -123,16 +148,23 @@ def interrupt_for(approval: ApprovalRequest) -> dict[str, Any]:
 def run_interrupts(run: Run) -> list[dict[str, Any]]:
     """Return the open interrupts of ``run``: its pending approval requests, in call order.
 
-    Registered with :func:`threads.wire.interrupt_source_register` (approvals.apps),
-    so the wire run of an ``awaiting_tools`` run ends with them (IR-01, IR-17).
+    The requests holding its pending calls, and those Countersign queued for the
+    interrupts a remote agent ended ``run`` with (kind ``interrupt``, bound to a
+    call or not, IR-18): the client sees every one under Countersign's own id
+    and resumes it like any other. Registered with
+    :func:`threads.wire.interrupt_source_register` (approvals.apps), so the wire
+    run of an ``awaiting_tools`` run ends with them (IR-01, IR-17).
     """
     pending = (
-        ApprovalRequest.objects.filter(
-            tool_call__thread_id=run.thread_id,
-            tool_call__tool_call_id__in=run.pending_tool_call_ids,
-            status=ApprovalRequest.Status.PENDING,
+        ApprovalRequest.objects.filter(status=ApprovalRequest.Status.PENDING)
+        .filter(
+            Q(
+                tool_call__thread_id=run.thread_id,
+                tool_call__tool_call_id__in=run.pending_tool_call_ids,
+            )
+            | Q(run=run, kind=ApprovalRequest.Kind.INTERRUPT)
         )
         .select_related("tool_call", "run")
-        .order_by("tool_call__position", "tool_call_id")
+        .order_by(F("tool_call__position").asc(nulls_last=True), "requested_at", "id")
     )
     return [interrupt_for(a) for a in pending]

@@ -46,7 +46,10 @@ def agui_run_start(
             user=user,
             agent=agent,
             run_input=run_input,
-            resumed_call_ids=frozenset(p.tool_call_id for p in plans),
+            resumed_call_ids=frozenset(p.tool_call_id for p in plans if p.tool_call_id),
+            resumed_interrupt_ids=frozenset(
+                p.remote_interrupt_id for p in plans if p.remote_interrupt_id
+            ),
         )
         resume_decide(user=user, plans=plans)
     return started

@@ -15,7 +15,8 @@ stays unanswered. The rules:
 - **Clients may not take the namespace.** A message in an input whose id starts
   with :data:`RESERVED_PREFIX` is accepted only as an echo of the stored message of
   that id (a client feeding its history back, as ``HttpAgent`` does); a new one is
-  refused with HTTP 400 naming the field.
+  refused with HTTP 400 naming the field; so is a new assistant tool call whose id
+  starts with it (interrupt ids are ``cs-approval-<pk>``, IR-02).
 - **Collisions are refused before anything is recorded.** An input message whose id
   is already stored for a different message (another role, another ``toolCallId``,
   other user text), a tool message for a call that already has its answer, and an
@@ -175,5 +176,14 @@ def check_input_messages(*, thread: Any, messages: Sequence[dict[str, Any]]) -> 
                     "a new assistant message cannot reuse it",
                     field=where,
                     value=call_id,
+                )
+            if is_reserved(call_id):
+                # Interrupt ids live here (cs-approval-<pk>, IR-02): a client call
+                # must never be able to bear one.
+                where = f"messages.{index}.toolCalls.{call_index}.id"
+                raise ReservedId(
+                    f"{where} {call_id!r}: ids starting with {RESERVED_PREFIX!r} are "
+                    "minted by Countersign and cannot name a new tool call; choose another id",
+                    field=where,
                 )
             calls.add(call_id)

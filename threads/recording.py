@@ -294,15 +294,18 @@ class RunRecorder:
         """Return a managed run's ``event`` as its wire run shows it, marking hidden ones.
 
         RUN_STARTED is hidden (the wire run's own start was written when it was
-        created); a RUN_FINISHED that leaves calls unanswered is hidden (the calls
-        go to Countersign, which continues or ends the wire run, threads.wire); any
+        created); a RUN_FINISHED that leaves calls unanswered or ends with a remote
+        agent's interrupts is hidden (the calls go to Countersign, which continues
+        or ends the wire run, threads.wire); any
         other RUN_FINISHED ends the wire run and carries its ``runId``.
         """
+        outcome_type = getattr(getattr(event, "outcome", None), "type", "success")
         hidden = event.type == EventType.RUN_STARTED or (
             event.type == EventType.RUN_FINISHED
-            and getattr(getattr(event, "outcome", None), "type", "success")
-            != "cancelled"
-            and bool(self.stream.pending_tool_call_ids)
+            and outcome_type != "cancelled"
+            # A remote agent's interrupts become approval requests first; the wire
+            # run then ends with them under Countersign's ids (threads.wire, IR-02).
+            and (bool(self.stream.pending_tool_call_ids) or outcome_type == "interrupt")
         )
         if event.type == EventType.RUN_FINISHED and not hidden:
             wire = self.run.wire_run

@@ -78,7 +78,10 @@ def thread_create(
 
 
 def thread_check_can_start_run(
-    *, thread: Thread, resumed_call_ids: frozenset[str] = frozenset()
+    *,
+    thread: Thread,
+    resumed_call_ids: frozenset[str] = frozenset(),
+    resumed_interrupt_ids: frozenset[str] = frozenset(),
 ) -> None:
     """Raise :class:`RunConflict` unless a new run may start on ``thread`` now.
 
@@ -103,7 +106,9 @@ def thread_check_can_start_run(
         .exclude(interrupts=[])
         .first()
     )
-    if interrupted is not None and interrupted.open_interrupt_ids:
+    if interrupted is not None and not set(interrupted.open_interrupt_ids) <= set(
+        resumed_interrupt_ids
+    ):
         ids = interrupted.open_interrupt_ids
         raise RunConflict(
             f"interrupts {ids!r} of run {interrupted.run_id!r} are waiting for an "
@@ -242,6 +247,7 @@ def run_start_from_agui(
     agent: str,
     run_input: RunAgentInput,
     resumed_call_ids: frozenset[str] = frozenset(),
+    resumed_interrupt_ids: frozenset[str] = frozenset(),
 ) -> tuple[Thread, Run, int]:
     """Merge an AG-UI ``run_input`` into its thread and create the run.
 
@@ -313,6 +319,7 @@ def run_start_from_agui(
                 client=client,
                 wire_input=wire_input,
                 resumed_call_ids=resumed_call_ids,
+                resumed_interrupt_ids=resumed_interrupt_ids,
             )
         start = thread.next_seq - 1
     return thread, run, start
@@ -326,9 +333,14 @@ def _run_create_after_history(
     client: dict[str, Any],
     wire_input: dict[str, Any],
     resumed_call_ids: frozenset[str] = frozenset(),
+    resumed_interrupt_ids: frozenset[str] = frozenset(),
 ) -> Run:
     """Create the run of a thread that has history: checked, continuing its last run."""
-    thread_check_can_start_run(thread=thread, resumed_call_ids=resumed_call_ids)
+    thread_check_can_start_run(
+        thread=thread,
+        resumed_call_ids=resumed_call_ids,
+        resumed_interrupt_ids=resumed_interrupt_ids,
+    )
     latest = thread.runs.order_by("-created_at", "-id").first()
     continues = None
     if latest is not None and latest.status == Run.Status.AWAITING_TOOLS:
@@ -336,7 +348,7 @@ def _run_create_after_history(
         # resuming the ones held for a person: this run is that run's
         # continuation. Calls being resumed are answered after this returns; the
         # run starts once they are (orchestration.runs defers its claim).
-        if not resumed_call_ids:
+        if not (resumed_call_ids or resumed_interrupt_ids):
             run_transition(run=latest, to=Run.Status.FINISHED)
         if not Run.objects.filter(continues=latest).exists():
             continues = latest

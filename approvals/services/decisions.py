@@ -259,7 +259,7 @@ def _decide_interrupt_locked(
                 payload["editedArgs"] = edited_arguments
             if reason:
                 payload["reason"] = reason
-        _validate_response(schema, payload)
+        response_validate(schema, payload)
         entry: dict[str, Any] = {
             "interruptId": approval.interrupt_id,
             "status": "resolved",
@@ -274,7 +274,7 @@ def _decide_interrupt_locked(
         if payload is None and asks_approved:
             payload = {"approved": False, "reason": reason}
         if payload is not None:
-            _validate_response(schema, payload)
+            response_validate(schema, payload)
             entry = {
                 "interruptId": approval.interrupt_id,
                 "status": "resolved",
@@ -313,7 +313,7 @@ def _decide_input_locked(
 ) -> None:
     """Decide an MCP server's input request; the waiting call reads the answer."""
     if decision == "approve":
-        _validate_response(approval.response_schema, response)
+        response_validate(approval.response_schema, response)
         approval.response = response
         status = ApprovalRequest.Status.APPROVED
     else:
@@ -328,8 +328,11 @@ def _decide_input_locked(
     )
 
 
-def _validate_response(schema: Any, payload: Any) -> None:
-    """Raise :class:`InvalidResponse` unless ``payload`` satisfies JSON Schema ``schema``."""
+def response_validate(schema: Any, payload: Any) -> None:
+    """Raise :class:`InvalidResponse` unless ``payload`` satisfies JSON Schema ``schema``.
+
+    A ``schema`` that is not a JSON Schema object refuses nothing (it is the agent's).
+    """
     if not isinstance(schema, dict):
         return
     try:

@@ -1,7 +1,7 @@
 """Deciding interrupts from ``RunAgentInput.resume``: the queue's decision, from the client.
 
 :func:`resume_check` checks a whole resume against the thread's open interrupts
-(approval requests, :mod:`approvals.interrupts`) before anything changes, , then :func:`resume_decide`
+(approval requests, :mod:`approvals.interrupts`) before anything changes, then :func:`resume_decide`
 decides each through :func:`approvals.services.decisions.approval_decide`, the
 same service, permission, validation, audit and exactly-once execution as the
 approval queue. The answers it gives:
@@ -18,11 +18,14 @@ approval queue. The answers it gives:
 - a sender without ``approvals.decide_approvalrequest``: 403 ``permission_denied``
   and nothing changes (IR-12);
 - an entry naming an interrupt already decided (by the queue, or by an earlier
-  resume: a replay): 409 ``interrupt_decided`` with the recorded decisions and
-  nothing executed again (IR-13).
+  resume: a replay): 409 ``interrupt_decided`` with the recorded decisions,
+  ``openInterruptIds`` naming those still open (resume only those, IR-17), and
+  nothing decided or executed again (IR-13).
 
 Runs inside the caller's transaction, which holds the thread's lock, so
 concurrent resumes and a racing queue decision are serialized (IR-14).
+Interrupt ids are ``"cs-approval-<pk>"`` (:func:`approvals.interrupts.interrupt_id`);
+an entry in any other form names no interrupt (IR-02).
 """
 
 from __future__ import annotations
@@ -37,15 +40,17 @@ from django.utils import timezone
 from approvals.exceptions import (
     ApprovalExpired,
     ApprovalPermissionDenied,
+    InvalidResponse,
     ResumeInvalid,
     ResumeRefused,
 )
-from approvals.interrupts import interrupt_id
+from approvals.interrupts import interrupt_approval_pk, interrupt_id
 from approvals.models import DECIDE_PERMISSION, ApprovalRequest
 from approvals.services.decisions import (
     Decision,
     approval_decide,
     edited_arguments_validate,
+    response_validate,
 )
 from threads.models import Run, Thread
 
@@ -66,11 +71,18 @@ class ResumePlan:
     reason: str
     edited: dict[str, Any] | None
     cancelled: bool
+    #: The answer to a remote agent's question interrupt (no call), else ``None``.
+    response: Any = None
 
     @property
     def tool_call_id(self) -> str:
         """The held call's ``toolCallId``."""
         return getattr(self.approval.call, "tool_call_id", "")
+
+    @property
+    def remote_interrupt_id(self) -> str:
+        """The remote agent's own interrupt id this plan answers (IR-18), or ``""``."""
+        return self.approval.interrupt_id
 
 
 def _entry_decision(
@@ -93,6 +105,24 @@ def _entry_decision(
             "cancelled": True,
         }
     payload = entry.payload
+    if approval.call is None:
+        # A remote agent's question (IR-18): the payload is the answer itself,
+        # validated against the interrupt's own responseSchema before any decision.
+        try:
+            response_validate(approval.response_schema, payload)
+        except InvalidResponse as error:
+            raise ResumeInvalid(
+                f"{where}: {error}; nothing was decided",
+                code="invalid_resume_payload",
+                field=where,
+            ) from error
+        return {
+            "decision": "approve",
+            "reason": "",
+            "edited": None,
+            "cancelled": False,
+            "response": payload,
+        }
     if not isinstance(payload, dict) or not isinstance(payload.get("approved"), bool):
         raise ResumeInvalid(
             f"{where} must be an object with a boolean 'approved' (the interrupt's "
@@ -199,11 +229,12 @@ def resume_check(
         if approval is not None:
             known.append((index, entry, approval))
             continue
+        earlier_pk = interrupt_approval_pk(entry.interrupt_id)
         earlier = (
-            ApprovalRequest.objects.filter(thread=thread, pk=entry.interrupt_id)
+            ApprovalRequest.objects.filter(thread=thread, pk=earlier_pk)
             .select_related("tool_call", "decided_by")
             .first()
-            if entry.interrupt_id.isdigit()
+            if earlier_pk is not None
             else None
         )
         if earlier is None:
@@ -229,7 +260,11 @@ def resume_check(
             + " were already decided; nothing was decided or executed again. Follow "
             f"GET /agui/threads/{thread.thread_id}/events to receive what followed",
             code="interrupt_decided",
-            extra={"interrupts": [recorded_decision(a) for a in decided]},
+            # The ones still open, so the client can resume only those (IR-17).
+            extra={
+                "interrupts": [recorded_decision(a) for a in decided],
+                "openInterruptIds": list(open_approvals),
+            },
         )
     uncovered = [i for i in open_approvals if i not in seen]
     if uncovered:
@@ -278,5 +313,6 @@ def resume_decide(*, user: Any, plans: list[ResumePlan]) -> int:
                 decision=plan.decision,
                 reason=plan.reason,
                 edited_arguments=plan.edited,
+                response=plan.response,
             )
     return len(plans)

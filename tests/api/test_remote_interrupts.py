@@ -386,3 +386,187 @@ def test_langgraph_interrupt_is_queued_answered_with_its_form_and_resumed_once(
             "payload": {"carrier": "ups"},
         }
     ]
+
+
+def _agui_start(
+    user: Any, agent: str, thread_id: str, run_id: str, **extra: Any
+) -> Any:
+    """Do what ``POST /agui/<agent>/`` does before it streams; return its result."""
+    from agentcore.events import RunAgentInput
+    from orchestration.resume import agui_run_start
+
+    body = {
+        "threadId": thread_id,
+        "runId": run_id,
+        "state": {},
+        "messages": [],
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+        **extra,
+    }
+    return agui_run_start(
+        user=user, agent=agent, run_input=RunAgentInput.model_validate(body)
+    )
+
+
+def _wire_runs(thread: Any) -> list[list[dict[str, Any]]]:
+    """Return the thread's log (what its AG-UI clients were streamed), one list per run."""
+    from threads.models import Event
+
+    runs: list[list[dict[str, Any]]] = []
+    for payload in (
+        Event.objects.filter(thread=thread)
+        .order_by("seq")
+        .values_list("payload", flat=True)
+    ):
+        if payload.get("type") == "RUN_STARTED":
+            runs.append([])
+        runs[-1].append(payload)
+    return runs
+
+
+def _interrupted_outcome(thread: Any, executor: Any) -> dict[str, Any]:
+    """Wait for the client's run to end; return its RUN_FINISHED outcome."""
+    finished = executor.wait_for(
+        lambda: (_wire_runs(thread) or [[{}]])[-1][-1].get("type") == "RUN_FINISHED"
+    )
+    assert finished
+    return _wire_runs(thread)[-1][-1]["outcome"]
+
+
+def test_ir18_remote_tool_interrupt_reaches_the_agui_client_and_its_resume_decides_it(
+    remote_agents_configured: None, approver: Any, executor: Any
+) -> None:
+    """IR-18, IR-01, IR-02, IR-03: Pydantic AI's interrupt ends the client's run as ours.
+
+    The client of Countersign sees one interrupt for the remote's held
+    ``delete_file`` call, under Countersign's id (``cs-approval-<pk>``, not the
+    remote's ``int-pai_delete_1``), ``reason: "tool_call"`` and the streamed
+    ``toolCallId``. Its ``resume[]`` approves it through approval_decide; the
+    remote gets its own resume entry once, runs the tool once and the reply
+    streams in the client's next run. Both runs pass ag-ui-validate.
+    """
+    from approvals.interrupts import interrupt_for
+    from tests.aguivalidate import assert_valid_stream
+    from threads.models import Thread
+
+    user_message = {"id": "u1", "role": "user", "content": "delete /srv/report.txt"}
+    _agui_start(approver, "pai_remote", "ir18-tool", "run-1", messages=[user_message])
+    thread = Thread.objects.get(thread_id="ir18-tool")
+    executor.settle(thread)
+    approval = ApprovalRequest.objects.select_related("tool_call", "run").get(
+        thread=thread
+    )
+    outcome = _interrupted_outcome(thread, executor)
+
+    (interrupt,) = outcome["interrupts"]
+    assert outcome["type"] == "interrupt"
+    assert interrupt == interrupt_for(approval)
+    assert (interrupt["id"], interrupt["reason"], interrupt["toolCallId"]) == (
+        f"cs-approval-{approval.pk}",
+        "tool_call",
+        "pai_delete_1",
+    )
+    assert interrupt["metadata"]["approvalId"] == approval.pk
+    (first,) = _wire_runs(thread)
+    assert "int-pai_delete_1" not in json.dumps(first)
+    assert_valid_stream(first, what="the interrupted run")
+    assert EXECUTED == []
+
+    resume = [
+        {
+            "interruptId": interrupt["id"],
+            "status": "resolved",
+            "payload": {"approved": True},
+        }
+    ]
+    _agui_start(approver, "pai_remote", "ir18-tool", "run-2", resume=resume)
+    executor.settle(thread)
+
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_by) == ("approved", approver)
+    assert _resumes() == [
+        [
+            {
+                "interruptId": "int-pai_delete_1",
+                "status": "resolved",
+                "payload": {"approved": True},
+            }
+        ]
+    ]
+    assert EXECUTED == ["/srv/report.txt"]
+    assert _final_text(thread) == "Done: deleted /srv/report.txt"
+    _, second = _wire_runs(thread)
+    assert second[0]["input"]["resume"] == resume
+    assert second[-1]["outcome"] == {"type": "success"}
+    assert_valid_stream(second, what="the resumed run")
+
+
+def test_ir18_remote_question_interrupt_reaches_the_agui_client_and_is_answered(
+    remote_agents_configured: None, approver: Any, executor: Any
+) -> None:
+    """IR-18, IR-09: a remote question (no call) is resumed with its ``response``.
+
+    The interrupt carries the remote's message and responseSchema under
+    Countersign's id; a payload off the schema is refused before any decision
+    (400 ``invalid_resume_payload``); a valid one is the request's response and
+    goes to the remote as its resume entry, once.
+    """
+    from approvals.exceptions import ResumeInvalid
+    from tests.aguivalidate import assert_valid_stream
+    from threads.models import Thread
+
+    user_message = {"id": "u1", "role": "user", "content": "ship it"}
+    _agui_start(approver, "ask_remote", "ir18-ask", "run-1", messages=[user_message])
+    thread = Thread.objects.get(thread_id="ir18-ask")
+    outcome = _interrupted_outcome(thread, executor)
+    approval = ApprovalRequest.objects.get(thread=thread)
+
+    (interrupt,) = outcome["interrupts"]
+    assert (interrupt["id"], interrupt["reason"]) == (
+        f"cs-approval-{approval.pk}",
+        "input_required",
+    )
+    assert "toolCallId" not in interrupt
+    assert interrupt["message"] == "Which carrier should ship order A-1001?"
+    assert interrupt["responseSchema"] == remote_agents.SHIPPING_SCHEMA
+    assert_valid_stream(_wire_runs(thread)[0], what="the interrupted run")
+
+    def answer(run_id: str, payload: dict[str, Any]) -> Any:
+        entry = {
+            "interruptId": interrupt["id"],
+            "status": "resolved",
+            "payload": payload,
+        }
+        return _agui_start(approver, "ask_remote", "ir18-ask", run_id, resume=[entry])
+
+    with pytest.raises(ResumeInvalid) as refused:
+        answer("run-bad", {"carrier": "pigeon"})
+    assert (refused.value.status, refused.value.code) == (400, "invalid_resume_payload")
+    approval.refresh_from_db()
+    assert approval.status == "pending"
+
+    answer("run-2", {"carrier": "dhl", "express": True})
+    executor.settle(thread)
+
+    approval.refresh_from_db()
+    assert (approval.status, approval.response) == (
+        "approved",
+        {"carrier": "dhl", "express": True},
+    )
+    first = Run.objects.filter(thread=thread).order_by("id")[0]
+    assert _resumes() == [
+        [
+            {
+                "interruptId": f"ask-{first.run_id}",
+                "status": "resolved",
+                "payload": {"carrier": "dhl", "express": True},
+            }
+        ]
+    ]
+    assert _final_text(thread).startswith("Shipping with [")
+    _, second = _wire_runs(thread)
+    assert second[-1]["type"] == "RUN_FINISHED"
+    assert second[-1].get("outcome", {"type": "success"}) == {"type": "success"}
+    assert_valid_stream(second, what="the resumed run")

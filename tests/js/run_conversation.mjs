@@ -159,7 +159,7 @@ for (const step of config.steps) {
     agent.pendingInterrupts = [];
     const [seen, subscriber] = recorder(step);
     const following = agent.connectAgent({}, subscriber);
-    const decided = await fetch(`${config.base}/api/approvals/${interrupt.id}/${step.queue}/`, {
+    const decided = await fetch(`${config.base}/api/approvals/${interrupt.metadata.approvalId}/${step.queue}/`, {
       method: "POST",
       headers: { Authorization: `Token ${config.operatorToken}`, "Content-Type": "application/json" },
       body: JSON.stringify(step.queue === "reject" ? { reason: "not eligible" } : {}),

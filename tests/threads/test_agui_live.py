@@ -237,7 +237,7 @@ async def test_ir01_agui_post_refund_is_one_run_ending_in_an_interrupt(user, liv
         "outcome": {"type": "interrupt", "interrupts": [interrupt]},
     }
     assert (interrupt["id"], interrupt["reason"], interrupt["toolCallId"]) == (
-        str(refund.approval.pk),
+        f"cs-approval-{refund.approval.pk}",
         "tool_call",
         refund.tool_call_id,
     )

@@ -118,7 +118,7 @@ async def test_ir05_ir07_ir15_resume_approves_and_continues_in_the_same_stream(
         approval = await ApprovalRequest.objects.select_related("tool_call").aget(
             thread__thread_id=client.thread_id
         )
-        assert interrupt["id"] == str(approval.pk)
+        assert interrupt["id"] == f"cs-approval-{approval.pk}"
         assert interrupt["toolCallId"] == approval.tool_call.tool_call_id
         assert interrupt["reason"] == "tool_call"
         assert interrupt["expiresAt"] == approval.expires_at.isoformat().replace(
@@ -219,7 +219,9 @@ async def test_ir11_resume_with_edited_args_refunds_the_edit_and_audits_both(
         assert events[-1]["outcome"] == {"type": "success"}
 
     assert await sync_to_async(refund_ledger)() == [("A-1001", "10.00")]
-    approval = await ApprovalRequest.objects.aget(pk=int(interrupt["id"]))
+    approval = await ApprovalRequest.objects.aget(
+        pk=interrupt["metadata"]["approvalId"]
+    )
     assert approval.edited_arguments == edited
     assert approval.approved_arguments_hash == arguments_hash(edited)
     entry = await AuditEntry.objects.filter(action="approval.approved").alast()
@@ -337,7 +339,9 @@ async def test_ir13_queue_decision_wins_over_a_later_resume(django_user_model, l
         client = Client(http, await sync_to_async(token_for)(holder), "")
         client.thread_id = f"resume-raced-{live.mode}"
         interrupt = await interrupted(client)
-        approval = await ApprovalRequest.objects.aget(pk=int(interrupt["id"]))
+        approval = await ApprovalRequest.objects.aget(
+            pk=interrupt["metadata"]["approvalId"]
+        )
         await sync_to_async(approval_decide)(
             approval=approval,
             decided_by=operator,
@@ -377,9 +381,9 @@ async def test_ir10_expired_interrupt_cannot_be_resolved_but_can_be_cancelled(
         client = Client(http, await sync_to_async(token_for)(approver), "")
         client.thread_id = f"resume-expired-{live.mode}"
         interrupt = await interrupted(client)
-        await ApprovalRequest.objects.filter(pk=int(interrupt["id"])).aupdate(
-            expires_at=timezone.now() - timedelta(seconds=1)
-        )
+        await ApprovalRequest.objects.filter(
+            pk=interrupt["metadata"]["approvalId"]
+        ).aupdate(expires_at=timezone.now() - timedelta(seconds=1))
         late = await client.post(
             resume=[
                 {
