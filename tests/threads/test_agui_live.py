@@ -171,7 +171,11 @@ REFUND_RUN_TYPES = [
 
 
 async def test_ir01_agui_post_refund_is_one_run_ending_in_an_interrupt(user, live):
-    """IR-01, FT-09: one POST streams one run: lookup_order answered in it, the refund an interrupt.
+    """IR-01, IR-03, IR-04, FT-09: one POST streams one run ending in an interrupt.
+
+    lookup_order is answered in it, the refund is an interrupt with reason
+    ``tool_call`` naming the call streamed in that run (IR-03), and every message
+    and call the run opened is closed before the interrupting RUN_FINISHED (IR-04).
 
     Countersign executes lookup_order itself (auto policy), so its result is in the
     run and the agent goes on inside it; the refund is held for an operator, so the
@@ -241,6 +245,17 @@ async def test_ir01_agui_post_refund_is_one_run_ending_in_an_interrupt(user, liv
         "tool_call",
         refund.tool_call_id,
     )
+    # IR-03: the held call was streamed in this very run, before the interrupt.
+    assert interrupt["toolCallId"] == events[5]["toolCallId"]
+    # IR-04: nothing the run opened is still open at its RUN_FINISHED.
+    opened: set[tuple[str, str]] = set()
+    for event in events[:-1]:
+        kind = event["type"]
+        if kind in ("TEXT_MESSAGE_START", "TOOL_CALL_START"):
+            opened.add((kind[:4], event.get("messageId") or event["toolCallId"]))
+        elif kind in ("TEXT_MESSAGE_END", "TOOL_CALL_END"):
+            opened.discard((kind[:4], event.get("messageId") or event["toolCallId"]))
+    assert opened == set()
     # Both model turns, one usage entry per model.
     assert [(u["provider"], u["model"]) for u in usage] == [("scripted", "scripted")]
     assert refund.state == ToolCall.State.AWAITING_APPROVAL
