@@ -259,7 +259,13 @@ def test_redis_restarted_without_persistence_janitor_requeues_execution_and_cont
         timeout=40,
         what=f"the refund executing\n{stack.logs()}",
     )
-    assert _sweeps_of("executions_requeued", toolCallId=call.tool_call_id)
+    # The sweep record is written as the sweep ends, which may be after the
+    # work it re-enqueued has already run.
+    wait_until(
+        lambda: _sweeps_of("executions_requeued", toolCallId=call.tool_call_id),
+        timeout=15,
+        what="the sweep's record of executions_requeued",
+    )
     continuation = wait_until(
         lambda: (
             Run.objects.filter(thread__thread_id=thread_id, status="queued")
@@ -281,7 +287,13 @@ def test_redis_restarted_without_persistence_janitor_requeues_execution_and_cont
         timeout=40,
         what=f"the continuation finishing\n{stack.logs()}",
     )
-    assert _sweeps_of("runs_requeued", run=continuation.run_id)
+    # The sweep record is written as the sweep ends, which may be after the
+    # work it re-enqueued has already run.
+    wait_until(
+        lambda: _sweeps_of("runs_requeued", run=continuation.run_id),
+        timeout=15,
+        what="the sweep's record of runs_requeued",
+    )
     assert any(
         line["run"] == continuation.run_id
         for line in _janitor_lines(stack, "runs_requeued")
