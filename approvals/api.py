@@ -19,13 +19,14 @@ from approvals.exceptions import ApprovalAlreadyDecided, InvalidEditedArguments
 from approvals.models import ApprovalRequest
 from approvals.selectors import approval_get, approval_list
 from approvals.serializers import ApprovalOutputSerializer
-from approvals.services import approval_decide, execution_resolve
+from approvals.services import approval_decide, approval_undo, execution_resolve
 from threads.api import (
     BoundedLimitOffsetPagination,
     errors,
     limit_parameter,
     offset_parameter,
 )
+from threads.conf import countersign_settings
 from threads.serializers import QueryFilterSerializer, StrictSerializer, results_of
 
 #: Longest reason accepted, in characters.
@@ -95,7 +96,7 @@ class ApprovalListApi(APIView):
         paginator = BoundedLimitOffsetPagination()
         page = paginator.paginate_queryset(approvals, request, view=self)
         return paginator.get_paginated_response(
-            self.OutputSerializer(page, many=True).data
+            self.OutputSerializer(page, many=True, context={"request": request}).data
         )
 
 
@@ -109,7 +110,11 @@ class ApprovalDetailApi(APIView):
         responses={200: OutputSerializer, **errors(404)},
     )
     def get(self, request: Request, pk: int) -> Response:
-        return Response(self.OutputSerializer(visible_approval(request, pk)).data)
+        return Response(
+            self.OutputSerializer(
+                visible_approval(request, pk), context={"request": request}
+            ).data
+        )
 
 
 class ApprovalApproveApi(APIView):
@@ -138,6 +143,13 @@ class ApprovalApproveApi(APIView):
             help_text="For an interrupt or input request: the answer, validated "
             "against the request's `responseSchema` (IR-18).",
         )
+        undo = serializers.BooleanField(
+            required=False,
+            default=False,
+            help_text="Defer the execution by the server's DECISION_UNDO_SECONDS so "
+            "that `POST .../undo/` can take the approval back until `undoUntil` "
+            "(the operator UI sends true); false executes at once.",
+        )
 
     OutputSerializer = ApprovalOutputSerializer
 
@@ -145,6 +157,9 @@ class ApprovalApproveApi(APIView):
         operation_id="approvals_approve",
         request=InputSerializer,
         responses={200: OutputSerializer, **errors(400, 404, 409)},
+        description="403 `permission_denied` without the decide permission; 403 "
+        "`not_authorized` without the tool's own permission (the request stays "
+        "pending; `GET` it for `authorization.whoCan`).",
     )
     def post(self, request: Request, pk: int) -> Response:
         approval = visible_approval(request, pk)
@@ -162,12 +177,17 @@ class ApprovalApproveApi(APIView):
                 reason=values["reason"],
                 edited_arguments=values.get(spelling),
                 response=values.get("response"),
+                undo_seconds=float(countersign_settings.DECISION_UNDO_SECONDS)
+                if values["undo"]
+                else 0.0,
             )
         except InvalidEditedArguments as error:
             # Name the field as the client spelled it.
             error.field = spelling  # type: ignore[attr-defined]
             raise
-        return Response(self.OutputSerializer(decided).data)
+        return Response(
+            self.OutputSerializer(decided, context={"request": request}).data
+        )
 
 
 class ApprovalRejectApi(APIView):
@@ -193,7 +213,32 @@ class ApprovalRejectApi(APIView):
             decision="reject",
             reason=data.validated_data["reason"],
         )
-        return Response(self.OutputSerializer(decided).data)
+        return Response(
+            self.OutputSerializer(decided, context={"request": request}).data
+        )
+
+
+class ApprovalUndoApi(APIView):
+    """``POST /api/approvals/<id>/undo/``: take back an approval before it executes.
+
+    Only while ``undoUntil`` is in the future (the approval was made with
+    ``undo: true``) and no worker has claimed the execution; the request is
+    pending again. 409 ``undo_too_late`` otherwise.
+    """
+
+    OutputSerializer = ApprovalOutputSerializer
+
+    @extend_schema(
+        operation_id="approvals_undo",
+        request=None,
+        responses={200: OutputSerializer, **errors(404, 409)},
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        approval = visible_approval(request, pk)
+        undone = approval_undo(approval=approval, user=request.user)
+        return Response(
+            self.OutputSerializer(undone, context={"request": request}).data
+        )
 
 
 class ApprovalResolveApi(APIView):
@@ -235,4 +280,6 @@ class ApprovalResolveApi(APIView):
             resolved_by=request.user,
             **data.validated_data,
         )
-        return Response(self.OutputSerializer(approval).data)
+        return Response(
+            self.OutputSerializer(approval, context={"request": request}).data
+        )

@@ -87,6 +87,11 @@ urlpatterns = [
         name="api-approval-reject",
     ),
     path(
+        "approvals/<pk:pk>/undo/",
+        approvals_api.ApprovalUndoApi.as_view(),
+        name="api-approval-undo",
+    ),
+    path(
         "approvals/<pk:pk>/resolve/",
         approvals_api.ApprovalResolveApi.as_view(),
         name="api-approval-resolve",
