@@ -8,18 +8,23 @@ see but not decide answers 403. Implements SEC-02, DC-03, DC-05.
 
 from __future__ import annotations
 
-from django.http import Http404
-from drf_spectacular.utils import extend_schema, extend_schema_field
+import csv
+import io
+
+from django.http import Http404, HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.exceptions import ApprovalAlreadyDecided, InvalidEditedArguments
-from approvals.models import ApprovalRequest
+from approvals.models import ApprovalRequest, ToolExecution
 from approvals.selectors import approval_get, approval_list
 from approvals.serializers import ApprovalOutputSerializer
 from approvals.services import approval_decide, approval_undo, execution_resolve
+from threads.answers import compact_json
 from threads.api import (
     BoundedLimitOffsetPagination,
     errors,
@@ -239,6 +244,109 @@ class ApprovalUndoApi(APIView):
         return Response(
             self.OutputSerializer(undone, context={"request": request}).data
         )
+
+
+#: The columns of the decisions export, in order.
+DECISION_CSV_COLUMNS = (
+    "id",
+    "tool",
+    "toolCallId",
+    "threadId",
+    "threadTitle",
+    "agent",
+    "requester",
+    "status",
+    "decidedBy",
+    "decidedAt",
+    "reason",
+    "edited",
+    "proposedArguments",
+    "approvedArguments",
+    "executionState",
+    "executionError",
+)
+
+
+class ApprovalDecisionsCsvApi(APIView):
+    """``GET /api/approvals/decisions.csv``: every decided request you may see, as CSV.
+
+    One row per request (newest decision first) with ``DECISION_CSV_COLUMNS``;
+    arguments as compact JSON. Filters ``tool``, ``thread`` (threadId),
+    ``status``. Implements DC-05.
+    """
+
+    class FilterSerializer(QueryFilterSerializer):
+        tool = serializers.CharField(required=False, max_length=200)
+        thread = serializers.CharField(required=False, max_length=200)
+        status = serializers.ChoiceField(
+            choices=[c for c in ApprovalRequest.Status.choices if c[0] != "pending"],
+            required=False,
+        )
+
+    @extend_schema(
+        operation_id="approvals_decisions_csv",
+        parameters=[FilterSerializer],
+        responses={
+            (200, "text/csv"): OpenApiResponse(
+                response=OpenApiTypes.STR,
+                description="CSV with a header row: " + ", ".join(DECISION_CSV_COLUMNS),
+            ),
+            **errors(400),
+        },
+    )
+    def get(self, request: Request) -> HttpResponse:
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        values = filters.validated_data
+        decided = (
+            approval_list(
+                user=request.user,
+                tool=values.get("tool"),
+                thread_id=values.get("thread"),
+                status=values.get("status"),
+            )
+            .exclude(status=ApprovalRequest.Status.PENDING)
+            .select_related("requested_by", "thread__owner")
+            .order_by("-decided_at", "-id")
+        )
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(DECISION_CSV_COLUMNS)
+        executions = dict(
+            ToolExecution.objects.filter(
+                tool_call__in=[a.tool_call_id for a in decided if a.tool_call_id]
+            ).values_list("tool_call_id", "state")
+        )
+        errors_by_call = dict(
+            ToolExecution.objects.filter(
+                tool_call__in=[a.tool_call_id for a in decided if a.tool_call_id]
+            ).values_list("tool_call_id", "error")
+        )
+        for a in decided:
+            requester = a.requested_by or a.thread.owner
+            writer.writerow(
+                [
+                    a.pk,
+                    a.tool_name,
+                    getattr(a.tool_call, "tool_call_id", ""),
+                    a.thread.thread_id,
+                    a.thread.title,
+                    a.run.agent,
+                    getattr(requester, "username", ""),
+                    a.status,
+                    getattr(a.decided_by, "username", ""),
+                    a.decided_at.isoformat() if a.decided_at else "",
+                    a.reason,
+                    "yes" if a.edited else "no",
+                    compact_json(a.proposed_arguments),
+                    compact_json(a.approved_arguments),
+                    executions.get(a.tool_call_id, ""),
+                    errors_by_call.get(a.tool_call_id, ""),
+                ]
+            )
+        response = HttpResponse(out.getvalue(), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = 'attachment; filename="decisions.csv"'
+        return response
 
 
 class ApprovalResolveApi(APIView):

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from approvals.authorization import approval_authorization, approval_tool
 from approvals.models import DECIDE_PERMISSION, ApprovalRequest, ToolExecution
+from approvals.services.notify import approval_snapshot
 from threads.conf import countersign_settings
 from threads.models import Message, ToolCall
 from threads.selectors import thread_visible_to
@@ -339,9 +340,11 @@ def approval_undo_until(approval: ApprovalRequest) -> str | None:
 def approval_context(approval: ApprovalRequest, user: Any) -> dict[str, Any]:
     """Return everything a card shows about ``approval`` to ``user``, as one JSON dict.
 
-    Shared by the queue, the admin change form and the thread page. Keys:
-    ``id``, ``tool``, ``kind``, ``status``, ``thread`` ``{"threadId", "title",
-    "url"}``, ``callUrl`` (the call in its thread, ``#call-<toolCallId>``),
+    Shared by the queue, the admin change form and the thread page. Keys: those
+    of :func:`approvals.services.notify.approval_snapshot` (``id``, ``tool``,
+    ``label``, ``kind``, ``status``, ``threadId``, ``proposedArguments``,
+    ``editedArguments``, ``requestedAt``, ``expiresAt``, ``decidedBy``...) and
+    ``thread`` ``{"threadId", "title", "url"}``, ``callUrl`` (the call in its thread, ``#call-<toolCallId>``),
     ``requester`` (username), ``agent``, ``rationale`` (assistant text before the
     call), ``basedOn`` (:func:`approval_based_on`), ``risk``
     (:func:`approval_risk`), ``requestedAt``, ``expiresAt``, ``undoUntil``
@@ -362,11 +365,8 @@ def approval_context(approval: ApprovalRequest, user: Any) -> dict[str, Any]:
     undo_until = approval_undo_until(approval)
     parameters = getattr(tool, "parameters", None)
     return {
-        "id": approval.pk,
-        "tool": approval.tool_name,
-        "kind": approval.kind,
-        "status": approval.status,
-        "toolCallId": getattr(call, "tool_call_id", None),
+        # The broadcast shape first (label, schema verdict, re-approval, decision).
+        **approval_snapshot(approval),
         "thread": {
             "threadId": thread.thread_id,
             "title": thread.title or "(untitled thread)",
@@ -379,13 +379,7 @@ def approval_context(approval: ApprovalRequest, user: Any) -> dict[str, Any]:
         "rationale": approval_rationale(approval),
         "basedOn": approval_based_on(approval),
         "risk": approval_risk(approval),
-        "requestedAt": approval.requested_at.isoformat()
-        if approval.requested_at
-        else None,
-        "expiresAt": approval.expires_at.isoformat(),
         "undoUntil": undo_until,
-        "proposedArguments": approval.proposed_arguments,
-        "editedArguments": approval.edited_arguments,
         "argumentsDiff": arguments_diff(
             approval.proposed_arguments, approval.edited_arguments
         ),
@@ -393,4 +387,77 @@ def approval_context(approval: ApprovalRequest, user: Any) -> dict[str, Any]:
         "canAuthorize": authorization.can_authorize,
         "authorization": authorization.as_json(),
         "outcome": approval_outcome(approval),
+    }
+
+
+#: The queue's views: what each lists.
+QUEUE_VIEWS = ("pending", "decided")
+#: How many requests one queue view shows at most.
+QUEUE_LIMIT = 200
+
+
+def approval_queue(
+    *,
+    user: Any,
+    view: str = "pending",
+    tool: str = "",
+    agent: str = "",
+    requester: str = "",
+    risk: str = "",
+    search: str = "",
+    sort: str = "expires",
+) -> list[dict[str, Any]]:
+    """Return the queue's cards (:func:`approval_context` dicts) for ``user``.
+
+    ``view`` ``pending`` (oldest expiry first with ``sort="expires"``, else oldest
+    request first) or ``decided`` (most recently decided first, with outcomes);
+    ``tool``, ``agent``, ``requester`` (username) filter exactly, ``risk`` by level,
+    ``search`` matches tool, thread title, requester, reason and the arguments'
+    text. At most :data:`QUEUE_LIMIT` cards. Implements DC-03.
+    """
+    approvals = approval_visible_to(user=user).select_related(
+        "requested_by", "thread__owner"
+    )
+    if view == "decided":
+        approvals = approvals.exclude(status=ApprovalRequest.Status.PENDING).order_by(
+            "-decided_at", "-id"
+        )
+    else:
+        approvals = approvals.filter(status=ApprovalRequest.Status.PENDING)
+        approvals = approvals.order_by(
+            *(("expires_at", "id") if sort == "expires" else ("requested_at", "id"))
+        )
+    if tool:
+        approvals = approvals.filter(tool_name=tool)
+    if agent:
+        approvals = approvals.filter(run__agent=agent)
+    if requester:
+        approvals = approvals.filter(
+            Q(requested_by__username=requester)
+            | Q(requested_by__isnull=True, thread__owner__username=requester)
+        )
+    if search:
+        approvals = approvals.filter(
+            Q(tool_name__icontains=search)
+            | Q(thread__title__icontains=search)
+            | Q(requested_by__username__icontains=search)
+            | Q(reason__icontains=search)
+            | Q(tool_call__arguments_text__icontains=search)
+        )
+    cards = [approval_context(a, user) for a in approvals[:QUEUE_LIMIT]]
+    if risk:
+        cards = [c for c in cards if c["risk"]["level"] == risk]
+    return cards
+
+
+def approval_queue_facets(*, user: Any) -> dict[str, list[str]]:
+    """Return the values the queue's filters offer: ``{"tools", "agents", "requesters"}``."""
+    approvals = approval_visible_to(user=user)
+    tools = approvals.values_list("tool_name", flat=True).distinct()
+    agents = approvals.values_list("run__agent", flat=True).distinct()
+    requesters = approvals.values_list("thread__owner__username", flat=True).distinct()
+    return {
+        "tools": sorted({t for t in tools if t}),
+        "agents": sorted({a for a in agents if a}),
+        "requesters": sorted({r for r in requesters if r}),
     }

@@ -72,6 +72,11 @@ urlpatterns = [
     ),
     path("approvals/", approvals_api.ApprovalListApi.as_view(), name="api-approvals"),
     path(
+        "approvals/decisions.csv",
+        approvals_api.ApprovalDecisionsCsvApi.as_view(),
+        name="api-approval-decisions-csv",
+    ),
+    path(
         "approvals/<pk:pk>/",
         approvals_api.ApprovalDetailApi.as_view(),
         name="api-approval",

@@ -15,5 +15,4 @@ urlpatterns = [
         ui.thread_state_json,
         name="ui-thread-state",
     ),
-    path("approvals/", ui.approval_queue, name="ui-approvals"),
 ]
