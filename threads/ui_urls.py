@@ -16,4 +16,5 @@ urlpatterns = [
         name="ui-thread-state",
     ),
     path("approvals/", ui.approval_queue, name="ui-approvals"),
+    path("attention.json", ui.attention_json, name="ui-attention"),
 ]
