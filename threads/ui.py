@@ -14,15 +14,20 @@ Implements DC-05, DC-02, DC-03.
 from __future__ import annotations
 
 import logging
+from urllib.parse import quote
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET
 
+from approvals.authorization import approval_authorization
+from approvals.labels import approval_label
+from approvals.models import ApprovalRequest
 from threads.agent_config import agent_toolset
 from threads.exceptions import UnknownAgent
 from threads.models import Message, Thread, ToolCall
@@ -77,23 +82,72 @@ def _activity_label(toolset: Any, call: ToolCall, arguments: Any) -> str:
         return ""
 
 
-def _approval_view(approval: Any) -> dict[str, Any]:
+def _approval_context(approval: Any, user: Any) -> dict[str, Any]:
+    """Return what the thread page's card shows about ``approval`` to ``user``.
+
+    ``{"risk": {"level", "reasons"}, "requester", "canAuthorize",
+    "authorization": {"canAuthorize", "canReject", "reason", ...}}``: the keys of
+    :func:`approvals.selectors.approval_context` the card reads.
+    """
+    can_decide = bool(user is not None and user.has_perm(DECIDE_PERMISSION))
+    requester = approval.requested_by or approval.thread.owner
+    return {
+        "risk": (
+            {"level": "high", "reasons": ["destructive: the tool changes data"]}
+            if approval.is_destructive
+            else {"level": "medium", "reasons": ["its policy asks a person"]}
+        ),
+        "requester": getattr(requester, "username", None),
+        "canAuthorize": can_decide,
+        "authorization": {
+            "canAuthorize": can_decide,
+            "canReject": can_decide,
+            "reason": ""
+            if can_decide
+            else f"deciding needs the permission {DECIDE_PERMISSION!r}",
+        },
+    }
+
+
+def _approval_view(approval: Any, user: Any = None) -> dict[str, Any]:
     return {
         "id": approval.pk,
         "status": approval.status,
         "proposedArguments": approval.proposed_arguments,
         "editedArguments": approval.edited_arguments,
         "decidedBy": getattr(approval.decided_by, "username", None),
+        "decidedAt": approval.decided_at.isoformat() if approval.decided_at else None,
         "reason": approval.reason,
+        "requestedAt": approval.requested_at.isoformat()
+        if approval.requested_at
+        else None,
         "expiresAt": approval.expires_at.isoformat(),
+        "isDestructive": approval.is_destructive,
+        "queueUrl": f"/approvals/#approval-{approval.pk}",
+        "context": _approval_context(approval, user),
     }
 
 
-def thread_ui_state(*, thread: Thread) -> dict[str, Any]:
+def _execution_view(call: ToolCall) -> dict[str, Any] | None:
+    execution = getattr(call, "execution", None)
+    if execution is None:
+        return None
+    return {
+        "state": execution.state,
+        "error": execution.error,
+        "finishedAt": execution.finished_at.isoformat()
+        if execution.finished_at
+        else None,
+    }
+
+
+def thread_ui_state(*, thread: Thread, user: Any = None) -> dict[str, Any]:
     """Return what a thread page needs beyond the event log, as JSON-ready data.
 
     ``calls`` maps each ``toolCallId`` to its name, activity label, state (and
-    label), approval (with proposed and edited arguments) and result (the tool
+    label), approval (proposed and edited arguments, who decided when and why,
+    and, for ``user``, its risk and whether they may authorize it), execution
+    (``{"state", "error", "finishedAt"}`` or ``None``) and result (the tool
     message's content and error); ``pendingUserMessages`` are user messages whose
     run has not started yet (their ``RUN_STARTED`` echo is not in the log);
     ``status`` is :func:`threads.selectors.thread_status`.
@@ -110,7 +164,12 @@ def thread_ui_state(*, thread: Thread) -> dict[str, Any]:
     calls: dict[str, Any] = {}
     for call in (
         ToolCall.objects.filter(thread=thread)
-        .select_related("approval", "approval__decided_by")
+        .select_related(
+            "approval",
+            "approval__decided_by",
+            "approval__requested_by",
+            "execution",
+        )
         .order_by("position", "id")
     ):
         approval = getattr(call, "approval", None)
@@ -126,7 +185,10 @@ def thread_ui_state(*, thread: Thread) -> dict[str, Any]:
             "state": call.state,
             "stateLabel": ToolCall.State(call.state).label,
             "argumentsText": call.arguments_text,
-            "approval": _approval_view(approval) if approval is not None else None,
+            "approval": _approval_view(approval, user)
+            if approval is not None
+            else None,
+            "execution": _execution_view(call),
             "result": (
                 {"content": result.content, "error": result.error}
                 if result is not None
@@ -154,6 +216,51 @@ def _visible_thread(request: HttpRequest, thread_id: str) -> Thread:
     if thread is None:
         raise Http404("No such thread, or it is not yours.")
     return thread
+
+
+def _administrators(limit: int = 3) -> list[str]:
+    """Return the usernames of up to ``limit`` active superusers (who can grant permissions)."""
+    users = get_user_model().objects.filter(is_active=True, is_superuser=True)
+    return [u.get_username() for u in users.order_by("username")[:limit]]
+
+
+def _thread_refusal(request: HttpRequest, thread_id: str) -> HttpResponse:
+    """Render why ``request.user`` cannot open ``thread_id`` and what to do about it.
+
+    403 with the missing permission for a user who can see the approval queue
+    (the queue links to every thread with a request, so its existence is no
+    secret to them); 404 otherwise, saying the thread does not exist or belongs
+    to someone else, without telling which. The page, not Django's debug page,
+    for the UI routes.
+    """
+    user = request.user
+    thread = Thread.objects.filter(thread_id=thread_id).select_related("owner").first()
+    context: dict[str, Any] = {
+        "nav": "threads",
+        "can_see_queue": _can_see_queue(user),
+        "administrators": _administrators(),
+        "decide_permission": DECIDE_PERMISSION,
+    }
+    if thread is not None and _can_see_queue(user):
+        owner = getattr(thread.owner, "username", "") if thread.owner_id else ""
+        return render(
+            request,
+            "ui/forbidden.html",
+            {
+                **context,
+                "heading": "You can't open this thread",
+                "missing": "decide",
+                "owner": owner,
+                "has_view": user.has_perm(VIEW_PERMISSION),
+            },
+            status=403,
+        )
+    return render(
+        request,
+        "ui/forbidden.html",
+        {**context, "heading": "No such thread", "missing": "thread"},
+        status=404,
+    )
 
 
 def _can_see_queue(user: Any) -> bool:
@@ -192,14 +299,20 @@ def thread_list_json(request: HttpRequest) -> JsonResponse:
 @login_required
 @ensure_csrf_cookie
 def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
-    """Render a thread page; its script replays the event log and follows it live."""
-    thread = _visible_thread(request, thread_id)
+    """Render a thread page; its script replays the event log and follows it live.
+
+    A thread the user may not see gets :func:`_thread_refusal`'s page (403/404).
+    """
+    try:
+        thread = _visible_thread(request, thread_id)
+    except Http404:
+        return _thread_refusal(request, thread_id)
     return render(
         request,
         "ui/thread_detail.html",
         {
             "thread": thread,
-            "ui_state": thread_ui_state(thread=thread),
+            "ui_state": thread_ui_state(thread=thread, user=request.user),
             "can_see_queue": _can_see_queue(request.user),
             "nav": "threads",
         },
@@ -211,4 +324,43 @@ def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
 def thread_state_json(request: HttpRequest, thread_id: str) -> JsonResponse:
     """Return :func:`thread_ui_state` for a thread the user may see."""
     thread = _visible_thread(request, thread_id)
-    return JsonResponse(thread_ui_state(thread=thread))
+    return JsonResponse(thread_ui_state(thread=thread, user=request.user))
+
+
+@require_GET
+@login_required
+def attention_json(request: HttpRequest) -> JsonResponse:
+    """Return the pending requests ``request.user`` can decide, for the tab title and notifications.
+
+    ``{"count": n, "requests": [{"id", "tool", "label", "threadId",
+    "threadTitle", "url", "canDecide"}]}``, oldest first (at most 500); ``url``
+    opens the call in its thread. ``count`` counts those with ``canDecide``.
+    Empty for users without ``approvals.decide_approvalrequest``. Implements
+    issue 15 item 5 (tab-title count, browser notifications).
+    """
+    user = request.user
+    requests: list[dict[str, Any]] = []
+    if user.has_perm(DECIDE_PERMISSION):
+        pending = (
+            ApprovalRequest.objects.filter(status=ApprovalRequest.Status.PENDING)
+            .select_related("tool_call", "thread")
+            .order_by("requested_at", "id")[:500]
+        )
+        for approval in pending:
+            call = approval.call
+            anchor = f"#call-{call.tool_call_id}" if call is not None else ""
+            requests.append(
+                {
+                    "id": approval.pk,
+                    "tool": approval.tool_name,
+                    "label": approval_label(approval),
+                    "threadId": approval.thread.thread_id,
+                    "threadTitle": approval.thread.title,
+                    "url": f"/threads/{quote(approval.thread.thread_id)}/{anchor}",
+                    # The decide permission and the tool's own (approvals.authorization).
+                    "canDecide": approval_authorization(approval, user).can_authorize,
+                }
+            )
+    return JsonResponse(
+        {"count": sum(r["canDecide"] for r in requests), "requests": requests}
+    )

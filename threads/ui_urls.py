@@ -15,4 +15,5 @@ urlpatterns = [
         ui.thread_state_json,
         name="ui-thread-state",
     ),
+    path("attention.json", ui.attention_json, name="ui-attention"),
 ]

@@ -7,6 +7,7 @@
 import {
   ReconnectingSocket,
   apiFetch,
+  countdown,
   errorText,
   h,
   prettyArguments,
@@ -28,6 +29,33 @@ const cancelForm = document.getElementById("cancel-pending");
 const cancelReason = document.getElementById("cancel-pending-reason");
 const cancelSend = document.getElementById("cancel-pending-send");
 const cancelError = document.getElementById("cancel-pending-error");
+const announcer = document.getElementById("announcer");
+const waitingBar = document.getElementById("waiting-bar");
+const waitingText = document.getElementById("waiting-text");
+const waitingJump = document.getElementById("waiting-jump");
+const jumpLatest = document.getElementById("jump-latest");
+const canSeeQueue = root.dataset.canSeeQueue === "1";
+
+// A tool result longer than this (characters or lines) starts collapsed.
+const COLLAPSE_CHARS = 600;
+const COLLAPSE_LINES = 12;
+// Why a call did not run, in words (the tool message's error code).
+const ERROR_LABELS = {
+  declined_by_operator: "Rejected by an operator",
+  approval_expired: "Not run: the approval expired",
+  cancelled: "Cancelled",
+  policy_denied: "Denied by policy",
+  unknown_tool: "Unknown tool",
+  refused: "Execution refused",
+  invalid_arguments: "Invalid arguments",
+};
+const REFUSAL_LABELS = {
+  rejected: "Rejected — the call did not run",
+  expired: "Expired — the call did not run",
+  cancelled: "Cancelled — the call did not run",
+  denied: "Denied by policy — the call did not run",
+  refused: "Refused — the call did not run",
+};
 
 const STATE_LABELS = {
   streaming: "streaming",
@@ -129,17 +157,21 @@ function ensureCall(id, name) {
   const stateEl = h("span", { class: "call-state", role: "status" });
   const argsEl = h("pre", { class: "call-args" });
   const editedEl = h("div", { class: "call-edited", hidden: true });
+  const decisionEl = h("p", { class: "call-decision", hidden: true });
+  const pendingEl = h("div", { class: "call-pending", hidden: true });
   const resultEl = h("div", { class: "call-result", hidden: true });
   const el = h(
     "section",
-    { class: "call", dataset: { toolCallId: id }, "aria-label": `Tool call ${name}` },
-    h("header", { class: "call-head" }, h("span", { class: "call-icon", "aria-hidden": "true", text: "⚙" }), nameEl, labelEl, badgeEl, stateEl),
+    { class: "call", id: `call-${id}`, tabindex: "-1", dataset: { toolCallId: id }, "aria-label": `Tool call ${name}` },
+    h("header", { class: "call-head" }, h("span", { class: "call-icon", "aria-hidden": "true", text: "⚙" }), h("h3", { class: "call-title" }, nameEl, " ", labelEl), badgeEl, stateEl),
     h("div", { class: "call-args-wrap" }, h("h4", { class: "visually-hidden", text: "Arguments" }), argsEl),
     editedEl,
+    pendingEl,
+    decisionEl,
     resultEl,
   );
   transcript.append(el);
-  call = { id, name, el, nameEl, labelEl, badgeEl, stateEl, argsEl, editedEl, resultEl, argsText: "", state: null, result: null, complete: false };
+  call = { id, name, el, nameEl, labelEl, badgeEl, stateEl, argsEl, editedEl, decisionEl, pendingEl, resultEl, argsText: "", state: null, result: null, complete: false, panel: null };
   model.calls.set(id, call);
   setCallState(call, "streaming");
   applyKnown(call);
@@ -157,6 +189,7 @@ function setCallState(call, state) {
   call.el.dataset.state = state;
   call.stateEl.textContent = STATE_LABELS[state] || state;
   call.stateEl.className = `call-state state-${state}`;
+  renderDecisionArea(call);
 }
 
 function forceCallState(call, state) {
@@ -232,6 +265,60 @@ function resultKey(result) {
   return JSON.stringify([result.content, result.error || null]);
 }
 
+/** Parse a tool message's string content as a JSON object, or return null. */
+function parseObject(content) {
+  if (typeof content !== "string") return content && typeof content === "object" && !Array.isArray(content) ? content : null;
+  try {
+    const parsed = JSON.parse(content);
+    return parsed && typeof parsed === "object" && !Array.isArray(parsed) ? parsed : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Say in words how a call ended when the tool message is one the application wrote:
+ * a refusal ({status, reason, executed: false}) or an error ({error, detail}).
+ * Returns {head, text} or null for an ordinary result (shown as it is).
+ */
+function readableOutcome(result) {
+  const body = parseObject(result.content);
+  if (!body) return null;
+  if (body.executed === false && typeof body.status === "string") {
+    const head = REFUSAL_LABELS[body.status] || `Not run (${body.status})`;
+    return { head, text: typeof body.reason === "string" && body.reason ? `Reason: ${body.reason}` : "" };
+  }
+  if (result.error && typeof body.detail === "string" && Object.keys(body).every((k) => k === "error" || k === "detail")) {
+    // The code is the head's; the detail is the sentence (once, not twice).
+    return { head: ERROR_LABELS[result.error] || `Failed: ${String(result.error).replace(/_/g, " ")}`, text: body.detail };
+  }
+  return null;
+}
+
+function resultHead(result) {
+  if (!result.error) return "Result";
+  return ERROR_LABELS[result.error] || `Failed: ${String(result.error).replace(/_/g, " ")}`;
+}
+
+/** Collapse a long result behind a "Show full result" toggle (expanded on click). */
+function collapsible(box, bodyEl, text) {
+  const lines = text.split("\n").length;
+  if (text.length <= COLLAPSE_CHARS && lines <= COLLAPSE_LINES) return;
+  const bodyId = `${box.closest(".call").id}-result-body`;
+  bodyEl.id = bodyId;
+  bodyEl.classList.add("collapsed");
+  const toggle = h("button", { type: "button", class: "btn btn-quiet result-toggle", "aria-expanded": "false", "aria-controls": bodyId });
+  const label = (open) => (open ? "Show less" : `Show the full result (${lines} line${lines === 1 ? "" : "s"}, ${text.length} characters)`);
+  toggle.textContent = label(false);
+  toggle.addEventListener("click", () => {
+    const open = toggle.getAttribute("aria-expanded") !== "true";
+    toggle.setAttribute("aria-expanded", open ? "true" : "false");
+    bodyEl.classList.toggle("collapsed", !open);
+    toggle.textContent = label(open);
+  });
+  box.append(toggle);
+}
+
 function setResult(call, result) {
   if (!result) return;
   const key = resultKey(result);
@@ -243,9 +330,12 @@ function setResult(call, result) {
   const isError = Boolean(result.error);
   box.classList.toggle("is-error", isError);
   call.el.classList.toggle("has-error", isError);
-  box.append(h("h4", { class: "result-head", text: isError ? `Error: ${result.error}` : "Result" }));
+  const outcome = readableOutcome(result);
+  box.append(h("h4", { class: "result-head", text: outcome ? outcome.head : resultHead(result) }));
   const content = result.content;
-  if (Array.isArray(content)) {
+  if (outcome) {
+    if (outcome.text) box.append(h("p", { class: "part part-text result-words", text: outcome.text }));
+  } else if (Array.isArray(content)) {
     for (const part of content) box.append(renderPart(part));
   } else {
     let text = typeof content === "string" ? content : content == null ? "" : prettyJson(content);
@@ -257,7 +347,9 @@ function setResult(call, result) {
         // plain text
       }
     }
-    box.append(h("pre", { class: "part part-text", text }));
+    const pre = h("pre", { class: "part part-text", text });
+    box.append(pre);
+    collapsible(box, pre, text);
   }
   if (!call.complete) completeCall(call);
   if (isError) {
@@ -269,9 +361,11 @@ function setResult(call, result) {
 
 function setApproval(call, approval) {
   if (!approval) return;
+  call.approval = approval;
   const edited = approval.editedArguments !== null && approval.editedArguments !== undefined;
   call.badgeEl.hidden = !edited;
   call.el.classList.toggle("is-edited", edited);
+  renderDecisionArea(call);
   if (!edited) {
     call.editedEl.hidden = true;
     return;
@@ -293,7 +387,367 @@ function applyKnown(call) {
   if (info.label) call.labelEl.textContent = info.label;
   if (info.result) setResult(call, info.result);
   if (info.state) forceCallState(call, info.state);
+  call.execution = info.execution || null;
   if (info.approval) setApproval(call, info.approval);
+}
+
+// -- deciding where you are: the pending card and the decided card -----------------------
+
+function clockTime(iso) {
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return "";
+  return date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+}
+
+function timeEl(iso) {
+  return h("time", { datetime: iso, title: iso, text: clockTime(iso) });
+}
+
+function isPendingHere(call) {
+  const a = call.approval;
+  return Boolean(a && a.status === "pending" && call.state === "awaiting_approval");
+}
+
+function authorizationOf(approval) {
+  const context = approval.context || {};
+  const auth = context.authorization || {};
+  return {
+    canAuthorize: Boolean(context.canAuthorize ?? auth.canAuthorize),
+    canReject: Boolean(auth.canReject ?? context.canAuthorize),
+    reason: auth.reason || "",
+    whoCan: auth.whoCan || null,
+  };
+}
+
+function renderDecisionArea(call) {
+  if (!call.pendingEl) return;
+  if (isPendingHere(call)) {
+    call.decisionEl.hidden = true;
+    renderPendingPanel(call);
+  } else {
+    if (call.panel) {
+      call.panel = null;
+      call.pendingEl.replaceChildren();
+    }
+    call.pendingEl.hidden = true;
+    renderDecided(call);
+  }
+  updateWaitingBar();
+}
+
+/** Who decided, when, why, and how the execution ended, in one sentence. */
+function renderDecided(call) {
+  const a = call.approval;
+  if (!a || a.status === "pending") {
+    call.decisionEl.hidden = true;
+    return;
+  }
+  const parts = [];
+  const who = a.decidedBy ? ` by ${a.decidedBy}` : "";
+  const edited = a.editedArguments !== null && a.editedArguments !== undefined;
+  const verb = { approved: edited ? "Approved with edits" : "Approved", rejected: "Rejected", expired: "Expired", cancelled: "Cancelled" }[a.status] || a.status;
+  parts.push(h("strong", { text: `${verb}${a.status === "expired" ? "" : who}` }));
+  const when = a.decidedAt || (a.status === "expired" ? a.expiresAt : null);
+  if (when) parts.push(" at ", timeEl(when));
+  if (a.reason) parts.push(`: “${a.reason}”`);
+  parts.push(". ");
+  parts.push(executionSentence(call, a));
+  call.decisionEl.replaceChildren(...parts);
+  call.decisionEl.hidden = false;
+}
+
+function executionSentence(call, approval) {
+  if (approval.status !== "approved") return "The call did not run.";
+  const execution = call.execution;
+  const state = execution ? execution.state : null;
+  if (state === "succeeded" || call.state === "succeeded") {
+    const done = execution && execution.finishedAt ? [" at ", timeEl(execution.finishedAt)] : [];
+    return h("span", {}, "Executed: succeeded", ...done, ".");
+  }
+  if (state === "failed" || call.state === "failed") {
+    const error = execution && execution.error ? ERROR_LABELS[execution.error] || execution.error.replace(/_/g, " ") : "failed";
+    return `Execution failed: ${error}.`;
+  }
+  if (state === "outcome_unknown" || call.state === "outcome_unknown") return "Execution outcome unknown: an operator must resolve it.";
+  return "Executing…";
+}
+
+function renderPendingPanel(call) {
+  const a = call.approval;
+  const auth = authorizationOf(a);
+  const key = JSON.stringify([a.id, auth.canAuthorize, auth.canReject, auth.reason]);
+  if (call.panel && call.panel.key === key) {
+    tickPanel(call);
+    return;
+  }
+  const context = a.context || {};
+  const risk = context.risk || (a.isDestructive ? { level: "high", reasons: ["destructive"] } : null);
+  const expiry = h("span", { class: "pending-expiry" });
+  const meta = [];
+  if (context.requester) meta.push(`Requested by ${context.requester}`);
+  meta.push(expiry);
+  if (canSeeQueue && a.queueUrl) meta.push(h("a", { href: a.queueUrl, text: "Open in the approval queue" }));
+  const metaEl = h("p", { class: "pending-meta" });
+  meta.forEach((item, index) => {
+    if (index) metaEl.append(" · ");
+    metaEl.append(item);
+  });
+  const panel = { key, expiry, busy: false };
+  const children = [
+    h("h4", { class: "pending-head", text: "Waiting for a decision" }),
+    risk
+      ? h("p", { class: "pending-risk" }, h("span", { class: `risk risk-${risk.level}`, text: `${risk.level} risk` }), " ", (risk.reasons || []).join("; "))
+      : null,
+    metaEl,
+  ];
+  if (!auth.canAuthorize) {
+    const who = auth.whoCan ? [...(auth.whoCan.users || []), ...(auth.whoCan.groups || []).map((g) => `group ${g}`)] : [];
+    children.push(
+      h("p", { class: "notice pending-auth" }, `You can't approve this request${auth.reason ? `: ${auth.reason}` : "."}`, who.length && !auth.reason.includes("who can") ? ` Who can: ${who.join(", ")}.` : ""),
+    );
+  }
+  if (auth.canAuthorize || auth.canReject) children.push(...decisionControls(call, panel, auth, risk));
+  call.pendingEl.replaceChildren(...children.filter(Boolean));
+  call.pendingEl.hidden = false;
+  call.panel = panel;
+  tickPanel(call);
+}
+
+function decisionControls(call, panel, auth, risk) {
+  const id = call.approval.id;
+  const approve = h("button", { type: "button", class: "btn btn-approve", text: "Approve", hidden: !auth.canAuthorize });
+  const edit = h("button", { type: "button", class: "btn", text: "Edit & approve", "aria-expanded": "false", hidden: !auth.canAuthorize });
+  const reason = h("input", { type: "text", id: `call-reason-${id}`, class: "reason", maxlength: "2000", placeholder: "Reason (required to reject)" });
+  const reject = h("button", { type: "button", class: "btn btn-reject", text: "Reject" });
+  const error = h("p", { class: "error", role: "alert", hidden: true });
+  const confirmYes = h("button", { type: "button", class: "btn btn-approve", text: "Yes, approve" });
+  const confirmNo = h("button", { type: "button", class: "btn btn-quiet", text: "Cancel" });
+  const confirmText = h("p", { class: "confirm-text" });
+  const confirm = h("div", { class: "confirm", role: "group", "aria-label": "Confirm the approval", hidden: true }, confirmText, h("div", { class: "actions" }, confirmYes, confirmNo));
+  const textarea = h("textarea", { id: `call-edit-${id}`, rows: "6", spellcheck: "false", class: "edit-args" });
+  const saveEdit = h("button", { type: "button", class: "btn btn-approve", text: "Approve edited arguments" });
+  const cancelEdit = h("button", { type: "button", class: "btn btn-quiet", text: "Cancel" });
+  const editor = h(
+    "div",
+    { class: "editor", hidden: true },
+    h("label", { for: `call-edit-${id}`, text: "Edited arguments (JSON object; the server validates them again)" }),
+    textarea,
+    h("div", { class: "actions" }, saveEdit, cancelEdit),
+  );
+  const actions = h(
+    "div",
+    { class: "actions" },
+    approve,
+    edit,
+    h("label", { for: `call-reason-${id}`, class: "visually-hidden", text: "Reason for rejecting" }),
+    reason,
+    reject,
+  );
+  Object.assign(panel, { approve, edit, reject, reason, error, saveEdit, confirmYes });
+  const showError = (text) => {
+    error.textContent = text;
+    error.hidden = !text;
+  };
+  panel.showError = showError;
+  // A high-risk (destructive, over a threshold) approval asks once more.
+  let pendingEdit;
+  const askOrApprove = (edited) => {
+    if (risk && risk.level === "high") {
+      pendingEdit = edited;
+      confirmText.textContent = `Approve ${call.name}? It is high risk: ${(risk.reasons || []).join("; ")}.`;
+      confirm.hidden = false;
+      confirmYes.focus();
+      return;
+    }
+    decideHere(call, "approve", { edited });
+  };
+  approve.addEventListener("click", () => askOrApprove(undefined));
+  confirmYes.addEventListener("click", () => {
+    confirm.hidden = true;
+    decideHere(call, "approve", { edited: pendingEdit });
+  });
+  confirmNo.addEventListener("click", () => {
+    confirm.hidden = true;
+    approve.focus();
+  });
+  reject.addEventListener("click", () => decideHere(call, "reject"));
+  reason.addEventListener("keydown", (event) => {
+    if (event.key === "Enter") {
+      event.preventDefault();
+      decideHere(call, "reject");
+    }
+  });
+  edit.addEventListener("click", () => {
+    const open = editor.hidden;
+    editor.hidden = !open;
+    edit.setAttribute("aria-expanded", open ? "true" : "false");
+    if (open) {
+      textarea.value = prettyJson(call.approval.editedArguments ?? call.approval.proposedArguments);
+      textarea.focus();
+    }
+  });
+  cancelEdit.addEventListener("click", () => {
+    editor.hidden = true;
+    edit.setAttribute("aria-expanded", "false");
+    edit.focus();
+  });
+  saveEdit.addEventListener("click", () => {
+    let edited;
+    try {
+      edited = JSON.parse(textarea.value);
+    } catch (err) {
+      showError(`Not valid JSON: ${err.message}`);
+      return;
+    }
+    if (!edited || typeof edited !== "object" || Array.isArray(edited)) {
+      showError("The edited arguments must be a JSON object.");
+      return;
+    }
+    askOrApprove(edited);
+  });
+  return [actions, confirm, editor, error];
+}
+
+/** Approve or reject through the queue's REST endpoints (same service, same checks). */
+async function decideHere(call, decision, { edited } = {}) {
+  const panel = call.panel;
+  if (!panel || panel.busy) return;
+  const why = panel.reason.value.trim();
+  if (decision === "reject" && !why) {
+    panel.showError("Give a reason to reject: it is sent to the agent.");
+    panel.reason.focus();
+    return;
+  }
+  panel.showError("");
+  panel.busy = true;
+  for (const b of [panel.approve, panel.edit, panel.reject, panel.saveEdit, panel.confirmYes]) b.disabled = true;
+  const body = {};
+  if (why) body.reason = why;
+  if (edited !== undefined) body.editedArguments = edited;
+  try {
+    const result = await apiFetch(`/api/approvals/${call.approval.id}/${decision}/`, { method: "POST", body });
+    const approval = { ...call.approval, ...(result || {}) };
+    const info = model.known.get(call.id) || {};
+    info.approval = approval;
+    model.known.set(call.id, info);
+    setApproval(call, approval);
+    if (approval.status === "approved") forceCallState(call, "approved");
+    announce(`${call.name} ${approval.status}`);
+  } catch (error) {
+    panel.showError(errorText(error));
+    panel.busy = false;
+    for (const b of [panel.approve, panel.edit, panel.reject, panel.saveEdit, panel.confirmYes]) b.disabled = false;
+  } finally {
+    refreshSoon(0);
+  }
+}
+
+function tickPanel(call, now = Date.now()) {
+  const panel = call.panel;
+  if (!panel || !call.approval) return;
+  const left = countdown(call.approval.expiresAt, now);
+  panel.expiry.textContent = left === "expired" ? "expired" : `expires in ${left}`;
+  panel.expiry.title = call.approval.expiresAt;
+  panel.expiry.classList.toggle("soon", Date.parse(call.approval.expiresAt) - now < 5 * 60 * 1000);
+}
+
+setInterval(() => {
+  const now = Date.now();
+  for (const call of model.calls.values()) if (call.panel) tickPanel(call, now);
+}, 1000);
+
+/** The "waiting for you" bar: requests in this thread this user can decide. */
+function updateWaitingBar() {
+  if (!waitingBar) return;
+  const mine = [...model.calls.values()].filter((c) => isPendingHere(c) && authorizationOf(c.approval).canAuthorize);
+  waitingBar.hidden = mine.length === 0;
+  if (!mine.length) return;
+  const first = mine[0];
+  waitingText.textContent =
+    mine.length === 1
+      ? `A request waits for your decision: ${first.name}${first.labelEl.textContent ? ` — ${first.labelEl.textContent}` : ""}.`
+      : `${mine.length} requests wait for your decision.`;
+  waitingJump.href = `#${first.el.id}`;
+  waitingJump.dataset.target = first.el.id;
+}
+
+waitingJump.addEventListener("click", (event) => {
+  const target = document.getElementById(waitingJump.dataset.target || "");
+  if (!target) return;
+  event.preventDefault();
+  jumpTo(target);
+});
+
+function jumpTo(card) {
+  card.scrollIntoView({ block: "center" });
+  card.focus({ preventScroll: true });
+  history.replaceState(null, "", `#${card.id}`);
+}
+
+// -- following the conversation ------------------------------------------------------------
+
+const FOLLOW_SLACK_PX = 80;
+const follow = { on: false, unseen: false };
+
+function atBottom() {
+  const doc = document.documentElement;
+  return window.innerHeight + window.scrollY >= doc.scrollHeight - FOLLOW_SLACK_PX;
+}
+
+function scrollToLatest() {
+  window.scrollTo({ top: document.documentElement.scrollHeight });
+  follow.on = true;
+  follow.unseen = false;
+  jumpLatest.hidden = true;
+}
+
+window.addEventListener(
+  "scroll",
+  () => {
+    if (!model.caughtUp) return;
+    follow.on = atBottom();
+    if (follow.on) {
+      follow.unseen = false;
+      jumpLatest.hidden = true;
+    }
+  },
+  { passive: true },
+);
+
+/** Whether a mutation brought new conversation: a message or card, or streamed text. */
+function isNewContent(mutation) {
+  const target = mutation.target.nodeType === Node.TEXT_NODE ? mutation.target.parentElement : mutation.target;
+  if (!target) return false;
+  if (target.closest(".msg-body")) return true;
+  return mutation.type === "childList" && (target === transcript || target === pendingBox) && mutation.addedNodes.length > 0;
+}
+
+// New content: follow it while the operator is at the end; otherwise offer a jump.
+new MutationObserver((mutations) => {
+  if (!model.caughtUp) return;
+  const fresh = mutations.some(isNewContent);
+  if (follow.on) {
+    requestAnimationFrame(() => {
+      if (follow.on) window.scrollTo({ top: document.documentElement.scrollHeight });
+    });
+  } else if (fresh && !follow.unseen) {
+    follow.unseen = true;
+    jumpLatest.hidden = false;
+  }
+}).observe(root, { childList: true, subtree: true, characterData: true });
+
+jumpLatest.addEventListener("click", () => {
+  scrollToLatest();
+  const last = transcript.lastElementChild;
+  if (last) {
+    if (!last.hasAttribute("tabindex")) last.setAttribute("tabindex", "-1");
+    last.focus({ preventScroll: true });
+  }
+});
+
+function announce(text) {
+  // Replaced, not appended: one polite announcement per finished message.
+  announcer.textContent = text.length > 400 ? `${text.slice(0, 400)}…` : text;
 }
 
 // -- events ---------------------------------------------------------------------
@@ -337,6 +791,8 @@ function applyEvent(event) {
       if (view) {
         view.el.classList.remove("streaming");
         view.body.normalize();
+        // Live messages only: a replay at load announces nothing.
+        if (model.caughtUp) announce(`${roleLabel(view.role)}: ${view.body.textContent}`);
       }
       break;
     }
@@ -386,7 +842,14 @@ function applyEvent(event) {
       }
       for (const view of model.messages.values()) view.el.classList.remove("streaming");
       transcript.append(
-        h("div", { class: "run-error", role: "alert" }, h("strong", { text: "The run failed: " }), event.message || "unknown error", event.code ? ` (${event.code})` : ""),
+        h(
+          "div",
+          { class: "run-error", role: "alert" },
+          h("strong", { text: "The run failed: " }),
+          event.message || "unknown error",
+          // The code only when the message does not already say it.
+          event.code && !(event.message || "").includes(event.code) ? ` (${event.code})` : "",
+        ),
       );
       refreshSoon();
       break;
@@ -400,12 +863,13 @@ function onNotification(note) {
   if (note.type !== "tool_call.state" || !note.toolCallId) return;
   const info = model.known.get(note.toolCallId) || {};
   if (note.state) info.state = note.state;
-  if (note.approval) info.approval = note.approval;
+  // The broadcast carries no per-user context; keep the last read's until the refresh.
+  if (note.approval) info.approval = { ...(info.approval || {}), ...note.approval };
   model.known.set(note.toolCallId, info);
   const call = model.calls.get(note.toolCallId);
   if (call) {
     if (note.state) forceCallState(call, note.state);
-    if (note.approval) setApproval(call, note.approval);
+    if (note.approval) setApproval(call, info.approval);
   }
   refreshSoon();
 }
@@ -577,8 +1041,16 @@ function markCaughtUp() {
   if (model.caughtUp) return;
   model.caughtUp = true;
   loading.hidden = true;
-  root.dataset.ready = "1";
   updateComposer();
+  // Open at the call a link names (#call-<toolCallId>), else at the latest message.
+  const target = location.hash.startsWith("#call-") ? document.getElementById(decodeURIComponent(location.hash.slice(1))) : null;
+  if (target) {
+    jumpTo(target);
+    follow.on = atBottom();
+  } else {
+    scrollToLatest();
+  }
+  root.dataset.ready = "1";
 }
 
 applyServerState(readJsonScript("thread-ui-state"));

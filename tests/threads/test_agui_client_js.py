@@ -16,7 +16,6 @@ FT-04, FT-06, IR-01, IR-07 and AGUI-1.0.md §3.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from tests.conftest import service_missing
+from tests.js_packages import JS_DIR, ensure_js_package
 from tests.threads.test_agui_live import REFUND_RUN_TYPES
 from tests.threads.test_ws_live import (  # noqa: F401 - fixtures
     close_thread_connections,
@@ -36,25 +35,11 @@ from threads.models import Message, ToolCall
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-JS_DIR = Path(__file__).resolve().parent.parent / "js"
-
 
 @pytest.fixture(scope="session")
 def agui_client_js() -> Path:
     """Return the node script, installing ``@ag-ui/client`` from the lockfile if needed."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        service_missing("node and npm are needed to run @ag-ui/client")
-    if not (JS_DIR / "node_modules" / "@ag-ui" / "client" / "package.json").exists():
-        installed = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund"],
-            cwd=JS_DIR,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        if installed.returncode != 0:
-            service_missing(f"npm ci failed in {JS_DIR}: {installed.stderr[-2000:]}")
+    ensure_js_package("@ag-ui/client")
     return JS_DIR / "run_http_agent.mjs"
 
 
