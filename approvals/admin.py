@@ -214,6 +214,10 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         "superseded_by",
     )
     exclude = ("proposed_arguments", "edited_arguments", "response_schema", "response")
+
+    class Media:
+        css = {"all": ("ui/admin-approvals.css",)}
+
     change_form_template = "admin/approvals/approvalrequest/change_form.html"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ApprovalRequest]:
@@ -510,6 +514,9 @@ class AuditEntryAdmin(ReadOnlyAdmin):
     list_filter = ("action", "target_type")
     search_fields = ("target_id", "actor_label")
     ordering = ("-id",)
+
+    class Media:
+        css = {"all": ("ui/admin-approvals.css",)}
 
     @admin.display(description="time (UTC)", ordering="created_at")
     def created_at_seconds(self, entry: AuditEntry) -> str:
