@@ -168,6 +168,36 @@ def _decide_many(
         messages.success(request, f"{done} call(s) {verb}.")
 
 
+class StatusFilter(admin.SimpleListFilter):
+    """The status filter, on ``pending`` until another status (or "all") is chosen."""
+
+    title = "status"
+    parameter_name = "status"
+    ALL = "all"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [*ApprovalRequest.Status.choices, (self.ALL, "all")]
+
+    def _chosen(self) -> str:
+        return self.value() or ApprovalRequest.Status.PENDING
+
+    def choices(self, changelist: Any) -> Any:
+        for value, label in self.lookup_choices:
+            yield {
+                "selected": self._chosen() == value,
+                "query_string": changelist.get_query_string(
+                    {self.parameter_name: value}
+                ),
+                "display": label,
+            }
+
+    def queryset(
+        self, request: HttpRequest, queryset: QuerySet[ApprovalRequest]
+    ) -> QuerySet[ApprovalRequest]:
+        chosen = self._chosen()
+        return queryset if chosen == self.ALL else queryset.filter(status=chosen)
+
+
 @admin.register(ApprovalRequest)
 class ApprovalRequestAdmin(admin.ModelAdmin):
     # Status and decider first: they are what a reviewer scans for (issue 15).
@@ -184,7 +214,7 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         "schema_verdict",
         "arguments_pretty",
     )
-    list_filter = ("status", "tool_name", "is_destructive")
+    list_filter = (StatusFilter, "tool_name", "is_destructive")
     search_fields = ("tool_name", "thread__thread_id", "tool_call__tool_call_id")
     actions = ["approve_selected", "reject_selected"]
     readonly_fields = (
@@ -228,14 +258,6 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
                 "thread", "requested_by", "decided_by", "tool_call", "supersedes"
             )
         )
-
-    def changelist_view(
-        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
-    ) -> HttpResponse:
-        """Open on the pending requests unless a filter or search was chosen."""
-        if request.method == "GET" and not request.GET:
-            return HttpResponseRedirect(f"{request.path}?status__exact=pending")
-        return super().changelist_view(request, extra_context)
 
     @admin.display(description="decided at", ordering="decided_at")
     def decided_at_seconds(self, obj: ApprovalRequest) -> str:

@@ -312,16 +312,12 @@ class ApprovalDecisionsCsvApi(APIView):
         out = io.StringIO()
         writer = csv.writer(out)
         writer.writerow(DECISION_CSV_COLUMNS)
-        executions = dict(
-            ToolExecution.objects.filter(
+        outcomes = {
+            call_pk: (state, error)
+            for call_pk, state, error in ToolExecution.objects.filter(
                 tool_call__in=[a.tool_call_id for a in decided if a.tool_call_id]
-            ).values_list("tool_call_id", "state")
-        )
-        errors_by_call = dict(
-            ToolExecution.objects.filter(
-                tool_call__in=[a.tool_call_id for a in decided if a.tool_call_id]
-            ).values_list("tool_call_id", "error")
-        )
+            ).values_list("tool_call_id", "state", "error")
+        }
         for a in decided:
             requester = a.requested_by or a.thread.owner
             writer.writerow(
@@ -340,8 +336,7 @@ class ApprovalDecisionsCsvApi(APIView):
                     "yes" if a.edited else "no",
                     compact_json(a.proposed_arguments),
                     compact_json(a.approved_arguments),
-                    executions.get(a.tool_call_id, ""),
-                    errors_by_call.get(a.tool_call_id, ""),
+                    *outcomes.get(a.tool_call_id or 0, ("", "")),
                 ]
             )
         response = HttpResponse(out.getvalue(), content_type="text/csv; charset=utf-8")

@@ -398,9 +398,14 @@ def test_dc03_admin_pending_changelist_decide_panel_and_audit_trail(
     context, page = open_as(browser, quick_server, "ada", viewport=viewport)
     try:
         page.goto(f"{quick_server.url}/admin/approvals/approvalrequest/")
-        assert "status__exact=pending" in page.url
+        expect(page.locator("#changelist-filter .selected").first).to_have_text(
+            "pending"
+        )
         rows = page.locator("#result_list tbody tr")
         expect(rows).to_have_count(1)
+        page.goto(f"{quick_server.url}/admin/approvals/approvalrequest/?status=all")
+        expect(rows).to_have_count(2)
+        page.goto(f"{quick_server.url}/admin/approvals/approvalrequest/")
         header = page.locator("#result_list thead")
         expect(header).to_contain_text("Status")
         expect(header).to_contain_text("Decided by")
