@@ -687,7 +687,7 @@ function jumpTo(card) {
 // -- following the conversation ------------------------------------------------------------
 
 const FOLLOW_SLACK_PX = 80;
-const follow = { on: false, unseen: false };
+const follow = { on: false, unseen: false, height: 0 };
 
 function atBottom() {
   const doc = document.documentElement;
@@ -696,20 +696,28 @@ function atBottom() {
 
 function scrollToLatest() {
   window.scrollTo({ top: document.documentElement.scrollHeight });
+  follow.height = document.documentElement.scrollHeight;
   follow.on = true;
   follow.unseen = false;
   jumpLatest.hidden = true;
 }
 
+// Only the operator's own scrolling stops the following: a scroll that comes with a
+// change of the page's height is the browser keeping content in place (scroll
+// anchoring), not the operator leaving the end.
 window.addEventListener(
   "scroll",
   () => {
     if (!model.caughtUp) return;
-    follow.on = atBottom();
-    if (follow.on) {
+    const height = document.documentElement.scrollHeight;
+    if (atBottom()) {
+      follow.on = true;
       follow.unseen = false;
       jumpLatest.hidden = true;
+    } else if (height === follow.height) {
+      follow.on = false;
     }
+    follow.height = height;
   },
   { passive: true },
 );
@@ -727,14 +735,20 @@ new MutationObserver((mutations) => {
   if (!model.caughtUp) return;
   const fresh = mutations.some(isNewContent);
   if (follow.on) {
-    requestAnimationFrame(() => {
-      if (follow.on) window.scrollTo({ top: document.documentElement.scrollHeight });
-    });
+    scrollToLatest();
   } else if (fresh && !follow.unseen) {
     follow.unseen = true;
     jumpLatest.hidden = false;
   }
 }).observe(root, { childList: true, subtree: true, characterData: true });
+
+// The page also grows or shrinks outside the transcript (the composer's notes, a
+// form shown): keep the end in view while following, and remember the height.
+new ResizeObserver(() => {
+  if (!model.caughtUp) return;
+  if (follow.on && !atBottom()) scrollToLatest();
+  follow.height = document.documentElement.scrollHeight;
+}).observe(document.body);
 
 jumpLatest.addEventListener("click", () => {
   scrollToLatest();

@@ -164,7 +164,8 @@ def test_approver_decides_on_the_thread_page_at_phone_width_and_it_runs_once(
 
         # Then the pending card is in view and focused
         card_id = pending.get_attribute("id")
-        assert card_id and card_id.startswith("call-")
+        assert card_id is not None
+        assert card_id.startswith("call-")
         expect(pending).to_be_focused()
         assert in_viewport(phone, f"#{card_id}")
         screenshot(phone, "cockpit-thread-pending-phone")
@@ -187,14 +188,284 @@ def test_approver_decides_on_the_thread_page_at_phone_width_and_it_runs_once(
         expect(phone.locator("#waiting-bar")).to_be_hidden()
         expect(phone).to_have_title("Refund A-1001 · Countersign")
         approval = ApprovalRequest.objects.get(tool_name="refund_order")
-        assert (approval.status, approval.decided_by.username) == ("approved", "alice")
+        assert approval.status == "approved"
+        assert approval.decided_by is not None
+        assert approval.decided_by.username == "alice"
         refunds = list(Refund.objects.filter(order_id="A-1001"))
         assert [str(r.amount) for r in refunds] == ["25.00"]
         # (a page opened after the request arrived does not notify it again)
         assert phone.evaluate("window.__notifications.length") == 0
         no_horizontal_scroll(phone)
-        assert phone.js_errors == [] and page.js_errors == []
+        assert phone.js_errors == []
+        assert page.js_errors == []
         screenshot(phone, "cockpit-thread-decided-phone")
     finally:
         operator.close()
         approver.close()
+
+
+def test_rejection_on_the_thread_page_reads_as_words(browser, ui_server):
+    """A rejection with a reason shows who, when and why in words, no error code or JSON;
+    nothing is refunded."""
+    # Given a refund waiting for approval, and an approver at a desktop
+    make_user("olivia", "demo.add_refund")
+    make_user("alice", "approvals.decide_approvalrequest", "demo.add_refund")
+    operator, page = open_as(browser, ui_server, "olivia", viewport=DESKTOP)
+    approver, desk = open_as(browser, ui_server, "alice", viewport=DESKTOP)
+    try:
+        url = start_refund(
+            page, ui_server, "Refund A-1002", "refund order A-1002 30.00"
+        )
+        desk.goto(url)
+        pending = card(desk, "refund_order")
+        expect(pending.get_by_role("button", name="Reject")).to_be_visible()
+
+        # When the approver rejects without a reason, then with one
+        pending.get_by_role("button", name="Reject").click()
+        expect(pending.get_by_role("alert")).to_have_text(
+            "Give a reason to reject: it is sent to the agent."
+        )
+        pending.get_by_label("Reason for rejecting").fill("wrong order")
+        pending.get_by_role("button", name="Reject").click()
+
+        # Then both pages say who rejected it, when, why, and that it did not run
+        for view in (desk, page):
+            decided = card(view, "refund_order")
+            expect(decided.locator(".call-state")).to_have_text("declined")
+            decision = decided.locator(".call-decision")
+            expect(decision).to_contain_text("Rejected by alice at")
+            expect(decision).to_contain_text("“wrong order”")
+            expect(decision).to_contain_text("The call did not run.")
+            result = decided.locator(".call-result")
+            expect(result.locator(".result-head")).to_have_text(
+                "Rejected — the call did not run"
+            )
+            expect(result).to_contain_text("Reason: wrong order")
+            text = decided.inner_text()
+            assert "declined_by_operator" not in text.lower()
+            assert '"executed"' not in text
+            assert "{" not in result.inner_text()
+        assert Refund.objects.filter(order_id="A-1002").count() == 0
+        approval = ApprovalRequest.objects.get(tool_name="refund_order")
+        assert (approval.status, approval.reason) == ("rejected", "wrong order")
+        assert_no_axe_violations(page)
+        screenshot(page, "cockpit-thread-rejected")
+    finally:
+        operator.close()
+        approver.close()
+
+
+def test_view_only_approver_gets_a_permission_page_not_a_404(browser, ui_server):
+    """ "Open thread" from the queue, for a user who may only view it: a 403 page naming
+    the missing permission and whom to ask; an unknown thread: a 404 page, not Django's."""
+    from threads.services import thread_create
+
+    # Given a view-only approver and another user's thread with a request
+    owner = make_user("olivia", "demo.add_refund")
+    make_user("vera", "approvals.view_approvalrequest")
+    admin = make_user("root")
+    admin.is_superuser = True
+    admin.save()
+    thread = thread_create(owner=owner, title="secret refund")
+    context, page = open_as(browser, ui_server, "vera", viewport=DESKTOP)
+    try:
+        # When she opens the thread
+        response = page.goto(f"{ui_server.url}/threads/{thread.thread_id}/")
+
+        # Then a permission page says what is missing and what to do
+        assert response is not None
+        assert response.status == 403
+        expect(page.get_by_role("heading", level=1)).to_have_text(
+            "You can't open this thread"
+        )
+        body = page.locator("main")
+        expect(body).to_contain_text("approvals.decide_approvalrequest")
+        expect(body).to_contain_text("Ask an administrator (root)")
+        expect(body).to_contain_text("thread's owner, olivia")
+        expect(body.get_by_role("link", name="approval queue")).to_have_attribute(
+            "href", "/approvals/"
+        )
+        assert "secret refund" not in page.content()
+        for viewport in (DESKTOP, PHONE):
+            page.set_viewport_size(viewport)
+            no_horizontal_scroll(page)
+            assert_no_axe_violations(page)
+        screenshot(page, "cockpit-permission-page-phone")
+
+        # and an unknown thread is a 404 page of the UI, not the debug page
+        response = page.goto(f"{ui_server.url}/threads/no-such-thread/")
+        assert response is not None
+        assert response.status == 404
+        expect(page.get_by_role("heading", level=1)).to_have_text("No such thread")
+        expect(page.get_by_role("link", name="Back to your threads")).to_be_visible()
+    finally:
+        context.close()
+
+
+def _long_thread(owner: Any, *, messages: int = 30) -> Any:
+    """Return a thread whose log holds ``messages`` text turns and a 120-line tool result."""
+    from threads.models import Run
+    from threads.recording import RunRecorder
+    from threads.services import thread_create
+
+    thread = thread_create(owner=owner, title="long thread")
+    run = Run.objects.create(
+        thread=thread, run_id="run-long", status=Run.Status.RUNNING
+    )
+    recorder = RunRecorder(run, coalesce_ms=0, coalesce_bytes=0, publish=False)
+    events: list[dict[str, Any]] = [
+        {"type": "RUN_STARTED", "threadId": thread.thread_id, "runId": "run-long"},
+        {
+            "type": "TOOL_CALL_START",
+            "toolCallId": "c-long",
+            "toolCallName": "lookup_order",
+        },
+        {
+            "type": "TOOL_CALL_ARGS",
+            "toolCallId": "c-long",
+            "delta": '{"order_id": "A-1001"}',
+        },
+        {"type": "TOOL_CALL_END", "toolCallId": "c-long"},
+        {
+            "type": "TOOL_CALL_RESULT",
+            "messageId": "r-long",
+            "toolCallId": "c-long",
+            "content": "\n".join(f"line {n}: order history entry" for n in range(120)),
+        },
+    ]
+    for n in range(messages):
+        events += [
+            {"type": "TEXT_MESSAGE_START", "messageId": f"m{n}", "role": "assistant"},
+            {
+                "type": "TEXT_MESSAGE_CONTENT",
+                "messageId": f"m{n}",
+                "delta": f"Note {n}: ",
+            },
+            {
+                "type": "TEXT_MESSAGE_CONTENT",
+                "messageId": f"m{n}",
+                "delta": "all is well.",
+            },
+            {"type": "TEXT_MESSAGE_END", "messageId": f"m{n}"},
+        ]
+    events.append(
+        {"type": "RUN_FINISHED", "threadId": thread.thread_id, "runId": "run-long"}
+    )
+    recorder.record(events)
+    recorder.flush()
+    run.status = Run.Status.FINISHED
+    run.save(update_fields=["status"])
+    return thread
+
+
+def _at_bottom(page: Any) -> bool:
+    return page.evaluate(
+        "() => window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 2"
+    )
+
+
+# Counts the polite region's announcements (each textContent replacement is one).
+COUNT_ANNOUNCEMENTS = """() => {
+  window.__announced = [];
+  new MutationObserver(() => {
+    window.__announced.push(document.getElementById("announcer").textContent);
+  }).observe(document.getElementById("announcer"), { childList: true, characterData: true, subtree: true });
+}"""
+
+
+POST_MESSAGE = """async (content) => {
+  const response = await fetch(document.getElementById("thread").dataset.messagesUrl, {
+    method: "POST",
+    headers: {"Content-Type": "application/json", "X-CSRFToken": document.body.dataset.csrfToken},
+    body: JSON.stringify({content}),
+  });
+  return response.status;
+}"""
+
+
+def test_long_thread_opens_at_latest_follows_unless_scrolled_up_and_collapses_results(
+    browser, ui_server
+):
+    """Open at the latest message; new content is followed at the end, offered with a
+    "New messages" button when scrolled up; long results collapse; one announcement per
+    finished message."""
+    # Given a long thread
+    owner = make_user("olivia")
+    thread = _long_thread(owner)
+    context, page = open_as(browser, ui_server, "olivia", viewport=DESKTOP)
+    try:
+        # When the owner opens it
+        page.goto(f"{ui_server.url}/threads/{thread.thread_id}/")
+        expect(page.locator("#thread")).to_have_attribute("data-ready", "1")
+
+        # Then it opens at the latest message, far below the top
+        assert page.evaluate("document.documentElement.scrollHeight") > 3 * 900
+        assert _at_bottom(page)
+        assert page.evaluate("window.scrollY") > 0
+        # and the 120-line result is collapsed until asked for
+        result = page.locator('[data-tool-call-id="c-long"] .call-result')
+        toggle = result.locator("button.result-toggle")
+        expect(toggle).to_have_attribute("aria-expanded", "false")
+        expect(toggle).to_have_accessible_name(
+            re.compile(r"^Show the full result \(120 lines, \d+ characters\)$")
+        )
+        body = result.locator("pre")
+        collapsed = body.evaluate("el => el.getBoundingClientRect().height")
+        full = body.evaluate("el => el.scrollHeight")
+        assert collapsed < full / 4, (collapsed, full)
+        toggle.click()
+        expect(toggle).to_have_attribute("aria-expanded", "true")
+        expect(toggle).to_have_accessible_name("Show less")
+        assert body.evaluate("el => el.getBoundingClientRect().height") >= full - 1
+        toggle.click()
+        expect(toggle).to_have_attribute("aria-expanded", "false")
+        # and the transcript itself is no live region: one polite announcer instead
+        transcript = page.locator("#transcript")
+        assert transcript.get_attribute("aria-live") is None
+        assert transcript.get_attribute("role") is None
+        expect(page.locator("#announcer")).to_have_attribute("aria-live", "polite")
+        expect(page.locator("#announcer")).to_have_text("")
+        page.evaluate(COUNT_ANNOUNCEMENTS)
+
+        # When a new answer streams in while the owner is at the end
+        page.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
+        page.get_by_label("Message", exact=True).fill("What is the weather in Oslo?")
+        page.get_by_role("button", name="Send").click()
+        answer = page.locator(".msg-assistant").last
+        expect(answer).to_contain_text("Oslo", timeout=30_000)
+        expect(page.locator("#composer-send")).to_be_enabled(timeout=30_000)
+
+        # Then the page followed it, and announced the finished message once
+        page.wait_for_function(
+            "() => window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 2"
+        )
+        expect(page.locator("#jump-latest")).to_be_hidden()
+        announced = page.evaluate("window.__announced")
+        assert len(announced) == 1, announced
+        assert announced[0].startswith("Agent: ")
+        assert "Oslo" in announced[0]
+
+        # When the owner scrolls up and another answer arrives
+        page.mouse.move(700, 400)
+        page.mouse.wheel(0, -100_000)
+        page.wait_for_function("() => window.scrollY === 0")
+        # (sent from another tab: typing here would scroll the composer into view)
+        status = page.evaluate(POST_MESSAGE, "What is the weather in Paris?")
+        assert status == 201
+        expect(page.locator(".msg-assistant").last).to_contain_text(
+            "Paris", timeout=30_000
+        )
+
+        # Then the page stays where the owner is, and offers a jump to the new messages
+        jump = page.get_by_role("button", name="New messages ↓")
+        expect(jump).to_be_visible()
+        assert page.evaluate("window.scrollY") == 0
+        jump.click()
+        page.wait_for_function(
+            "() => window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 2"
+        )
+        expect(jump).to_be_hidden()
+        assert len(page.evaluate("window.__announced")) == 2
+        assert page.js_errors == []
+    finally:
+        context.close()
