@@ -469,3 +469,104 @@ def test_long_thread_opens_at_latest_follows_unless_scrolled_up_and_collapses_re
         assert page.js_errors == []
     finally:
         context.close()
+
+
+WIDTHS = (360, 390, 430, 1400, 1920)
+
+
+def _recorded_pending_refund(owner: Any, *, call_id: str) -> ApprovalRequest:
+    """Return the pending request of a refund the agent streamed, as a run leaves it."""
+    from approvals.services import pending_calls_dispatch
+    from threads.models import Run
+    from threads.recording import RunRecorder
+    from threads.services import thread_create
+
+    thread = thread_create(owner=owner, title=f"refund {call_id}")
+    run = Run.objects.create(
+        thread=thread,
+        run_id=f"run-{call_id}",
+        status=Run.Status.RUNNING,
+        input={"tools": [{"name": "lookup_order"}, {"name": "refund_order"}]},
+    )
+    recorder = RunRecorder(run, coalesce_ms=0, coalesce_bytes=0, publish=False)
+    arguments = '{"order_id": "A-1001", "amount": 25.0, "reason": "customer request"}'
+    recorder.record(
+        [
+            {"type": "RUN_STARTED", "threadId": thread.thread_id, "runId": run.run_id},
+            {
+                "type": "TOOL_CALL_START",
+                "toolCallId": call_id,
+                "toolCallName": "refund_order",
+            },
+            {"type": "TOOL_CALL_ARGS", "toolCallId": call_id, "delta": arguments},
+            {"type": "TOOL_CALL_END", "toolCallId": call_id},
+            {"type": "RUN_FINISHED", "threadId": thread.thread_id, "runId": run.run_id},
+        ]
+    )
+    run.refresh_from_db()
+    pending_calls_dispatch(run=run)
+    return ApprovalRequest.objects.get(tool_call__tool_call_id=call_id)
+
+
+def _check_widths(
+    page: Any, name: str, *, axe_widths: tuple[int, ...] = (1400, 390)
+) -> None:
+    for width in WIDTHS:
+        page.set_viewport_size({"width": width, "height": 900})
+        no_horizontal_scroll(page)
+        if width in axe_widths:
+            assert_no_axe_violations(page)
+    screenshot(page, f"cockpit-{name}-360")
+
+
+def test_pages_fit_phone_widths_and_pass_axe(browser, ui_server):
+    """Login, thread list and a thread with a pending card: no horizontal scroll at
+    360–430, 1400 and 1920 px, the top bar's "Log out" readable, zero axe violations."""
+    # Given an approver with a long name, and a thread with a pending refund and results
+    approver = make_user(
+        "alexandrina-approver", "approvals.decide_approvalrequest", "demo.add_refund"
+    )
+    owner = make_user("olivia", "demo.add_refund")
+    thread = _long_thread(approver, messages=3)
+    approval = _recorded_pending_refund(owner, call_id="call-wide")
+    context = browser.new_context(viewport=DESKTOP)
+    page = context.new_page()
+    watch_errors(page)
+    try:
+        # The login page
+        page.goto(f"{ui_server.url}/accounts/login/")
+        _check_widths(page, "login")
+        page.get_by_label("Username").fill("alexandrina-approver")
+        page.get_by_label("Password").fill(PASSWORD)
+        page.get_by_role("button", name="Log in").click()
+        page.wait_for_url(f"{ui_server.url}/")
+
+        # The thread list (the request waits: the title counts it)
+        expect(page).to_have_title("(1) Threads · Countersign")
+        _check_widths(page, "thread-list")
+        page.set_viewport_size(PHONE)
+        logout = page.get_by_role("button", name="Log out")
+        box = logout.bounding_box()
+        assert box is not None
+        assert box["x"] + box["width"] <= PHONE["width"]
+        topbar = page.locator(".topbar").bounding_box()
+        assert topbar is not None
+        assert topbar["y"] <= box["y"]
+        assert box["y"] + box["height"] <= topbar["y"] + topbar["height"]
+
+        # A thread with collapsed results
+        page.goto(f"{ui_server.url}/threads/{thread.thread_id}/")
+        expect(page.locator("#thread")).to_have_attribute("data-ready", "1")
+        _check_widths(page, "thread")
+
+        # A thread with a pending card this user can decide, opened from its link
+        page.goto(
+            f"{ui_server.url}/threads/{approval.thread.thread_id}/#call-call-wide"
+        )
+        expect(page.locator("#thread")).to_have_attribute("data-ready", "1")
+        expect(page.locator("#waiting-bar")).to_be_visible()
+        expect(page.locator("#call-call-wide")).to_be_focused()
+        _check_widths(page, "thread-pending")
+        assert page.js_errors == []
+    finally:
+        context.close()
