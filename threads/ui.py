@@ -14,8 +14,8 @@ Implements DC-05, DC-02, DC-03.
 from __future__ import annotations
 
 import logging
-from urllib.parse import quote
 from typing import Any
+from urllib.parse import quote
 
 from django.conf import settings
 from django.contrib.auth import get_user_model

@@ -465,8 +465,9 @@ function executionSentence(call, approval) {
     return h("span", {}, "Executed: succeeded", ...done, ".");
   }
   if (state === "failed" || call.state === "failed") {
-    const error = execution && execution.error ? ERROR_LABELS[execution.error] || execution.error.replace(/_/g, " ") : "failed";
-    return `Execution failed: ${error}.`;
+    // The result below gives the detail; the code alone here, in words.
+    const error = execution && execution.error ? ` (${execution.error.replace(/_/g, " ")})` : "";
+    return `The execution failed${error}.`;
   }
   if (state === "outcome_unknown" || call.state === "outcome_unknown") return "Execution outcome unknown: an operator must resolve it.";
   return "Executing…";
