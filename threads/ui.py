@@ -112,6 +112,7 @@ def _approval_context(approval: Any, user: Any) -> dict[str, Any]:
 def _approval_view(approval: Any, user: Any = None) -> dict[str, Any]:
     return {
         "id": approval.pk,
+        "kind": approval.kind,
         "status": approval.status,
         "proposedArguments": approval.proposed_arguments,
         "editedArguments": approval.edited_arguments,

@@ -507,7 +507,12 @@ function renderPendingPanel(call) {
       h("p", { class: "notice pending-auth" }, `You can't approve this request${auth.reason ? `: ${auth.reason}` : "."}`, who.length && !auth.reason.includes("who can") ? ` Who can: ${who.join(", ")}.` : ""),
     );
   }
-  if (auth.canAuthorize || auth.canReject) children.push(...decisionControls(call, panel, auth, risk));
+  if (a.kind && a.kind !== "tool_call") {
+    // A remote agent's interrupt is answered with a response to its schema: the queue has the form.
+    children.push(h("p", { class: "pending-meta", text: "This request is answered in the approval queue." }));
+  } else if (auth.canAuthorize || auth.canReject) {
+    children.push(...decisionControls(call, panel, auth, risk));
+  }
   call.pendingEl.replaceChildren(...children.filter(Boolean));
   call.pendingEl.hidden = false;
   call.panel = panel;

@@ -521,7 +521,7 @@ def _check_widths(
 
 def test_pages_fit_phone_widths_and_pass_axe(browser, ui_server):
     """Login, thread list and a thread with a pending card: no horizontal scroll at
-    360–430, 1400 and 1920 px, the top bar's "Log out" readable, zero axe violations."""
+    360-430, 1400 and 1920 px, the top bar's "Log out" readable, zero axe violations."""
     # Given an approver with a long name, and a thread with a pending refund and results
     approver = make_user(
         "alexandrina-approver", "approvals.decide_approvalrequest", "demo.add_refund"
