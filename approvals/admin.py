@@ -12,27 +12,90 @@ are listed read-only, with the last 24 hours' totals per kind in the title.
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, timedelta
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
-from django.urls import path, reverse
+from django.urls import NoReverseMatch, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.timesince import timesince
 
+from approvals.authorization import approval_authorization
 from approvals.exceptions import ApprovalError
 from approvals.models import ApprovalRequest, AuditEntry, JanitorSweep, ToolExecution
+from approvals.selectors import approval_context, approval_risk, arguments_diff
 from approvals.services import DECIDE_PERMISSION, approval_decide
 from approvals.services.decisions import Decision
+from threads.answers import compact_json
 from threads.validation import JSONInputError, parse_json
+
+
+def _seconds(value: Any) -> str:
+    """Return a time as ``YYYY-MM-DD HH:MM:SS UTC`` (the audit trail's precision)."""
+    if value is None:
+        return "—"
+    return f"{value.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+
+
+def audit_target_url(entry: AuditEntry) -> str:
+    """Return the admin page of an audit entry's target, or ``""`` when it has none."""
+    app_label, _, model = entry.target_type.partition(".")
+    try:
+        return reverse(f"admin:{app_label}_{model}_change", args=[entry.target_id])
+    except NoReverseMatch:
+        return ""
+
+
+def diff_text(diff: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Return ``diff`` with the two values as compact JSON text, for templates."""
+    return [
+        {
+            **d,
+            "proposed": compact_json(d["proposed"]),
+            "edited": compact_json(d["edited"]),
+        }
+        for d in diff
+    ]
+
+
+def approval_audit_trail(approval: ApprovalRequest) -> list[dict[str, Any]]:
+    """Return the audit entries of ``approval`` and its execution, newest first.
+
+    ``[{"at", "actor", "action", "url", "target", "diff", "reason"}]``; ``diff`` is
+    the edited-against-proposed difference an approval recorded (IR-11).
+    """
+    targets = Q(target_type="approvals.approvalrequest", target_id=str(approval.pk))
+    call = approval.call
+    execution = ToolExecution.objects.filter(tool_call=call).first() if call else None
+    if execution is not None:
+        targets |= Q(target_type="approvals.toolexecution", target_id=str(execution.pk))
+    rows = []
+    for entry in AuditEntry.objects.filter(targets).order_by("-id")[:100]:
+        after = entry.after if isinstance(entry.after, dict) else {}
+        rows.append(
+            {
+                "at": _seconds(entry.created_at),
+                "actor": entry.actor_label or "system",
+                "action": entry.action,
+                "url": audit_target_url(entry),
+                "target": f"{entry.target_type} #{entry.target_id}",
+                "diff": diff_text(
+                    arguments_diff(
+                        after.get("proposed_arguments"), after.get("edited_arguments")
+                    )
+                ),
+                "reason": after.get("reason") or after.get("detail") or "",
+            }
+        )
+    return rows
 
 
 def _pretty(value: Any) -> str:
@@ -105,20 +168,53 @@ def _decide_many(
         messages.success(request, f"{done} call(s) {verb}.")
 
 
+class StatusFilter(admin.SimpleListFilter):
+    """The status filter, on ``pending`` until another status (or "all") is chosen."""
+
+    title = "status"
+    parameter_name = "status"
+    ALL = "all"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [*ApprovalRequest.Status.choices, (self.ALL, "all")]
+
+    def _chosen(self) -> str:
+        return self.value() or ApprovalRequest.Status.PENDING
+
+    def choices(self, changelist: Any) -> Any:
+        for value, label in self.lookup_choices:
+            yield {
+                "selected": self._chosen() == value,
+                "query_string": changelist.get_query_string(
+                    {self.parameter_name: value}
+                ),
+                "display": label,
+            }
+
+    def queryset(
+        self, request: HttpRequest, queryset: QuerySet[ApprovalRequest]
+    ) -> QuerySet[ApprovalRequest]:
+        chosen = self._chosen()
+        return queryset if chosen == self.ALL else queryset.filter(status=chosen)
+
+
 @admin.register(ApprovalRequest)
 class ApprovalRequestAdmin(admin.ModelAdmin):
+    # Status and decider first: they are what a reviewer scans for (issue 15).
     list_display = (
         "tool_badge",
-        "arguments_pretty",
-        "schema_verdict",
+        "status",
+        "decided_by",
+        "decided_at_seconds",
+        "risk_level",
         "thread_link",
         "requested_by",
         "age",
         "expires_at",
-        "status",
-        "decided_by",
+        "schema_verdict",
+        "arguments_pretty",
     )
-    list_filter = ("status", "tool_name", "is_destructive")
+    list_filter = (StatusFilter, "tool_name", "is_destructive")
     search_fields = ("tool_name", "thread__thread_id", "tool_call__tool_call_id")
     actions = ["approve_selected", "reject_selected"]
     readonly_fields = (
@@ -148,6 +244,10 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         "superseded_by",
     )
     exclude = ("proposed_arguments", "edited_arguments", "response_schema", "response")
+
+    class Media:
+        css = {"all": ("ui/admin-approvals.css",)}
+
     change_form_template = "admin/approvals/approvalrequest/change_form.html"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ApprovalRequest]:
@@ -158,6 +258,34 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
                 "thread", "requested_by", "decided_by", "tool_call", "supersedes"
             )
         )
+
+    @admin.display(description="decided at", ordering="decided_at")
+    def decided_at_seconds(self, obj: ApprovalRequest) -> str:
+        return _seconds(obj.decided_at)
+
+    @admin.display(description="risk")
+    def risk_level(self, obj: ApprovalRequest) -> str:
+        risk = approval_risk(obj)
+        return format_html(
+            '<span title="{}">{}</span>', "; ".join(risk["reasons"]), risk["level"]
+        )
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        """Add the "you can authorize" column, computed for the user viewing the list."""
+        user = request.user
+
+        @admin.display(description="you can authorize")
+        def you_can_authorize(obj: ApprovalRequest) -> str:
+            if obj.status != ApprovalRequest.Status.PENDING:
+                return "—"
+            authorization = approval_authorization(obj, user)
+            if authorization.can_authorize:
+                return "yes"
+            return format_html("no: {}", authorization.reason)
+
+        shown = list(super().get_list_display(request))
+        shown.insert(shown.index("risk_level") + 1, you_can_authorize)
+        return shown
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -316,13 +444,16 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
                 request, f"invalid decision: {form.errors.as_text() or posted!r}"
             )
             return HttpResponseRedirect(change_url)
+        edited = form.cleaned_data["edited_arguments"]
+        if edited == approval.proposed_arguments:
+            edited = None  # the form is pre-filled with the proposed arguments
         try:
             approval_decide(
                 approval=approval,
                 decided_by=request.user,
                 decision=decision,
                 reason=form.cleaned_data["reason"],
-                edited_arguments=form.cleaned_data["edited_arguments"],
+                edited_arguments=edited,
                 response=form.cleaned_data["response"],
             )
             messages.success(request, f"{approval.tool_name}: {decision}d.")
@@ -338,8 +469,12 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         extra_context: Any = None,
     ) -> HttpResponse:
         approval = self.get_object(request, object_id)
+        card = approval_context(approval, request.user) if approval else None
         extra = {
             **(extra_context or {}),
+            "card": card,
+            "card_diff": diff_text(card["argumentsDiff"]) if card else [],
+            "audit": approval_audit_trail(approval) if approval else [],
             "can_decide": self.has_decide_permission(request)
             and approval is not None
             and approval.status == ApprovalRequest.Status.PENDING,
@@ -389,16 +524,31 @@ class ToolExecutionAdmin(ReadOnlyAdmin):
 
 @admin.register(AuditEntry)
 class AuditEntryAdmin(ReadOnlyAdmin):
+    """The audit trail, newest first, times to the second, each target linked."""
+
     list_display = (
-        "created_at",
+        "created_at_seconds",
         "actor_label",
         "action",
-        "target_type",
-        "target_id",
+        "target_link",
         "hash",
     )
-    list_filter = ("action",)
+    list_filter = ("action", "target_type")
     search_fields = ("target_id", "actor_label")
+    ordering = ("-id",)
+
+    class Media:
+        css = {"all": ("ui/admin-approvals.css",)}
+
+    @admin.display(description="time (UTC)", ordering="created_at")
+    def created_at_seconds(self, entry: AuditEntry) -> str:
+        return _seconds(entry.created_at)
+
+    @admin.display(description="target", ordering="target_type")
+    def target_link(self, entry: AuditEntry) -> str:
+        url = audit_target_url(entry)
+        label = f"{entry.target_type} #{entry.target_id}"
+        return format_html('<a href="{}">{}</a>', url, label) if url else label
 
 
 @admin.register(JanitorSweep)

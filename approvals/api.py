@@ -8,24 +8,30 @@ see but not decide answers 403. Implements SEC-02, DC-03, DC-05.
 
 from __future__ import annotations
 
-from django.http import Http404
-from drf_spectacular.utils import extend_schema, extend_schema_field
+import csv
+import io
+
+from django.http import Http404, HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.exceptions import ApprovalAlreadyDecided, InvalidEditedArguments
-from approvals.models import ApprovalRequest
+from approvals.models import ApprovalRequest, ToolExecution
 from approvals.selectors import approval_get, approval_list
 from approvals.serializers import ApprovalOutputSerializer
-from approvals.services import approval_decide, execution_resolve
+from approvals.services import approval_decide, approval_undo, execution_resolve
+from threads.answers import compact_json
 from threads.api import (
     BoundedLimitOffsetPagination,
     errors,
     limit_parameter,
     offset_parameter,
 )
+from threads.conf import countersign_settings
 from threads.serializers import QueryFilterSerializer, StrictSerializer, results_of
 
 #: Longest reason accepted, in characters.
@@ -95,7 +101,7 @@ class ApprovalListApi(APIView):
         paginator = BoundedLimitOffsetPagination()
         page = paginator.paginate_queryset(approvals, request, view=self)
         return paginator.get_paginated_response(
-            self.OutputSerializer(page, many=True).data
+            self.OutputSerializer(page, many=True, context={"request": request}).data
         )
 
 
@@ -109,7 +115,11 @@ class ApprovalDetailApi(APIView):
         responses={200: OutputSerializer, **errors(404)},
     )
     def get(self, request: Request, pk: int) -> Response:
-        return Response(self.OutputSerializer(visible_approval(request, pk)).data)
+        return Response(
+            self.OutputSerializer(
+                visible_approval(request, pk), context={"request": request}
+            ).data
+        )
 
 
 class ApprovalApproveApi(APIView):
@@ -138,6 +148,13 @@ class ApprovalApproveApi(APIView):
             help_text="For an interrupt or input request: the answer, validated "
             "against the request's `responseSchema` (IR-18).",
         )
+        undo = serializers.BooleanField(
+            required=False,
+            default=False,
+            help_text="Defer the execution by the server's DECISION_UNDO_SECONDS so "
+            "that `POST .../undo/` can take the approval back until `undoUntil` "
+            "(the operator UI sends true); false executes at once.",
+        )
 
     OutputSerializer = ApprovalOutputSerializer
 
@@ -145,6 +162,9 @@ class ApprovalApproveApi(APIView):
         operation_id="approvals_approve",
         request=InputSerializer,
         responses={200: OutputSerializer, **errors(400, 404, 409)},
+        description="403 `permission_denied` without the decide permission; 403 "
+        "`not_authorized` without the tool's own permission (the request stays "
+        "pending; `GET` it for `authorization.whoCan`).",
     )
     def post(self, request: Request, pk: int) -> Response:
         approval = visible_approval(request, pk)
@@ -162,12 +182,17 @@ class ApprovalApproveApi(APIView):
                 reason=values["reason"],
                 edited_arguments=values.get(spelling),
                 response=values.get("response"),
+                undo_seconds=float(countersign_settings.DECISION_UNDO_SECONDS)
+                if values["undo"]
+                else 0.0,
             )
         except InvalidEditedArguments as error:
             # Name the field as the client spelled it.
             error.field = spelling  # type: ignore[attr-defined]
             raise
-        return Response(self.OutputSerializer(decided).data)
+        return Response(
+            self.OutputSerializer(decided, context={"request": request}).data
+        )
 
 
 class ApprovalRejectApi(APIView):
@@ -193,7 +218,130 @@ class ApprovalRejectApi(APIView):
             decision="reject",
             reason=data.validated_data["reason"],
         )
-        return Response(self.OutputSerializer(decided).data)
+        return Response(
+            self.OutputSerializer(decided, context={"request": request}).data
+        )
+
+
+class ApprovalUndoApi(APIView):
+    """``POST /api/approvals/<id>/undo/``: take back an approval before it executes.
+
+    Only while ``undoUntil`` is in the future (the approval was made with
+    ``undo: true``) and no worker has claimed the execution; the request is
+    pending again. 409 ``undo_too_late`` otherwise.
+    """
+
+    OutputSerializer = ApprovalOutputSerializer
+
+    @extend_schema(
+        operation_id="approvals_undo",
+        request=None,
+        responses={200: OutputSerializer, **errors(404, 409)},
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        approval = visible_approval(request, pk)
+        undone = approval_undo(approval=approval, user=request.user)
+        return Response(
+            self.OutputSerializer(undone, context={"request": request}).data
+        )
+
+
+#: The columns of the decisions export, in order.
+DECISION_CSV_COLUMNS = (
+    "id",
+    "tool",
+    "toolCallId",
+    "threadId",
+    "threadTitle",
+    "agent",
+    "requester",
+    "status",
+    "decidedBy",
+    "decidedAt",
+    "reason",
+    "edited",
+    "proposedArguments",
+    "approvedArguments",
+    "executionState",
+    "executionError",
+)
+
+
+class ApprovalDecisionsCsvApi(APIView):
+    """``GET /api/approvals/decisions.csv``: every decided request you may see, as CSV.
+
+    One row per request (newest decision first) with ``DECISION_CSV_COLUMNS``;
+    arguments as compact JSON. Filters ``tool``, ``thread`` (threadId),
+    ``status``. Implements DC-05.
+    """
+
+    class FilterSerializer(QueryFilterSerializer):
+        tool = serializers.CharField(required=False, max_length=200)
+        thread = serializers.CharField(required=False, max_length=200)
+        status = serializers.ChoiceField(
+            choices=[c for c in ApprovalRequest.Status.choices if c[0] != "pending"],
+            required=False,
+        )
+
+    @extend_schema(
+        operation_id="approvals_decisions_csv",
+        parameters=[FilterSerializer],
+        responses={
+            (200, "text/csv"): OpenApiResponse(
+                response=OpenApiTypes.STR,
+                description="CSV with a header row: " + ", ".join(DECISION_CSV_COLUMNS),
+            ),
+            **errors(400),
+        },
+    )
+    def get(self, request: Request) -> HttpResponse:
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        values = filters.validated_data
+        decided = (
+            approval_list(
+                user=request.user,
+                tool=values.get("tool"),
+                thread_id=values.get("thread"),
+                status=values.get("status"),
+            )
+            .exclude(status=ApprovalRequest.Status.PENDING)
+            .select_related("requested_by", "thread__owner")
+            .order_by("-decided_at", "-id")
+        )
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(DECISION_CSV_COLUMNS)
+        outcomes = {
+            call_pk: (state, error)
+            for call_pk, state, error in ToolExecution.objects.filter(
+                tool_call__in=[a.tool_call_id for a in decided if a.tool_call_id]
+            ).values_list("tool_call_id", "state", "error")
+        }
+        for a in decided:
+            requester = a.requested_by or a.thread.owner
+            writer.writerow(
+                [
+                    a.pk,
+                    a.tool_name,
+                    getattr(a.tool_call, "tool_call_id", ""),
+                    a.thread.thread_id,
+                    a.thread.title,
+                    a.run.agent,
+                    getattr(requester, "username", ""),
+                    a.status,
+                    getattr(a.decided_by, "username", ""),
+                    a.decided_at.isoformat() if a.decided_at else "",
+                    a.reason,
+                    "yes" if a.edited else "no",
+                    compact_json(a.proposed_arguments),
+                    compact_json(a.approved_arguments),
+                    *outcomes.get(a.tool_call_id or 0, ("", "")),
+                ]
+            )
+        response = HttpResponse(out.getvalue(), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = 'attachment; filename="decisions.csv"'
+        return response
 
 
 class ApprovalResolveApi(APIView):
@@ -235,4 +383,6 @@ class ApprovalResolveApi(APIView):
             resolved_by=request.user,
             **data.validated_data,
         )
-        return Response(self.OutputSerializer(approval).data)
+        return Response(
+            self.OutputSerializer(approval, context={"request": request}).data
+        )

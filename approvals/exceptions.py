@@ -19,6 +19,21 @@ class ApprovalPermissionDenied(ApprovalError):
     status = 403
 
 
+class ApprovalNotAuthorized(ApprovalPermissionDenied):
+    """The user may decide but not authorize this call: they lack the tool's own permission.
+
+    Raised before anything is recorded, so the request stays pending (SEC-02).
+    ``authorization`` is the :class:`approvals.authorization.Authorization` checked.
+    """
+
+    code = "not_authorized"
+    status = 403
+
+    def __init__(self, message: str, *, authorization: object = None) -> None:
+        super().__init__(message)
+        self.authorization = authorization
+
+
 class ApprovalAlreadyDecided(ApprovalError):
     """The request was already decided differently (or expired, or was cancelled)."""
 
@@ -64,6 +79,19 @@ class ExecutionInProgress(ApprovalError):
     def __init__(self, message: str, *, retry_after: float) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class ExecutionDeferred(ExecutionInProgress):
+    """The call is approved but may not run before its ``not_before`` (the undo window)."""
+
+    code = "execution_deferred"
+
+
+class UndoTooLate(ApprovalError):
+    """The decision can no longer be undone: execution started, or it was not undoable."""
+
+    code = "undo_too_late"
+    status = 409
 
 
 class ResumeRefused(ApprovalError):

@@ -209,6 +209,10 @@ class ToolExecution(models.Model):
     error = models.CharField(max_length=100, blank=True, default="")
     details = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    #: Not executed before this time: an approval decided in the operator UI can
+    #: be undone until then (``approvals.services.decisions.approval_undo``); null
+    #: for an immediate execution.
+    not_before = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     #: Until when the reserving worker may still be running the tool; a delivery
     #: that finds the reservation before then waits instead of running it again.

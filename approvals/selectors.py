@@ -6,13 +6,18 @@ visibility rules of the REST API (DC-05).
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, timedelta
 from typing import Any
+from urllib.parse import quote
 
-from django.db.models import Case, IntegerField, QuerySet, Value, When
+from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 from django.utils import timezone
 
-from approvals.models import DECIDE_PERMISSION, ApprovalRequest
+from approvals.authorization import approval_authorization, approval_tool
+from approvals.models import DECIDE_PERMISSION, ApprovalRequest, ToolExecution
+from approvals.services.notify import approval_snapshot
+from threads.conf import countersign_settings
+from threads.models import Message, ToolCall
 from threads.selectors import thread_visible_to
 
 VIEW_PERMISSION = "approvals.view_approvalrequest"
@@ -78,3 +83,381 @@ def approval_list(
 def approval_get(*, user: Any, pk: int) -> ApprovalRequest | None:
     """Return request ``pk`` if ``user`` may see it, else ``None``."""
     return approval_visible_to(user=user).filter(pk=pk).first()
+
+
+# -- the context of one request (queue card, admin change form, thread page) ------
+
+#: Longest excerpt of a rationale or an earlier result shown on a card, in characters.
+CONTEXT_TEXT_CHARS = 600
+
+
+def content_text(content: Any) -> str:
+    """Return the text of an AG-UI message ``content``: the string, or its text parts joined.
+
+    Media parts are named (``[image]``) rather than dropped silently (TC-15).
+    """
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return "" if content is None else str(content)
+    pieces = []
+    for part in content:
+        if isinstance(part, dict) and part.get("type") == "text":
+            pieces.append(str(part.get("text", "")))
+        elif isinstance(part, dict):
+            pieces.append(f"[{part.get('type', 'part')}]")
+    return "\n".join(p for p in pieces if p)
+
+
+def _excerpt(text: str) -> str:
+    text = text.strip()
+    if len(text) <= CONTEXT_TEXT_CHARS:
+        return text
+    return text[: CONTEXT_TEXT_CHARS - 1].rstrip() + "…"
+
+
+def _turn_messages(approval: ApprovalRequest) -> list[Message]:
+    """Return the messages of the turn that proposed ``approval``'s call, oldest first.
+
+    The turn runs from the last user message before the call's assistant message
+    up to that message (the call's own run segments included).
+    """
+    call = approval.call
+    messages = Message.objects.filter(thread_id=approval.thread_id)
+    anchor = None
+    if call is not None and call.parent_message_id:
+        anchor = messages.filter(message_id=call.parent_message_id).first()
+    if anchor is not None:
+        upto = messages.filter(
+            Q(position__lt=anchor.position)
+            | Q(position=anchor.position, id__lte=anchor.pk)
+        )
+    else:
+        created = call.created_at if call is not None else approval.requested_at
+        upto = messages.filter(created_at__lte=created)
+    last_user = upto.filter(role=Message.Role.USER).order_by("-position", "-id").first()
+    if last_user is not None:
+        upto = upto.filter(
+            Q(position__gt=last_user.position)
+            | Q(position=last_user.position, id__gt=last_user.pk)
+        )
+    return list(upto.order_by("position", "id"))
+
+
+def approval_rationale(approval: ApprovalRequest) -> str:
+    """Return the assistant text that preceded ``approval``'s call in its turn, or ``""``.
+
+    The call's own assistant message when it has text, else the last assistant
+    text of the turn. Model output, shown as text only (SEC-03).
+    """
+    texts = [
+        content_text(m.content)
+        for m in _turn_messages(approval)
+        if m.role == Message.Role.ASSISTANT
+    ]
+    texts = [t for t in texts if t.strip()]
+    return _excerpt(texts[-1]) if texts else ""
+
+
+def approval_based_on(approval: ApprovalRequest) -> list[dict[str, Any]]:
+    """Return the tool results of the same turn the call was proposed after.
+
+    ``[{"toolCallId", "tool", "content", "error"}]``, oldest first; ``content`` is
+    text (an excerpt), data from wherever the tool got it (SEC-03).
+    """
+    results = [m for m in _turn_messages(approval) if m.role == Message.Role.TOOL]
+    names = dict(
+        ToolCall.objects.filter(
+            thread_id=approval.thread_id,
+            tool_call_id__in=[m.tool_call_id for m in results],
+        ).values_list("tool_call_id", "name")
+    )
+    return [
+        {
+            "toolCallId": m.tool_call_id,
+            "tool": names.get(m.tool_call_id or "", m.name or ""),
+            "content": _excerpt(content_text(m.content)),
+            "error": m.error,
+        }
+        for m in results
+    ]
+
+
+def approval_risk(approval: ApprovalRequest) -> dict[str, Any]:
+    """Return ``{"level": "high"|"medium"|"low", "reasons": [str]}`` for ``approval``.
+
+    High: the tool declares itself destructive, or a numeric argument is over the
+    threshold ``COUNTERSIGN["RISK_THRESHOLDS"][tool][argument]`` (policy). Low: a
+    read-only tool. Medium: any other write. Implements LP-01 (high-risk writes
+    are confirmed).
+    """
+    tool = approval_tool(approval)
+    reasons = []
+    if approval.is_destructive or getattr(tool, "is_destructive", False):
+        reasons.append("destructive: the tool declares that it changes or deletes data")
+    thresholds = (countersign_settings.RISK_THRESHOLDS or {}).get(
+        approval.tool_name, {}
+    )
+    arguments = approval.approved_arguments
+    for name, limit in sorted(thresholds.items()):
+        value = arguments.get(name) if isinstance(arguments, dict) else None
+        numeric = isinstance(value, int | float) and not isinstance(value, bool)
+        if numeric and value > limit:
+            reasons.append(f"{name} {value:g} is over the policy threshold {limit:g}")
+    if reasons:
+        return {"level": "high", "reasons": reasons}
+    if getattr(tool, "is_read_only", False):
+        return {"level": "low", "reasons": ["read-only: the tool changes nothing"]}
+    return {"level": "medium", "reasons": ["the tool writes; its policy asks a person"]}
+
+
+def arguments_diff(proposed: Any, edited: Any) -> list[dict[str, Any]]:
+    """Return the differences between ``proposed`` and ``edited`` arguments, by path.
+
+    ``[{"path": "a.b", "change": "changed"|"added"|"removed", "proposed", "edited"}]``
+    in path order; nested objects are compared member by member, anything else
+    whole. ``[]`` when ``edited`` is ``None`` or equal. Implements IR-11 (both
+    versions kept and shown).
+    """
+    if edited is None:
+        return []
+    out: list[dict[str, Any]] = []
+
+    def walk(path: str, left: Any, right: Any) -> None:
+        if isinstance(left, dict) and isinstance(right, dict):
+            for key in sorted(set(left) | set(right)):
+                sub = f"{path}.{key}" if path else str(key)
+                if key not in right:
+                    out.append(
+                        {
+                            "path": sub,
+                            "change": "removed",
+                            "proposed": left[key],
+                            "edited": None,
+                        }
+                    )
+                elif key not in left:
+                    out.append(
+                        {
+                            "path": sub,
+                            "change": "added",
+                            "proposed": None,
+                            "edited": right[key],
+                        }
+                    )
+                else:
+                    walk(sub, left[key], right[key])
+        elif left != right:
+            out.append(
+                {
+                    "path": path or "(arguments)",
+                    "change": "changed",
+                    "proposed": left,
+                    "edited": right,
+                }
+            )
+
+    walk("", proposed, edited)
+    return out
+
+
+def approval_outcome(approval: ApprovalRequest) -> dict[str, Any] | None:
+    """Return how a decided request ended, in words, or ``None`` while it is pending.
+
+    ``{"status", "decidedBy", "decidedAt", "reason", "summary", "execution":
+    {"state", "error", "result", "finishedAt"} | None}``; ``summary`` is a
+    sentence ("approved by ada at 12:00:03 UTC; executed: succeeded").
+    """
+    if approval.status == ApprovalRequest.Status.PENDING:
+        return None
+    who = getattr(approval.decided_by, "username", None)
+    when = approval.decided_at
+    execution = None
+    call = approval.call
+    record = (
+        ToolExecution.objects.filter(tool_call=call).first()
+        if call is not None
+        else None
+    )
+    if record is not None:
+        result = Message.objects.filter(
+            thread_id=approval.thread_id,
+            role=Message.Role.TOOL,
+            tool_call_id=call.tool_call_id if call is not None else None,
+        ).first()
+        execution = {
+            "state": record.state,
+            "error": record.error,
+            "result": _excerpt(content_text(result.content)) if result else "",
+            "finishedAt": record.finished_at.isoformat()
+            if record.finished_at
+            else None,
+        }
+    summary = str(approval.status)
+    if who:
+        summary += f" by {who}"
+    if when:
+        summary += f" at {when.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+    if approval.reason:
+        summary += f": {approval.reason}"
+    if execution is not None:
+        label = ToolExecution.State(record.state).label if record else ""
+        summary += f"; execution {label}"
+        if execution["error"]:
+            summary += f" ({execution['error']})"
+    return {
+        "status": approval.status,
+        "decidedBy": who,
+        "decidedAt": when.isoformat() if when else None,
+        "reason": approval.reason,
+        "summary": summary,
+        "execution": execution,
+    }
+
+
+def approval_undo_until(approval: ApprovalRequest) -> str | None:
+    """Return (ISO 8601) until when ``approval`` can be undone, or ``None``.
+
+    Set while an approved call's execution waits, never attempted, for its
+    ``not_before`` (:func:`approvals.services.decisions.approval_undo`).
+    """
+    if approval.status != ApprovalRequest.Status.APPROVED:
+        return None
+    call = approval.call
+    if call is None:
+        return None
+    execution = ToolExecution.objects.filter(
+        tool_call=call,
+        state=ToolExecution.State.QUEUED,
+        attempts=0,
+        not_before__gt=timezone.now(),
+    ).first()
+    return (
+        execution.not_before.isoformat() if execution and execution.not_before else None
+    )
+
+
+def approval_context(approval: ApprovalRequest, user: Any) -> dict[str, Any]:
+    """Return everything a card shows about ``approval`` to ``user``, as one JSON dict.
+
+    Shared by the queue, the admin change form and the thread page. Keys: those
+    of :func:`approvals.services.notify.approval_snapshot` (``id``, ``tool``,
+    ``label``, ``kind``, ``status``, ``threadId``, ``proposedArguments``,
+    ``editedArguments``, ``requestedAt``, ``expiresAt``, ``decidedBy``...) and
+    ``thread`` ``{"threadId", "title", "url"}``, ``callUrl`` (the call in its thread, ``#call-<toolCallId>``),
+    ``requester`` (username), ``agent``, ``rationale`` (assistant text before the
+    call), ``basedOn`` (:func:`approval_based_on`), ``risk``
+    (:func:`approval_risk`), ``requestedAt``, ``expiresAt``, ``undoUntil``
+    (ISO time until which an approval may be undone, or ``None``),
+    ``proposedArguments``, ``editedArguments``, ``argumentsDiff``
+    (:func:`arguments_diff`), ``parametersSchema`` (the tool's JSON Schema, for the
+    edit form, or ``None``), ``canAuthorize`` and ``authorization``
+    (:meth:`approvals.authorization.Authorization.as_json`), ``outcome``
+    (:func:`approval_outcome`). Model output and tool results are plain text
+    for the page to render as text (SEC-03). Implements SEC-02, DC-03.
+    """
+    thread = approval.thread
+    call = approval.call
+    tool = approval_tool(approval)
+    authorization = approval_authorization(approval, user)
+    requester = approval.requested_by or thread.owner
+    thread_url = f"/threads/{quote(thread.thread_id)}/"
+    undo_until = approval_undo_until(approval)
+    parameters = getattr(tool, "parameters", None)
+    return {
+        # The broadcast shape first (label, schema verdict, re-approval, decision).
+        **approval_snapshot(approval),
+        "thread": {
+            "threadId": thread.thread_id,
+            "title": thread.title or "(untitled thread)",
+            "url": thread_url,
+        },
+        "callUrl": thread_url
+        + (f"#call-{quote(call.tool_call_id)}" if call is not None else ""),
+        "requester": getattr(requester, "username", None),
+        "agent": approval.run.agent,
+        "rationale": approval_rationale(approval),
+        "basedOn": approval_based_on(approval),
+        "risk": approval_risk(approval),
+        "undoUntil": undo_until,
+        "argumentsDiff": arguments_diff(
+            approval.proposed_arguments, approval.edited_arguments
+        ),
+        "parametersSchema": parameters if isinstance(parameters, dict) else None,
+        "canAuthorize": authorization.can_authorize,
+        "authorization": authorization.as_json(),
+        "outcome": approval_outcome(approval),
+    }
+
+
+#: The queue's views: what each lists.
+QUEUE_VIEWS = ("pending", "decided")
+#: How many requests one queue view shows at most.
+QUEUE_LIMIT = 200
+
+
+def approval_queue(
+    *,
+    user: Any,
+    view: str = "pending",
+    tool: str = "",
+    agent: str = "",
+    requester: str = "",
+    risk: str = "",
+    search: str = "",
+    sort: str = "expires",
+) -> list[dict[str, Any]]:
+    """Return the queue's cards (:func:`approval_context` dicts) for ``user``.
+
+    ``view`` ``pending`` (oldest expiry first with ``sort="expires"``, else oldest
+    request first) or ``decided`` (most recently decided first, with outcomes);
+    ``tool``, ``agent``, ``requester`` (username) filter exactly, ``risk`` by level,
+    ``search`` matches tool, thread title, requester, reason and the arguments'
+    text. At most :data:`QUEUE_LIMIT` cards. Implements DC-03.
+    """
+    approvals = approval_visible_to(user=user).select_related(
+        "requested_by", "thread__owner"
+    )
+    if view == "decided":
+        approvals = approvals.exclude(status=ApprovalRequest.Status.PENDING).order_by(
+            "-decided_at", "-id"
+        )
+    else:
+        approvals = approvals.filter(status=ApprovalRequest.Status.PENDING)
+        approvals = approvals.order_by(
+            *(("expires_at", "id") if sort == "expires" else ("requested_at", "id"))
+        )
+    if tool:
+        approvals = approvals.filter(tool_name=tool)
+    if agent:
+        approvals = approvals.filter(run__agent=agent)
+    if requester:
+        approvals = approvals.filter(
+            Q(requested_by__username=requester)
+            | Q(requested_by__isnull=True, thread__owner__username=requester)
+        )
+    if search:
+        approvals = approvals.filter(
+            Q(tool_name__icontains=search)
+            | Q(thread__title__icontains=search)
+            | Q(requested_by__username__icontains=search)
+            | Q(reason__icontains=search)
+            | Q(tool_call__arguments_text__icontains=search)
+        )
+    cards = [approval_context(a, user) for a in approvals[:QUEUE_LIMIT]]
+    if risk:
+        cards = [c for c in cards if c["risk"]["level"] == risk]
+    return cards
+
+
+def approval_queue_facets(*, user: Any) -> dict[str, list[str]]:
+    """Return the values the queue's filters offer: ``{"tools", "agents", "requesters"}``."""
+    approvals = approval_visible_to(user=user)
+    tools = approvals.values_list("tool_name", flat=True).distinct()
+    agents = approvals.values_list("run__agent", flat=True).distinct()
+    requesters = approvals.values_list("thread__owner__username", flat=True).distinct()
+    return {
+        "tools": sorted({t for t in tools if t}),
+        "agents": sorted({a for a in agents if a}),
+        "requesters": sorted({r for r in requesters if r}),
+    }

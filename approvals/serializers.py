@@ -11,8 +11,10 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from approvals.authorization import approval_authorization
 from approvals.labels import approval_label
 from approvals.models import ApprovalRequest, ToolExecution
+from approvals.selectors import approval_risk, approval_undo_until
 
 
 class ExecutionOutputSerializer(serializers.Serializer):
@@ -24,8 +26,49 @@ class ExecutionOutputSerializer(serializers.Serializer):
     error = serializers.CharField(allow_blank=True)
 
 
+class WhoCanSerializer(serializers.Serializer):
+    """Who holds every permission authorizing a request needs."""
+
+    users = serializers.ListField(child=serializers.CharField())
+    groups = serializers.ListField(child=serializers.CharField())
+
+
+class AuthorizationOutputSerializer(serializers.Serializer):
+    """Whether the requesting user may authorize the request; if not, why and who can."""
+
+    canAuthorize = serializers.BooleanField()
+    canReject = serializers.BooleanField()
+    requiredPermissions = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="The decide permission and the tool's own permission, if any.",
+    )
+    missingPermissions = serializers.ListField(child=serializers.CharField())
+    reason = serializers.CharField(
+        allow_blank=True,
+        help_text="Why the user may not authorize it (empty if they may).",
+    )
+    whoCan = WhoCanSerializer(help_text="Active users and groups holding them all.")
+
+
+class RiskOutputSerializer(serializers.Serializer):
+    """The request's risk level and why (destructive tool, policy threshold)."""
+
+    level = serializers.ChoiceField(choices=["high", "medium", "low"])
+    reasons = serializers.ListField(child=serializers.CharField())
+
+
+def _request_user(serializer: serializers.Serializer) -> Any:
+    request = serializer.context.get("request")
+    return getattr(request, "user", None)
+
+
 class ApprovalOutputSerializer(serializers.Serializer):
-    """An approval request: what was proposed, what was decided, by whom and why."""
+    """An approval request: what was proposed, what was decided, by whom and why.
+
+    ``canAuthorize`` / ``authorization`` are for the user making the request
+    (the serializer's ``request`` context); ``undoUntil`` is set while an
+    approval's execution waits in its undo window.
+    """
 
     id = serializers.IntegerField()
     toolCallId = serializers.CharField(
@@ -94,6 +137,41 @@ class ApprovalOutputSerializer(serializers.Serializer):
         help_text="SHA-256 of the input schema the earlier approval covered.",
     )
     execution = serializers.SerializerMethodField()
+    canAuthorize = serializers.SerializerMethodField(
+        help_text="Whether you may approve it: the decide permission and the tool's "
+        "own permission (SEC-02)."
+    )
+    authorization = serializers.SerializerMethodField()
+    risk = serializers.SerializerMethodField()
+    undoUntil = serializers.SerializerMethodField(
+        help_text="Until when `POST .../undo/` can return an approval to pending "
+        "(its execution waits until then); null otherwise."
+    )
+
+    def _authorization(self, approval: ApprovalRequest) -> dict[str, Any]:
+        cache: dict[int, dict[str, Any]] = self.context.get("_authorization") or {}
+        self.context["_authorization"] = cache  # type: ignore[index]
+        if approval.pk not in cache:
+            cache[approval.pk] = approval_authorization(
+                approval, _request_user(self)
+            ).as_json()
+        return cache[approval.pk]
+
+    @extend_schema_field(serializers.BooleanField())
+    def get_canAuthorize(self, approval: ApprovalRequest) -> bool:
+        return bool(self._authorization(approval)["canAuthorize"])
+
+    @extend_schema_field(AuthorizationOutputSerializer)
+    def get_authorization(self, approval: ApprovalRequest) -> dict[str, Any]:
+        return self._authorization(approval)
+
+    @extend_schema_field(RiskOutputSerializer)
+    def get_risk(self, approval: ApprovalRequest) -> dict[str, Any]:
+        return approval_risk(approval)
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_undoUntil(self, approval: ApprovalRequest) -> str | None:
+        return approval_undo_until(approval)
 
     def get_label(self, approval: ApprovalRequest) -> str:
         """Return the tool's label for the call (for MCP tools: server, tool, claims)."""

@@ -21,7 +21,8 @@ _E = ToolExecution.State
 APPROVAL_TRANSITIONS: Final[Mapping[str, frozenset[str]]] = {
     # an operator decides, the deadline passes, or the call is cancelled (FT-06)
     _A.PENDING: frozenset({_A.APPROVED, _A.REJECTED, _A.EXPIRED, _A.CANCELLED}),
-    _A.APPROVED: frozenset(),
+    # undone inside the undo window, before its execution was claimed
+    _A.APPROVED: frozenset({_A.PENDING}),
     _A.REJECTED: frozenset(),
     _A.EXPIRED: frozenset(),
     _A.CANCELLED: frozenset(),

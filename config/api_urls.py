@@ -72,6 +72,11 @@ urlpatterns = [
     ),
     path("approvals/", approvals_api.ApprovalListApi.as_view(), name="api-approvals"),
     path(
+        "approvals/decisions.csv",
+        approvals_api.ApprovalDecisionsCsvApi.as_view(),
+        name="api-approval-decisions-csv",
+    ),
+    path(
         "approvals/<pk:pk>/",
         approvals_api.ApprovalDetailApi.as_view(),
         name="api-approval",
@@ -85,6 +90,11 @@ urlpatterns = [
         "approvals/<pk:pk>/reject/",
         approvals_api.ApprovalRejectApi.as_view(),
         name="api-approval-reject",
+    ),
+    path(
+        "approvals/<pk:pk>/undo/",
+        approvals_api.ApprovalUndoApi.as_view(),
+        name="api-approval-undo",
     ),
     path(
         "approvals/<pk:pk>/resolve/",

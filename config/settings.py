@@ -270,7 +270,11 @@ SPECTACULAR_SETTINGS = {
 }
 
 # Countersign's own settings; read lazily through threads.conf.countersign_settings.
-COUNTERSIGN: dict[str, object] = {"JANITOR_INTERVAL_SECONDS": _JANITOR_INTERVAL}
+COUNTERSIGN: dict[str, object] = {
+    "JANITOR_INTERVAL_SECONDS": _JANITOR_INTERVAL,
+    # The demo's refund policy: more than 100.00 is high risk on the cards.
+    "RISK_THRESHOLDS": {"refund_order": {"amount": 100}},
+}
 # The recovery windows (threads.conf documents each), settable per process by
 # environment, e.g. COUNTERSIGN_RUN_STALE_SECONDS=60; checked by threads.checks.
 for _name in (
@@ -278,6 +282,7 @@ for _name in (
     "RUN_HEARTBEAT_SECONDS",
     "RUN_STALE_SECONDS",
     "QUEUED_STALE_SECONDS",
+    "DECISION_UNDO_SECONDS",
 ):
     if os.environ.get(f"COUNTERSIGN_{_name}"):
         COUNTERSIGN[_name] = float(os.environ[f"COUNTERSIGN_{_name}"])

@@ -6,6 +6,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 
+from approvals import views as approval_views
 from threads import agui, health
 from threads.api import api_not_found
 
@@ -36,5 +37,11 @@ urlpatterns = [
     ),
     path("agui/<str:agent>/", agui.agui_run, name="agui-run"),
     re_path(r"^agui/(?P<path>(?s:.*))\Z", api_not_found),
+    path("approvals/", approval_views.approval_queue_page, name="ui-approvals"),
+    path(
+        "approvals/<int:pk>/context.json",
+        approval_views.approval_context_json,
+        name="ui-approval-context",
+    ),
     path("", include("threads.ui_urls")),
 ]

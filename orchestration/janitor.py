@@ -296,9 +296,13 @@ def _lost_messages(sweep: _Sweep, *, queued_seconds: float | None) -> None:
         kind="executions_requeued",
         # A call sent back to an operator after approval (issue 14.6) keeps its
         # queued execution until the new request is decided: not a lost message.
+        # One deferred by its decision's undo window (``not_before``) is counted
+        # from the end of the window, not from its creation: it is not lost.
         executions=ToolExecution.objects.filter(
             state=ToolExecution.State.QUEUED, created_at__lt=cutoff
-        ).exclude(tool_call__state=ToolCall.State.AWAITING_APPROVAL),
+        )
+        .filter(Q(not_before__isnull=True) | Q(not_before__lt=cutoff))
+        .exclude(tool_call__state=ToolCall.State.AWAITING_APPROVAL),
         since_field="created_at",
         why=f"execution still queued after {window}s; enqueueing it again",
     )

@@ -49,6 +49,14 @@ DEFAULTS: Final[dict[str, Any]] = {
     # threads.checks (threads.E030-E032); README "Recovery from crashes".
     "JANITOR_INTERVAL_SECONDS": 10.0,
     "QUEUED_STALE_SECONDS": 15.0,
+    # Approvals decided in the operator UI (queue, thread page, admin) execute
+    # this many seconds later; until then the decision can be undone (the call
+    # returns to pending). REST and AG-UI resume decisions are immediate unless
+    # they ask for it (``undo: true``). 0 turns undo off.
+    "DECISION_UNDO_SECONDS": 5.0,
+    # Risk thresholds from policy: {tool name: {numeric argument: limit}}; an
+    # argument over its limit makes the request high risk (approvals.selectors).
+    "RISK_THRESHOLDS": {},
     # Sweeps that recovered something are kept (admin: Janitor sweeps) this long.
     "JANITOR_SWEEP_RETENTION_SECONDS": 7 * 24 * 3600,
 }

@@ -25,9 +25,9 @@ from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET
 
+from approvals.authorization import approval_authorization
 from approvals.labels import approval_label
 from approvals.models import ApprovalRequest
-from approvals.services import approval_snapshot
 from threads.agent_config import agent_toolset
 from threads.exceptions import UnknownAgent
 from threads.models import Message, Thread, ToolCall
@@ -330,31 +330,6 @@ def thread_state_json(request: HttpRequest, thread_id: str) -> JsonResponse:
 
 @require_GET
 @login_required
-@ensure_csrf_cookie
-def approval_queue(request: HttpRequest) -> HttpResponse:
-    """Render the approval queue; read-only for users without the decide permission."""
-    if not _can_see_queue(request.user):
-        # A page that says why and what to do, with the status a client can read.
-        return render(request, "ui/no_queue.html", {"nav": "approvals"}, status=403)
-    pending = (
-        ApprovalRequest.objects.filter(status=ApprovalRequest.Status.PENDING)
-        .select_related("tool_call", "thread", "decided_by")
-        .order_by("requested_at", "id")
-    )
-    return render(
-        request,
-        "ui/approval_queue.html",
-        {
-            "approvals": [approval_snapshot(a) for a in pending],
-            "can_decide": request.user.has_perm(DECIDE_PERMISSION),
-            "can_see_queue": True,
-            "nav": "approvals",
-        },
-    )
-
-
-@require_GET
-@login_required
 def attention_json(request: HttpRequest) -> JsonResponse:
     """Return the pending requests ``request.user`` can decide, for the tab title and notifications.
 
@@ -383,7 +358,8 @@ def attention_json(request: HttpRequest) -> JsonResponse:
                     "threadId": approval.thread.thread_id,
                     "threadTitle": approval.thread.title,
                     "url": f"/threads/{quote(approval.thread.thread_id)}/{anchor}",
-                    "canDecide": True,
+                    # The decide permission and the tool's own (approvals.authorization).
+                    "canDecide": approval_authorization(approval, user).can_authorize,
                 }
             )
     return JsonResponse(

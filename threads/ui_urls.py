@@ -15,6 +15,5 @@ urlpatterns = [
         ui.thread_state_json,
         name="ui-thread-state",
     ),
-    path("approvals/", ui.approval_queue, name="ui-approvals"),
     path("attention.json", ui.attention_json, name="ui-attention"),
 ]

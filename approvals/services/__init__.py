@@ -20,7 +20,12 @@ from __future__ import annotations
 from approvals.models import DECIDE_PERMISSION
 from approvals.services.audit import audit_append, audit_verify
 from approvals.services.cancellation import thread_pending_calls_cancel
-from approvals.services.decisions import Decision, approval_decide, approvals_expire
+from approvals.services.decisions import (
+    Decision,
+    approval_decide,
+    approval_undo,
+    approvals_expire,
+)
 from approvals.services.dispatch import (
     EXECUTE_TASK,
     call_answer_refused,
@@ -42,6 +47,7 @@ __all__ = [
     "Decision",
     "approval_decide",
     "approval_snapshot",
+    "approval_undo",
     "approvals_expire",
     "audit_append",
     "audit_verify",

@@ -6,7 +6,7 @@ Implements SEC-02, DC-03, DC-04, FT-06.
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from django.db import transaction
@@ -15,16 +15,24 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, best_match
 
 from agentcore.arguments import parse_arguments
+from approvals.authorization import approval_authorization
 from approvals.exceptions import (
     ApprovalAlreadyDecided,
     ApprovalExpired,
+    ApprovalNotAuthorized,
     ApprovalPermissionDenied,
     InvalidEditedArguments,
     InvalidResponse,
     ReasonRequired,
+    UndoTooLate,
 )
-from approvals.locks import approval_lock
-from approvals.models import DECIDE_PERMISSION, ApprovalRequest, arguments_hash
+from approvals.locks import approval_lock, call_execution_lock
+from approvals.models import (
+    DECIDE_PERMISSION,
+    ApprovalRequest,
+    ToolExecution,
+    arguments_hash,
+)
 from approvals.services.audit import audit_append
 from approvals.services.dispatch import call_answer_refused, execution_create, run_tools
 from approvals.services.notify import notify_approval_changed
@@ -44,8 +52,13 @@ def approval_decide(
     reason: str = "",
     edited_arguments: dict[str, Any] | None = None,
     response: Any = None,
+    undo_seconds: float = 0.0,
 ) -> ApprovalRequest:
     """Record an operator's decision on ``approval`` and act on it; return the request.
+
+    ``undo_seconds`` > 0 (the operator UI passes ``DECISION_UNDO_SECONDS``) defers
+    an approved tool call's execution that long; until then :func:`approval_undo`
+    returns the request to pending. 0 executes at once (REST, AG-UI resume).
 
     An ``interrupt`` request (a remote agent's, IR-18) is answered with one AG-UI
     resume entry sent to that agent once, in the input of the run's continuation:
@@ -63,6 +76,8 @@ def approval_decide(
     identical decision returns the request unchanged and enqueues nothing (BC34).
 
     Raises :class:`ApprovalPermissionDenied` without ``approvals.decide_approvalrequest``,
+    :class:`ApprovalNotAuthorized` when approving needs a permission the decider
+    lacks (the tool's own; nothing is recorded, the request stays pending),
     :class:`ApprovalAlreadyDecided` when decided otherwise, :class:`ApprovalExpired`
     when it expired (it is answered as expired), :class:`ReasonRequired` for a
     rejection without a reason, :class:`InvalidEditedArguments` for edits that fail
@@ -75,6 +90,8 @@ def approval_decide(
             f"user {getattr(decided_by, 'username', None)!r} may not decide tool calls; "
             f"ask an administrator for the {DECIDE_PERMISSION!r} permission"
         )
+    if decision == "approve":
+        authorization_require(approval=approval, user=decided_by)
     if decision == "reject" and not reason.strip():
         raise ReasonRequired(
             "give a reason when rejecting a call; it is sent to the agent"
@@ -137,6 +154,7 @@ def approval_decide(
                 decision=decision,
                 reason=reason,
                 edited_arguments=edited_arguments,
+                undo_seconds=undo_seconds,
             )
         notify_approval_changed(locked, call=call)
         if expired or decision == "reject" or interrupt:
@@ -149,6 +167,21 @@ def approval_decide(
     return locked
 
 
+def authorization_require(*, approval: ApprovalRequest, user: Any) -> None:
+    """Raise :class:`ApprovalNotAuthorized` unless ``user`` may authorize ``approval``.
+
+    The same check the queue, the admin and the REST API show as ``canAuthorize``
+    (:func:`approvals.authorization.approval_authorization`). Implements SEC-02.
+    """
+    authorization = approval_authorization(approval, user)
+    if not authorization.can_authorize:
+        raise ApprovalNotAuthorized(
+            f"{authorization.reason}; the request stays pending and nothing was "
+            "executed",
+            authorization=authorization,
+        )
+
+
 def _decide_locked(
     *,
     approval: ApprovalRequest,
@@ -157,6 +190,7 @@ def _decide_locked(
     decision: Decision,
     reason: str,
     edited_arguments: dict[str, Any] | None,
+    undo_seconds: float = 0.0,
 ) -> None:
     before = {"status": approval.status}
     if decision == "approve":
@@ -181,11 +215,17 @@ def _decide_locked(
         )
         approval.reason = reason
         tool_call_transition(call=call, to=ToolCall.State.APPROVED)
+        not_before = (
+            timezone.now() + timedelta(seconds=undo_seconds)
+            if undo_seconds > 0
+            else None
+        )
         execution_create(
             call=call,
             arguments=arguments,
             authorized_by="approval",
             reapproved=approval.reapproval_count > 0,
+            not_before=not_before,
         )
     else:
         approval_transition(
@@ -209,8 +249,86 @@ def _decide_locked(
             "proposed_arguments": approval.proposed_arguments,
             "edited_arguments": approval.edited_arguments,
             "approved_arguments_hash": approval.approved_arguments_hash,
+            "undo_seconds": undo_seconds or None,
         },
     )
+
+
+def approval_undo(*, approval: ApprovalRequest, user: Any) -> ApprovalRequest:
+    """Undo an approval whose execution has not started; the request is pending again.
+
+    Under the row locks (thread → call → approval → execution): only an
+    ``approved`` tool-call request whose execution is still ``queued``, never
+    attempted and inside its ``not_before`` window can be undone; its execution
+    record is removed (a delivery that arrives later finds none and does nothing),
+    the call waits for approval again and the decision is cleared. Only the
+    decider, or a user who may authorize the request, may undo. Audited as
+    ``approval.undone``. Raises :class:`UndoTooLate` when execution started or the
+    window is over, :class:`ApprovalPermissionDenied` for anyone else.
+    Exactly-once holds because the executor claims the record under the same lock
+    only after ``not_before``. Implements SEC-02.
+    """
+    with transaction.atomic():
+        _, call, locked = approval_lock(approval=approval)
+        if not (
+            getattr(user, "is_active", False)
+            and (
+                locked.decided_by_id == user.pk
+                or approval_authorization(locked, user).can_authorize
+            )
+        ):
+            raise ApprovalPermissionDenied(
+                f"user {getattr(user, 'username', None)!r} may not undo the decision "
+                f"on approval {locked.pk!r}: only its decider or someone who may "
+                "authorize it can"
+            )
+        execution = call_execution_lock(call=call) if call is not None else None
+        now = timezone.now()
+        if (
+            locked.status != ApprovalRequest.Status.APPROVED
+            or locked.kind != ApprovalRequest.Kind.TOOL_CALL
+            or call is None
+            or execution is None
+            or execution.state != ToolExecution.State.QUEUED
+            or execution.attempts
+            or execution.not_before is None
+            or execution.not_before <= now
+        ):
+            raise UndoTooLate(
+                f"approval {locked.pk!r} can no longer be undone: "
+                + (
+                    "it is not an approved call waiting to execute"
+                    if execution is None or locked.status != "approved"
+                    else f"its execution is {execution.state!r} (it may start at "
+                    f"{execution.not_before.isoformat() if execution.not_before else 'once'})"
+                )
+            )
+        before = {
+            "status": locked.status,
+            "decided_by": getattr(locked.decided_by, "username", None),
+            "edited_arguments": locked.edited_arguments,
+            "approved_arguments_hash": locked.approved_arguments_hash,
+        }
+        execution.delete()
+        approval_transition(
+            approval=locked, to=ApprovalRequest.Status.PENDING, save=False
+        )
+        locked.decided_by = None
+        locked.decided_at = None
+        locked.reason = ""
+        locked.edited_arguments = None
+        locked.approved_arguments_hash = ""
+        locked.save()
+        tool_call_transition(call=call, to=ToolCall.State.AWAITING_APPROVAL)
+        audit_append(
+            actor=user,
+            action="approval.undone",
+            target=locked,
+            before=before,
+            after={"status": locked.status},
+        )
+        notify_approval_changed(locked, call=call)
+    return locked
 
 
 def _decision_record(

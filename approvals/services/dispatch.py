@@ -10,7 +10,7 @@ what the policy, the approval request and the execution record use.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -26,7 +26,7 @@ from approvals.transitions import execution_transition
 from threads.agent_config import agent_toolset
 from threads.answers import error_content, refusal_content, tool_message_write
 from threads.conf import countersign_settings
-from threads.execution import enqueue
+from threads.execution import enqueue, enqueue_later
 from threads.locks import tool_calls_lock
 from threads.models import Run, ToolCall
 from threads.selectors import tool_call_arguments
@@ -92,10 +92,13 @@ def execution_create(
     arguments: dict[str, Any],
     authorized_by: str,
     reapproved: bool = False,
+    not_before: datetime | None = None,
 ) -> None:
     """Create ``call``'s execution record with the validated ``arguments`` and enqueue it.
 
-    ``authorized_by`` is ``"policy"`` or ``"approval"``. Idempotent: a second call
+    ``authorized_by`` is ``"policy"`` or ``"approval"``. With ``not_before`` the
+    record keeps that time and the task is enqueued to run then (the undo window
+    of an operator's decision); deliveries before it wait. Idempotent: a second call
     finds the record and enqueues nothing (BC34) — except for a call approved
     again after a re-approval (``reapproved``): its record, still ``queued`` and
     never run, takes the newly approved arguments and is enqueued once.
@@ -107,10 +110,11 @@ def execution_create(
             "arguments": arguments,
             "arguments_hash": arguments_hash(arguments),
             "idempotency_key": f"{call.thread.thread_id}:{call.tool_call_id}",
+            "not_before": not_before,
         },
     )
     if created:
-        enqueue(EXECUTE_TASK, tool_call_pk=call.pk)
+        _execution_enqueue(call=call, not_before=not_before)
     elif (
         reapproved
         and execution.state == ToolExecution.State.QUEUED
@@ -118,8 +122,23 @@ def execution_create(
     ):
         execution.arguments = arguments
         execution.arguments_hash = arguments_hash(arguments)
-        execution.save(update_fields=["arguments", "arguments_hash"])
+        execution.not_before = not_before
+        execution.save(update_fields=["arguments", "arguments_hash", "not_before"])
+        _execution_enqueue(call=call, not_before=not_before)
+
+
+def _execution_enqueue(*, call: ToolCall, not_before: datetime | None) -> None:
+    """Enqueue ``call``'s execution after commit: now, or to run at ``not_before``."""
+    if not_before is None:
         enqueue(EXECUTE_TASK, tool_call_pk=call.pk)
+        return
+    delay = max(0.0, (not_before - timezone.now()).total_seconds()) + 0.05
+    pk = call.pk
+    # A lost message (broker down) is recovered by the janitor once the window ends.
+    transaction.on_commit(
+        lambda: enqueue_later(EXECUTE_TASK, countdown=delay, tool_call_pk=pk),
+        robust=True,
+    )
 
 
 def approval_request_open(

@@ -26,6 +26,7 @@ from approvals import crashpoints
 from approvals.exceptions import (
     ApprovalAlreadyDecided,
     ApprovalPermissionDenied,
+    ExecutionDeferred,
     ExecutionInProgress,
 )
 from approvals.locks import execution_approval_lock, execution_lock
@@ -77,8 +78,9 @@ def tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
     the tool with its timeout and an idempotency key derived from thread and
     ``toolCallId`` (handed to the tool, never to the model), record the outcome
     and write the one tool message. Returns the
-    execution record (``None`` when the call has none). Raises
-    :class:`ExecutionInProgress` while another delivery holds a live lease.
+    execution record (``None`` when the call has none, e.g. an undone approval).
+    Raises :class:`ExecutionInProgress` while another delivery holds a live
+    lease, :class:`ExecutionDeferred` before the execution's ``not_before``.
     Implements DC-04, LP-01, LP-05, LP-07, LP-08, BC32, BC34.
     """
     thread_pk, agent = ToolCall.objects.values_list("thread_id", "run__agent").get(
@@ -99,6 +101,19 @@ def tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
         answered = ToolCall.objects.filter(pk=call.pk).answered().exists()
         if answered or execution.state in _DONE_STATES:
             return execution
+        if (
+            execution.state == ToolExecution.State.QUEUED
+            and execution.not_before is not None
+        ):
+            # Still inside the decision's undo window: an early (or repeated)
+            # delivery waits for it; the reservation below is the only claim.
+            wait = (execution.not_before - timezone.now()).total_seconds()
+            if wait > 0:
+                raise ExecutionDeferred(
+                    f"call {call.tool_call_id!r} may not run before "
+                    f"{execution.not_before.isoformat()} (undo window)",
+                    retry_after=wait + 0.05,
+                )
         toolset, _ = run_tools(call.run)
         tool = toolset.resolve(call.name)
         if execution.state == ToolExecution.State.RESERVED:

@@ -49,6 +49,7 @@ from approvals.models import DECIDE_PERMISSION, ApprovalRequest
 from approvals.services.decisions import (
     Decision,
     approval_decide,
+    authorization_require,
     edited_arguments_validate,
     response_validate,
 )
@@ -293,6 +294,9 @@ def resume_check(
                 code="INTERRUPT_EXPIRED",
                 field=f"resume.{index}",
             )
+        if plan["decision"] == "approve":
+            # Refused before any entry is decided: the tool's own permission too (SEC-02).
+            authorization_require(approval=approval, user=user)
         plans.append(ResumePlan(approval=approval, **plan))
     return plans
 

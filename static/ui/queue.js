@@ -1,8 +1,10 @@
-// The approval queue: every pending request with its tool, arguments, schema verdict,
-// thread, age and expiry countdown; approve, reject with a reason, edit-then-approve,
-// bulk decisions and keyboard shortcuts; kept live by ws/approvals/. Read-only for
-// users without the decide permission (the server enforces it either way). Data goes
-// in with textContent (SEC-03).
+// The approval queue: each request as a card with its whole context (thread, requester,
+// agent, the agent's rationale, the results it was based on, risk, expiry countdown,
+// whether you may authorize it and who can), approve / edit / reject, bulk decisions,
+// a confirmation for destructive and bulk decisions, an undo window after approving,
+// keyboard shortcuts that can be switched off (WCAG 2.1.4). Kept live by ws/approvals/.
+// Read-only for users without the decide permission (the server enforces it either
+// way). Data goes in with textContent (SEC-03).
 
 import {
   ReconnectingSocket,
@@ -21,11 +23,16 @@ const empty = document.getElementById("queue-empty");
 const count = document.getElementById("queue-count");
 const live = document.getElementById("queue-live");
 const canDecide = list.dataset.canDecide === "1";
+const viewName = list.dataset.view || "pending";
+const undoSeconds = Number(list.dataset.undoSeconds || "0");
 const selectAll = document.getElementById("select-all");
 const bulkApprove = document.getElementById("bulk-approve");
 const bulkReject = document.getElementById("bulk-reject");
 const bulkReason = document.getElementById("bulk-reason");
 const bulkError = document.getElementById("bulk-error");
+const shortcutsToggle = document.getElementById("shortcuts-enabled");
+const dialog = document.getElementById("confirm");
+const SHORTCUTS_KEY = "countersign.queue.shortcuts";
 
 const items = new Map(); // approval id -> view
 let current = null; // id of the keyboard selection
@@ -41,79 +48,158 @@ function updateCounts() {
   if (selectAll) selectAll.checked = n > 0 && [...items.values()].every((v) => v.check.checked);
 }
 
-// -- one request --------------------------------------------------------------------
+function shortcutsOn() {
+  return localStorage.getItem(SHORTCUTS_KEY) !== "off";
+}
 
-function create(approval) {
-  const id = approval.id;
-  const check = h("input", { type: "checkbox", id: `select-${id}`, "aria-label": `Select ${approval.tool} request ${id}` });
-  const title = h("h2", { class: "req-tool", id: `req-title-${id}`, text: approval.tool });
-  const destructive = h("span", { class: "badge badge-destructive", text: "destructive", hidden: !approval.isDestructive });
-  const label = h("p", { class: "req-label muted", text: approval.label || "", hidden: !approval.label });
+// A destructive or high-risk approval, and every bulk decision, asks first (LP-01).
+function needsConfirmation(ctx) {
+  return ctx.risk && ctx.risk.level === "high";
+}
+
+// -- confirmation dialog -------------------------------------------------------------
+
+function confirmDialog(title, text, lines = []) {
+  return new Promise((resolve) => {
+    const yes = document.getElementById("confirm-yes");
+    const no = document.getElementById("confirm-no");
+    document.getElementById("confirm-title").textContent = title;
+    document.getElementById("confirm-text").textContent = text;
+    const ul = document.getElementById("confirm-list");
+    ul.replaceChildren(...lines.map((line) => h("li", { text: line })));
+    const opener = document.activeElement;
+    const done = (answer) => {
+      yes.removeEventListener("click", onYes);
+      no.removeEventListener("click", onNo);
+      dialog.removeEventListener("cancel", onNo);
+      dialog.close();
+      if (opener instanceof HTMLElement) opener.focus();
+      resolve(answer);
+    };
+    const onYes = () => done(true);
+    const onNo = (event) => {
+      if (event) event.preventDefault();
+      done(false);
+    };
+    yes.addEventListener("click", onYes);
+    no.addEventListener("click", onNo);
+    dialog.addEventListener("cancel", onNo);
+    dialog.showModal();
+    no.focus(); // the safe choice has the focus
+  });
+}
+
+// -- one request ----------------------------------------------------------------------
+
+function jsonText(value) {
+  return typeof value === "string" ? JSON.stringify(value) : JSON.stringify(value);
+}
+
+function diffList(diff) {
+  return h(
+    "ul",
+    { class: "arg-diff" },
+    diff.map((d) =>
+      h(
+        "li",
+        { class: `diff-${d.change}` },
+        h("code", { text: d.path }),
+        ": ",
+        d.change === "added" ? null : h("del", { text: jsonText(d.proposed) }),
+        d.change === "changed" ? " → " : " ",
+        d.change === "removed" ? null : h("ins", { text: jsonText(d.edited) }),
+      ),
+    ),
+  );
+}
+
+function create(ctx) {
+  const id = ctx.id;
+  const check = h("input", { type: "checkbox", id: `select-${id}` });
+  const title = h("h2", { class: "req-tool", id: `req-title-${id}`, text: ctx.tool });
+  const risk = h("span", { class: "badge" });
+  const label = h("p", { class: "req-label muted" });
   const verdict = h("span", { class: "verdict" });
-  const thread = h("a", { class: "req-thread", href: `/threads/${encodeURIComponent(approval.threadId)}/` }, "Open thread");
+  const threadLink = h("a", { class: "req-thread" });
+  const callLink = h("a", { class: "req-call", text: "Show the call in its thread" });
+  const requester = h("span", { class: "req-requester" });
+  const agent = h("span", { class: "req-agent" });
   const age = h("span", { class: "req-age" });
   const expiry = h("span", { class: "req-expiry" });
-  const args = h("pre", { class: "call-args req-args", "aria-label": "Arguments", hidden: !approval.toolCallId && approval.kind !== "tool_call" });
-  // Sent back after an approval (issue 14.6): why, and the approved version beside the current one.
+  const riskWhy = h("ul", { class: "req-risk-reasons" });
+  const rationale = h("blockquote", { class: "req-rationale" });
+  const rationaleBox = h("div", { class: "req-rationale-box" }, h("p", { class: "req-meta", text: "The agent said before the call:" }), rationale);
+  const basedOn = h("ul", { class: "req-based-on" });
+  const basedOnBox = h("details", { class: "req-based-on-box" }, h("summary", { text: "Results it was based on" }), basedOn);
+  const argsHeading = h("p", { class: "req-meta", text: "Arguments:" });
+  const args = h("pre", { class: "call-args req-args" });
+  const diffBox = h("div", { class: "req-diff" });
   const changedNote = h("p", { class: "req-changed" });
-  const previousArgs = h("pre", { class: "call-args req-previous-args", "aria-label": "Arguments approved earlier" });
-  const changed = h("div", { class: "req-changed-box", hidden: true }, changedNote, h("p", { class: "req-meta", text: "Approved earlier:" }), previousArgs, h("p", { class: "req-meta", text: "Now:" }));
-  // An interrupt or input request: the agent's question and a form from its schema (IR-18).
-  const message = h("p", { class: "req-message", text: approval.message || "", hidden: !approval.message || approval.kind === "tool_call" });
-  const form = needsForm(approval) ? responseForm(approval.responseSchema, id) : null;
+  const previousArgs = h("pre", { class: "call-args req-previous-args" });
+  const changed = h("div", { class: "req-changed-box", hidden: true }, changedNote, h("p", { class: "req-meta", text: "Approved earlier:" }), previousArgs);
+  const message = h("p", { class: "req-message" });
+  const authNote = h("p", { class: "notice req-auth", id: `req-auth-${id}`, hidden: true });
+  const outcome = h("p", { class: "req-outcome", hidden: true });
+  const undoBox = h("div", { class: "req-undo", role: "status", hidden: true });
+  const form = needsForm(ctx) ? responseForm(ctx.responseSchema, id) : null;
   const error = h("p", { class: "error", role: "alert", hidden: true });
   const el = h(
     "li",
-    { class: "req card", tabindex: "-1", dataset: { approvalId: String(id) }, "aria-labelledby": `req-title-${id}` },
+    { class: "req card", tabindex: "-1", id: `req-${id}`, dataset: { approvalId: String(id) } },
     h(
       "div",
       { class: "req-head" },
-      canDecide ? h("label", { class: "check", for: `select-${id}` }, check, h("span", { class: "visually-hidden", text: "Select" })) : null,
+      canDecide && viewName === "pending" ? h("label", { class: "check", for: `select-${id}` }, check, h("span", { class: "visually-hidden", text: `Select ${ctx.tool} request ${id}` })) : null,
       title,
-      destructive,
+      risk,
       verdict,
     ),
     label,
-    h("p", { class: "req-meta" }, thread, " · ", age, " · ", expiry),
+    h("p", { class: "req-meta" }, threadLink, " · ", callLink),
+    h("p", { class: "req-meta" }, requester, " · ", agent, " · ", age, " · ", expiry),
+    riskWhy,
+    rationaleBox,
+    basedOnBox,
     changed,
     message,
+    argsHeading,
     args,
+    diffBox,
     form ? form.el : null,
+    authNote,
+    outcome,
+    undoBox,
   );
-  const view = { id, el, check, title, label, destructive, verdict, thread, age, expiry, args, changed, changedNote, previousArgs, error, approval, form, editing: false };
-  if (canDecide) buildActions(view);
+  const view = { id, el, check, title, risk, riskWhy, label, verdict, threadLink, callLink, requester, agent, age, expiry, rationale, rationaleBox, basedOn, basedOnBox, args, argsHeading, diffBox, changed, changedNote, previousArgs, message, authNote, outcome, undoBox, error, ctx, form, editing: false };
+  if (canDecide && viewName === "pending") buildActions(view);
   el.append(error);
   el.addEventListener("focusin", () => select(id, { focus: false }));
   el.addEventListener("click", (event) => {
-    if (!(event.target instanceof Element) || !event.target.closest("button, a, input, textarea, label")) select(id);
+    if (!(event.target instanceof Element) || !event.target.closest("button, a, input, textarea, label, select, summary")) select(id);
   });
   check.addEventListener("change", updateCounts);
-  update(view, approval);
+  update(view, ctx);
   return view;
 }
 
 // A request that is not (only) a tool call is answered with a response to its schema.
-function needsForm(approval) {
-  return approval.kind !== "tool_call" && !approval.toolCallId && approval.responseSchema && typeof approval.responseSchema === "object";
+function needsForm(ctx) {
+  return ctx.kind !== "tool_call" && !ctx.toolCallId && ctx.responseSchema && typeof ctx.responseSchema === "object";
 }
 
-// A minimal form generated from a JSON Schema object's top-level properties (enum →
-// select, boolean → checkbox, number/integer → number, string → text); anything else,
-// or a schema without properties, is answered as raw JSON in a textarea.
-function responseForm(schema, id) {
-  const props = schema.type === "object" && schema.properties && typeof schema.properties === "object" ? schema.properties : null;
-  const required = new Set(Array.isArray(schema.required) ? schema.required : []);
-  const simple = props && Object.values(props).every((p) => p && ["string", "boolean", "number", "integer"].includes(p.type));
-  if (!simple) {
-    const raw = h("textarea", { id: `response-${id}`, rows: "6", spellcheck: "false", class: "edit-args" });
-    raw.value = "{}";
-    const el = h("div", { class: "response-form" }, h("label", { for: `response-${id}`, text: "Response (JSON matching the schema below)" }), raw, h("pre", { class: "call-args", text: prettyJson(schema) }));
-    return { el, read: () => JSON.parse(raw.value) };
-  }
+// A form generated from a JSON Schema object's top-level properties (enum → select,
+// boolean → checkbox, number/integer → number, string → text); anything else, or a
+// schema without properties, is answered as raw JSON in a textarea. ``initial``
+// fills the fields; ``onInput`` is called on every change.
+function schemaForm(schema, idPrefix, { legend = "Response", initial = {}, onInput } = {}) {
+  const props = schema && schema.type === "object" && schema.properties && typeof schema.properties === "object" ? schema.properties : null;
+  const required = new Set(Array.isArray(schema && schema.required) ? schema.required : []);
+  const simple = props && Object.values(props).every((p) => p && (Array.isArray(p.enum) || ["string", "boolean", "number", "integer"].includes(p.type)));
+  if (!simple) return null;
   const fields = [];
-  const el = h("fieldset", { class: "response-form" }, h("legend", { text: "Response" }));
+  const el = h("fieldset", { class: "schema-form" }, h("legend", { text: legend }));
   for (const [name, prop] of Object.entries(props)) {
-    const fid = `response-${id}-${name}`;
+    const fid = `${idPrefix}-${name}`;
     let input;
     if (Array.isArray(prop.enum)) {
       input = h("select", { id: fid }, h("option", { value: "", text: "—" }), ...prop.enum.map((v) => h("option", { value: String(v), text: String(v) })));
@@ -122,8 +208,15 @@ function responseForm(schema, id) {
     } else {
       input = h("input", { id: fid, type: prop.type === "string" ? "text" : "number", step: prop.type === "integer" ? "1" : "any" });
     }
+    if (name in initial) {
+      if (prop.type === "boolean") input.checked = Boolean(initial[name]);
+      else input.value = String(initial[name]);
+    }
+    if (onInput) input.addEventListener("input", onInput);
+    if (onInput) input.addEventListener("change", onInput);
     fields.push({ name, prop, input });
-    el.append(h("p", {}, h("label", { for: fid, text: `${prop.title || name}${required.has(name) ? " *" : ""}` }), " ", input));
+    const hint = prop.description ? h("span", { class: "muted field-hint", text: ` ${prop.description}` }) : null;
+    el.append(h("p", {}, h("label", { for: fid, text: `${prop.title || name}${required.has(name) ? " *" : ""}` }), " ", input, hint));
   }
   const read = () => {
     const out = {};
@@ -135,40 +228,65 @@ function responseForm(schema, id) {
     }
     return out;
   };
-  return { el, read };
+  const write = (value) => {
+    for (const { name, prop, input } of fields) {
+      if (prop.type === "boolean") input.checked = Boolean(value[name]);
+      else input.value = name in value ? String(value[name]) : "";
+    }
+  };
+  return { el, read, write };
+}
+
+function responseForm(schema, id) {
+  const generated = schemaForm(schema, `response-${id}`);
+  if (generated) return generated;
+  const raw = h("textarea", { id: `response-${id}`, rows: "6", spellcheck: "false", class: "edit-args" });
+  raw.value = "{}";
+  const el = h("div", { class: "response-form" }, h("label", { for: `response-${id}`, text: "Response (JSON matching the schema below)" }), raw, h("pre", { class: "call-args", text: prettyJson(schema) }));
+  return { el, read: () => JSON.parse(raw.value) };
+}
+
+// The client-side diff of edited against proposed arguments (the server computes the
+// same for the audit trail, approvals.selectors.arguments_diff).
+function argumentsDiff(proposed, edited) {
+  const out = [];
+  const walk = (path, left, right) => {
+    const isObj = (v) => v && typeof v === "object" && !Array.isArray(v);
+    if (isObj(left) && isObj(right)) {
+      for (const key of [...new Set([...Object.keys(left), ...Object.keys(right)])].sort()) {
+        const sub = path ? `${path}.${key}` : key;
+        if (!(key in right)) out.push({ path: sub, change: "removed", proposed: left[key], edited: null });
+        else if (!(key in left)) out.push({ path: sub, change: "added", proposed: null, edited: right[key] });
+        else walk(sub, left[key], right[key]);
+      }
+    } else if (JSON.stringify(left) !== JSON.stringify(right)) {
+      out.push({ path: path || "(arguments)", change: "changed", proposed: left, edited: right });
+    }
+  };
+  walk("", proposed, edited);
+  return out;
 }
 
 function buildActions(view) {
   const id = view.id;
   const approve = h("button", { type: "button", class: "btn btn-approve", text: "Approve" });
-  const edit = h("button", { type: "button", class: "btn", text: "Edit & approve", "aria-expanded": "false" });
+  const edit = h("button", { type: "button", class: "btn", text: "Edit & approve", "aria-expanded": "false", "aria-controls": `editor-${id}` });
   const reason = h("input", { type: "text", id: `reason-${id}`, class: "reason", placeholder: "Reason (required to reject)" });
   const reject = h("button", { type: "button", class: "btn btn-reject", text: "Reject" });
   const textarea = h("textarea", { id: `edit-${id}`, rows: "8", spellcheck: "false", class: "edit-args" });
+  const rawToggle = h("button", { type: "button", class: "btn btn-quiet", text: "Edit as raw JSON", "aria-pressed": "false" });
   const saveEdit = h("button", { type: "button", class: "btn btn-approve", text: "Approve edited arguments" });
   const cancelEdit = h("button", { type: "button", class: "btn btn-quiet", text: "Cancel" });
-  const editor = h(
-    "div",
-    { class: "editor", hidden: true },
-    h("label", { for: `edit-${id}`, text: "Edited arguments (JSON object; the server validates them again)" }),
-    textarea,
-    h("div", { class: "actions" }, saveEdit, cancelEdit),
-  );
-  const actions = h(
-    "div",
-    { class: "actions" },
-    approve,
-    edit,
-    h("label", { for: `reason-${id}`, class: "visually-hidden", text: "Reason for rejecting" }),
-    reason,
-    reject,
-  );
-  // A question has no arguments to edit: its answer is the form above.
-  if (view.form) edit.hidden = true;
+  const editDiff = h("div", { class: "edit-diff", "aria-live": "polite" });
+  const rawBox = h("div", { class: "raw-json", hidden: true }, h("label", { for: `edit-${id}`, text: "Edited arguments (JSON object; the server validates them again)" }), textarea);
+  const formSlot = h("div", { class: "form-slot" });
+  const editor = h("div", { class: "editor", id: `editor-${id}`, hidden: true }, formSlot, rawBox, h("p", { class: "req-meta", text: "Changes against the proposed arguments:" }), editDiff, h("div", { class: "actions" }, rawToggle, saveEdit, cancelEdit));
+  const actions = h("div", { class: "actions" }, approve, edit, h("label", { for: `reason-${id}`, class: "visually-hidden", text: "Reason for rejecting" }), reason, reject);
+  if (view.form) edit.hidden = true; // a question has no arguments to edit
   view.el.append(actions, editor);
-  Object.assign(view, { approve, edit, reason, reject, textarea, editor, saveEdit, cancelEdit });
+  Object.assign(view, { approve, edit, reason, reject, textarea, editor, saveEdit, cancelEdit, rawToggle, rawBox, formSlot, editDiff, actions, schemaEditor: null });
 
-  approve.addEventListener("click", () => decide(view, "approve"));
+  approve.addEventListener("click", () => approveWithChecks(view));
   reject.addEventListener("click", () => decide(view, "reject"));
   reason.addEventListener("keydown", (event) => {
     if (event.key === "Enter") {
@@ -181,31 +299,81 @@ function buildActions(view) {
   });
   edit.addEventListener("click", () => openEditor(view));
   cancelEdit.addEventListener("click", () => closeEditor(view));
+  rawToggle.addEventListener("click", () => {
+    setRaw(view, view.rawBox.hidden);
+    (view.rawBox.hidden ? view.formSlot.querySelector("input, select") : textarea)?.focus();
+  });
+  textarea.addEventListener("input", () => refreshEditDiff(view));
   saveEdit.addEventListener("click", () => {
-    let edited;
-    try {
-      edited = JSON.parse(textarea.value);
-    } catch (err) {
-      showError(view, `Not valid JSON: ${err.message}`);
-      return;
-    }
-    if (!edited || typeof edited !== "object" || Array.isArray(edited)) {
-      showError(view, "The edited arguments must be a JSON object.");
-      return;
-    }
-    decide(view, "approve", { edited });
+    const edited = readEdited(view);
+    if (edited === undefined) return;
+    approveWithChecks(view, { edited });
   });
   textarea.addEventListener("keydown", (event) => {
     if (event.key === "Escape") closeEditor(view);
   });
 }
 
+function readEdited(view) {
+  if (view.schemaEditor && view.rawBox.hidden) return view.schemaEditor.read();
+  let edited;
+  try {
+    edited = JSON.parse(view.textarea.value);
+  } catch (err) {
+    showError(view, `Not valid JSON: ${err.message}`);
+    return undefined;
+  }
+  if (!edited || typeof edited !== "object" || Array.isArray(edited)) {
+    showError(view, "The edited arguments must be a JSON object.");
+    return undefined;
+  }
+  return edited;
+}
+
+function refreshEditDiff(view) {
+  let edited;
+  try {
+    edited = view.schemaEditor && view.rawBox.hidden ? view.schemaEditor.read() : JSON.parse(view.textarea.value);
+  } catch {
+    view.editDiff.replaceChildren(h("p", { class: "muted", text: "(not valid JSON yet)" }));
+    return;
+  }
+  const diff = argumentsDiff(view.ctx.proposedArguments, edited);
+  view.editDiff.replaceChildren(diff.length ? diffList(diff) : h("p", { class: "muted", text: "No changes yet." }));
+}
+
+function setRaw(view, raw) {
+  if (view.schemaEditor) {
+    // Carry the values across so the two editors never disagree.
+    if (raw) view.textarea.value = prettyJson(view.schemaEditor.read());
+    else {
+      try {
+        view.schemaEditor.write(JSON.parse(view.textarea.value));
+      } catch {
+        /* keep the form's values */
+      }
+    }
+    view.schemaEditor.el.hidden = raw;
+  }
+  view.rawBox.hidden = !raw;
+  view.rawToggle.setAttribute("aria-pressed", raw ? "true" : "false");
+  view.rawToggle.textContent = raw ? "Edit in the form" : "Edit as raw JSON";
+  refreshEditDiff(view);
+}
+
 function openEditor(view) {
   view.editing = true;
-  view.textarea.value = prettyJson(view.approval.editedArguments ?? view.approval.proposedArguments);
+  const start = view.ctx.editedArguments ?? view.ctx.proposedArguments;
+  view.textarea.value = prettyJson(start);
+  if (!view.schemaEditor && view.ctx.parametersSchema) {
+    view.schemaEditor = schemaForm(view.ctx.parametersSchema, `edit-${view.id}-field`, { legend: "Edit the arguments", initial: start || {}, onInput: () => refreshEditDiff(view) });
+    if (view.schemaEditor) view.formSlot.append(view.schemaEditor.el);
+  }
   view.editor.hidden = false;
   view.edit.setAttribute("aria-expanded", "true");
-  view.textarea.focus();
+  setRaw(view, !view.schemaEditor);
+  const first = view.editor.querySelector("input, select, textarea");
+  if (first) first.focus();
 }
 
 function closeEditor(view) {
@@ -215,34 +383,82 @@ function closeEditor(view) {
   view.edit.focus();
 }
 
-function update(view, approval) {
-  view.approval = approval;
-  view.title.textContent = approval.tool;
-  view.label.textContent = approval.label || "";
-  view.label.hidden = !approval.label;
-  view.destructive.hidden = !approval.isDestructive;
-  view.verdict.textContent = approval.schemaValid ? "arguments valid" : `arguments invalid: ${approval.schemaErrors || "see schema"}`;
-  view.verdict.className = `verdict ${approval.schemaValid ? "verdict-ok" : "verdict-bad"}`;
-  view.args.textContent = prettyJson(approval.editedArguments ?? approval.proposedArguments);
-  view.changed.hidden = !approval.reapproval;
-  if (approval.reapproval) {
-    view.changedNote.textContent =
-      approval.reapproval === "schema_changed"
-        ? `Schema changed since approval (request #${approval.supersedes}): schema ${(approval.previousSchemaHash || "").slice(0, 12)} → ${(approval.schemaHash || "").slice(0, 12)}`
-        : `Arguments changed since approval (request #${approval.supersedes})`;
-    view.previousArgs.textContent = prettyJson(approval.previousArguments);
+function update(view, ctx) {
+  view.ctx = ctx;
+  view.title.textContent = ctx.tool;
+  view.label.textContent = ctx.label || "";
+  view.label.hidden = !ctx.label;
+  const level = (ctx.risk && ctx.risk.level) || "medium";
+  view.risk.textContent = `${level} risk`;
+  view.risk.className = `badge risk-${level}${level === "high" ? " badge-destructive" : ""}`;
+  view.riskWhy.replaceChildren(...((ctx.risk && ctx.risk.reasons) || []).map((r) => h("li", { text: r })));
+  view.verdict.textContent = ctx.schemaValid === false ? `arguments invalid: ${ctx.schemaErrors || "see schema"}` : "arguments valid";
+  view.verdict.className = `verdict ${ctx.schemaValid === false ? "verdict-bad" : "verdict-ok"}`;
+  view.threadLink.textContent = `Thread: ${ctx.thread.title}`;
+  view.threadLink.href = ctx.thread.url;
+  view.callLink.href = ctx.callUrl;
+  view.requester.textContent = `requested by ${ctx.requester || "unknown"}`;
+  view.agent.textContent = `agent ${ctx.agent}`;
+  view.rationale.textContent = ctx.rationale || "";
+  view.rationaleBox.hidden = !ctx.rationale;
+  view.basedOn.replaceChildren(
+    ...(ctx.basedOn || []).map((r) => h("li", {}, h("code", { text: r.tool || r.toolCallId }), r.error ? h("span", { class: "badge badge-destructive", text: "error" }) : null, h("pre", { class: "call-args", text: r.content }))),
+  );
+  view.basedOnBox.hidden = !(ctx.basedOn && ctx.basedOn.length);
+  view.message.textContent = ctx.message || "";
+  view.message.hidden = !ctx.message || ctx.kind === "tool_call";
+  view.args.textContent = prettyJson(ctx.editedArguments ?? ctx.proposedArguments);
+  // A question bound to no call has no arguments (IR-18).
+  view.args.hidden = view.argsHeading.hidden = !ctx.toolCallId && ctx.kind !== "tool_call";
+  view.diffBox.replaceChildren(...(ctx.argumentsDiff && ctx.argumentsDiff.length ? [h("p", { class: "req-meta", text: "Edited against proposed:" }), diffList(ctx.argumentsDiff)] : []));
+  view.changed.hidden = !ctx.reapproval;
+  if (ctx.reapproval) {
+    view.changedNote.textContent = ctx.reapproval === "schema_changed" ? `Schema changed since approval (request #${ctx.supersedes})` : `Arguments changed since approval (request #${ctx.supersedes})`;
+    view.previousArgs.textContent = prettyJson(ctx.previousArguments);
   }
+  const auth = ctx.authorization || {};
+  const blocked = viewName === "pending" && canDecide && !ctx.canAuthorize;
+  view.authNote.hidden = !blocked;
+  if (blocked) {
+    const who = [...((auth.whoCan && auth.whoCan.users) || []), ...((auth.whoCan && auth.whoCan.groups) || []).map((g) => `group ${g}`)];
+    view.authNote.textContent = `You cannot approve this: you lack ${(auth.missingPermissions || []).join(" and ")}. ${who.length ? `Who can: ${who.join(", ")}.` : "Nobody holds every permission it needs yet; ask an administrator."}`;
+  }
+  if (view.approve) {
+    view.approve.disabled = blocked;
+    view.edit.disabled = blocked;
+    if (blocked) {
+      view.approve.setAttribute("aria-describedby", view.authNote.id);
+    } else view.approve.removeAttribute("aria-describedby");
+  }
+  view.outcome.hidden = !ctx.outcome;
+  if (ctx.outcome) view.outcome.textContent = outcomeText(ctx.outcome);
   tick(view);
 }
 
+function outcomeText(outcome) {
+  let text = outcome.summary;
+  if (outcome.execution && outcome.execution.result) text += ` — result: ${outcome.execution.result}`;
+  return text;
+}
+
 function tick(view, now = Date.now()) {
-  const a = view.approval;
+  const a = view.ctx;
   view.age.textContent = a.requestedAt ? `requested ${relativeTime(a.requestedAt, now)}` : "";
   view.age.title = a.requestedAt || "";
-  const left = countdown(a.expiresAt, now);
-  view.expiry.textContent = left === "expired" ? "expired" : `expires in ${left}`;
+  if (viewName === "pending") {
+    const left = countdown(a.expiresAt, now);
+    view.expiry.textContent = left === "expired" ? "expired" : `expires in ${left}`;
+    view.expiry.classList.toggle("soon", Date.parse(a.expiresAt) - now < 5 * 60 * 1000);
+  } else view.expiry.textContent = `expired ${new Date(a.expiresAt).toISOString().slice(0, 19).replace("T", " ")} UTC`;
   view.expiry.title = a.expiresAt;
-  view.expiry.classList.toggle("soon", Date.parse(a.expiresAt) - now < 5 * 60 * 1000);
+  if (view.undoUntil) {
+    const left = Math.max(0, Math.ceil((Date.parse(view.undoUntil) - now) / 1000));
+    view.undoText.textContent = `Approved — executes in ${left} s.`;
+    if (left <= 0) {
+      view.undoUntil = null;
+      remove(view.id, { ...view.ctx, status: "approved" });
+    }
+  }
 }
 
 function showError(view, text) {
@@ -251,35 +467,83 @@ function showError(view, text) {
 }
 
 function setBusy(view, busy) {
-  if (!canDecide) return;
-  for (const b of [view.approve, view.edit, view.reject, view.saveEdit]) b.disabled = busy;
+  if (!view.approve) return;
+  for (const b of [view.approve, view.edit, view.reject, view.saveEdit]) b.disabled = busy || (b !== view.reject && !view.ctx.canAuthorize);
   view.el.classList.toggle("busy", busy);
 }
 
-// -- list ---------------------------------------------------------------------------
+// -- undo ------------------------------------------------------------------------------
 
-function upsert(approval) {
-  if (!approval || approval.id === undefined) return;
-  if (approval.status !== "pending") {
-    remove(approval.id, approval);
-    return;
-  }
-  const existing = items.get(approval.id);
-  if (existing) {
-    update(existing, approval);
-    return;
-  }
-  const view = create(approval);
-  items.set(approval.id, view);
-  // Oldest first, by request time then id.
-  const key = (a) => [a.requestedAt || "", a.id];
-  const after = [...items.values()].find((v) => v !== view && (key(v.approval)[0] > key(approval)[0] || (key(v.approval)[0] === key(approval)[0] && v.id > approval.id)));
-  list.insertBefore(view.el, after ? after.el : null);
-  updateCounts();
-  if (current === null) select(approval.id, { focus: false });
+function showUndo(view, undoUntil) {
+  view.undoUntil = undoUntil;
+  view.undoText = h("span", { class: "undo-text" });
+  const undo = h("button", { type: "button", class: "btn", text: "Undo" });
+  view.undoBox.replaceChildren(view.undoText, " ", undo);
+  view.undoBox.hidden = false;
+  view.actions.hidden = true;
+  view.editor.hidden = true;
+  undo.addEventListener("click", async () => {
+    undo.disabled = true;
+    try {
+      const back = await apiFetch(`/api/approvals/${view.id}/undo/`, { method: "POST", body: {} });
+      view.undoUntil = null;
+      view.undoBox.hidden = true;
+      view.actions.hidden = false;
+      setBusy(view, false);
+      announce(`${view.ctx.tool} approval undone; it is pending again`);
+      await refresh(view.id, back);
+      view.approve.focus();
+    } catch (error) {
+      showError(view, errorText(error));
+      view.undoUntil = null;
+      remove(view.id, { ...view.ctx, status: "approved" });
+    }
+  });
+  tick(view);
+  undo.focus();
 }
 
-function remove(id, approval) {
+// -- list ------------------------------------------------------------------------------
+
+function belongs(ctx) {
+  return viewName === "decided" ? ctx.status !== "pending" : ctx.status === "pending";
+}
+
+function upsert(ctx) {
+  if (!ctx || ctx.id === undefined) return;
+  const existing = items.get(ctx.id);
+  if (existing && existing.undoUntil && ctx.status === "approved") return; // in its undo window
+  if (!belongs(ctx)) {
+    remove(ctx.id, ctx);
+    return;
+  }
+  if (existing) {
+    update(existing, ctx);
+    return;
+  }
+  const view = create(ctx);
+  items.set(ctx.id, view);
+  list.append(view.el);
+  updateCounts();
+  if (current === null) select(ctx.id, { focus: false });
+}
+
+// A live notification carries the broadcast snapshot; the card (with what this user
+// may do) is read again from the server.
+async function refresh(id, snapshot) {
+  try {
+    const res = await fetch(`/approvals/${id}/context.json`, { credentials: "same-origin" });
+    if (res.ok) {
+      upsert(await res.json());
+      return;
+    }
+  } catch {
+    /* offline: the socket's snapshot is enough to drop a decided card */
+  }
+  if (snapshot && !belongs(snapshot)) remove(id, snapshot);
+}
+
+function remove(id, ctx) {
   const view = items.get(id);
   if (!view) return;
   const ids = [...items.keys()];
@@ -287,26 +551,13 @@ function remove(id, approval) {
   const hadFocus = view.el.contains(document.activeElement);
   view.el.remove();
   items.delete(id);
-  if (approval && approval.status) {
-    announce(`${approval.tool} ${approval.status}${approval.decidedBy ? ` by ${approval.decidedBy}` : ""}`);
-  }
+  if (ctx && ctx.status) announce(`${ctx.tool} ${ctx.status}${ctx.decidedBy ? ` by ${ctx.decidedBy}` : ""}`);
   if (current === id) {
     current = null;
     const next = ids[index + 1] ?? ids[index - 1];
     if (next !== undefined && items.has(next)) select(next, { focus: hadFocus });
   }
   updateCounts();
-}
-
-function replaceAll(approvals) {
-  const seen = new Set();
-  for (const a of approvals) {
-    if (a.status === "pending") {
-      seen.add(a.id);
-      upsert(a);
-    }
-  }
-  for (const id of [...items.keys()]) if (!seen.has(id)) remove(id);
 }
 
 function select(id, { focus = true } = {}) {
@@ -329,13 +580,24 @@ function move(delta) {
   const ids = [...list.children].map((el) => Number(el.dataset.approvalId)).filter((id) => items.has(id));
   if (!ids.length) return;
   const index = current === null ? -1 : ids.indexOf(current);
-  const next = ids[Math.max(0, Math.min(ids.length - 1, index + delta))];
-  select(next);
+  select(ids[Math.max(0, Math.min(ids.length - 1, index + delta))]);
 }
 
-// -- decisions ----------------------------------------------------------------------
+// -- decisions -------------------------------------------------------------------------
 
-async function decide(view, decision, { edited, reason } = {}) {
+async function approveWithChecks(view, { edited } = {}) {
+  if (!view.ctx.canAuthorize) {
+    showError(view, view.ctx.authorization ? view.ctx.authorization.reason : "You may not approve this request.");
+    return false;
+  }
+  if (needsConfirmation(view.ctx)) {
+    const ok = await confirmDialog(`Approve ${view.ctx.tool}?`, "This call is high risk. Approve it?", view.ctx.risk.reasons || []);
+    if (!ok) return false;
+  }
+  return decide(view, "approve", { edited });
+}
+
+async function decide(view, decision, { edited, reason, bulk = false } = {}) {
   const why = (reason ?? (view.reason ? view.reason.value : "")).trim();
   if (decision === "reject" && !why) {
     showError(view, "Give a reason to reject: it is sent to the agent.");
@@ -356,25 +618,29 @@ async function decide(view, decision, { edited, reason } = {}) {
       return false;
     }
   }
+  const undoable = decision === "approve" && undoSeconds > 0 && view.ctx.kind === "tool_call";
+  if (undoable) body.undo = true;
   try {
     const result = await apiFetch(`/api/approvals/${view.id}/${decision}/`, { method: "POST", body });
-    remove(view.id, result && result.status ? result : { ...view.approval, status: decision === "approve" ? "approved" : "rejected" });
+    if (undoable && result && result.undoUntil && !bulk) {
+      announce(`${view.ctx.tool} approved; it executes in ${undoSeconds} seconds unless you undo`);
+      showUndo(view, result.undoUntil);
+    } else {
+      remove(view.id, result && result.status ? result : { ...view.ctx, status: decision === "approve" ? "approved" : "rejected" });
+    }
     return true;
   } catch (error) {
     showError(view, errorText(error));
-    if (error && error.status === 409) {
-      // Already decided or expired elsewhere: the queue's socket will drop it.
-    }
     setBusy(view, false);
     return false;
   }
 }
 
 function selectedViews() {
-  return [...items.values()].filter((v) => v.check.checked);
+  return [...items.values()].filter((v) => v.check.checked && !v.undoUntil);
 }
 
-if (canDecide) {
+if (canDecide && bulkApprove) {
   selectAll.addEventListener("change", () => {
     for (const v of items.values()) v.check.checked = selectAll.checked;
   });
@@ -386,8 +652,14 @@ if (canDecide) {
       bulkError.hidden = false;
       return;
     }
-    const results = await Promise.all(views.map((v) => decide(v, "approve")));
-    reportBulk(results, "approved");
+    const allowed = views.filter((v) => v.ctx.canAuthorize);
+    const refused = views.length - allowed.length;
+    const lines = allowed.map((v) => `${v.ctx.tool} #${v.id} (${v.ctx.risk.level} risk) — ${v.ctx.thread.title}`);
+    if (refused) lines.push(`${refused} you may not authorize will be left pending`);
+    const ok = await confirmDialog(`Approve ${allowed.length} request${allowed.length === 1 ? "" : "s"}?`, "A bulk approval executes every selected call.", lines);
+    if (!ok) return;
+    const results = await Promise.all(allowed.map((v) => decide(v, "approve", { bulk: true })));
+    reportBulk([...results, ...Array(refused).fill(false)], "approved");
   });
   bulkReject.addEventListener("click", async () => {
     bulkError.hidden = true;
@@ -399,6 +671,8 @@ if (canDecide) {
       if (views.length) bulkReason.focus();
       return;
     }
+    const ok = await confirmDialog(`Reject ${views.length} request${views.length === 1 ? "" : "s"}?`, `Each agent is told: “${reason}”.`, views.map((v) => `${v.ctx.tool} #${v.id} — ${v.ctx.thread.title}`));
+    if (!ok) return;
     const results = await Promise.all(views.map((v) => decide(v, "reject", { reason })));
     reportBulk(results, "rejected");
   });
@@ -407,7 +681,7 @@ if (canDecide) {
 function reportBulk(results, verb) {
   const ok = results.filter(Boolean).length;
   const failed = results.length - ok;
-  announce(`${ok} ${verb}${failed ? `, ${failed} failed` : ""}`);
+  announce(`${ok} ${verb}${failed ? `, ${failed} not` : ""}`);
   if (failed) {
     bulkError.textContent = `${failed} request${failed === 1 ? "" : "s"} could not be ${verb}; see the messages on them.`;
     bulkError.hidden = false;
@@ -415,7 +689,18 @@ function reportBulk(results, verb) {
   updateCounts();
 }
 
+// -- keyboard shortcuts (switchable, WCAG 2.1.4) -----------------------------------------
+
+if (shortcutsToggle) {
+  shortcutsToggle.checked = shortcutsOn();
+  shortcutsToggle.addEventListener("change", () => {
+    localStorage.setItem(SHORTCUTS_KEY, shortcutsToggle.checked ? "on" : "off");
+    announce(`Keyboard shortcuts ${shortcutsToggle.checked ? "on" : "off"}`);
+  });
+}
+
 document.addEventListener("keydown", (event) => {
+  if (!shortcutsToggle || !shortcutsOn() || dialog.open) return;
   if (isTyping(event) || event.ctrlKey || event.metaKey || event.altKey) return;
   const view = current !== null ? items.get(current) : null;
   switch (event.key) {
@@ -428,13 +713,13 @@ document.addEventListener("keydown", (event) => {
       move(-1);
       break;
     case "a":
-      if (canDecide && view) {
+      if (canDecide && view && view.approve && !view.undoUntil) {
         event.preventDefault();
-        decide(view, "approve");
+        approveWithChecks(view); // a destructive call is confirmed first
       }
       break;
     case "r":
-      if (canDecide && view) {
+      if (canDecide && view && view.reason && !view.undoUntil) {
         event.preventDefault();
         if (view.reason.value.trim()) decide(view, "reject");
         else {
@@ -444,7 +729,7 @@ document.addEventListener("keydown", (event) => {
       }
       break;
     case "x":
-      if (canDecide && view) {
+      if (canDecide && view && view.approve) {
         event.preventDefault();
         view.check.checked = !view.check.checked;
         updateCounts();
@@ -455,18 +740,19 @@ document.addEventListener("keydown", (event) => {
   }
 });
 
-// -- live ---------------------------------------------------------------------------
+// -- live ------------------------------------------------------------------------------
 
 const socket = new ReconnectingSocket({
   url: () => list.dataset.socketPath,
   onMessage: (data) => {
     if (!data) return;
-    if (data.kind === "snapshot" && Array.isArray(data.approvals)) replaceAll(data.approvals);
-    else if (data.kind === "notification" && data.approval) upsert(data.approval);
+    if (data.kind === "snapshot" && Array.isArray(data.approvals)) {
+      for (const a of data.approvals) if (a.status === "pending" && !items.has(a.id) && viewName === "pending") refresh(a.id, a);
+    } else if (data.kind === "notification" && data.approval) refresh(data.approval.id, data.approval);
   },
 });
 
-for (const approval of readJsonScript("queue-initial") || []) upsert(approval);
+for (const ctx of readJsonScript("queue-initial") || []) upsert(ctx);
 updateCounts();
 setInterval(() => {
   const now = Date.now();

@@ -58,6 +58,8 @@ def test_dc05_schema_is_openapi_3_with_every_operation(api):
         "approvals_list",
         "approvals_retrieve",
         "approvals_approve",
+        "approvals_undo",
+        "approvals_decisions_csv",
         "approvals_reject",
         "approvals_resolve",
         "tools_list",

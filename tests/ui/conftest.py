@@ -203,11 +203,17 @@ class LiveServer:
 def ui_server_factory(
     transactional_db: Any, tmp_path: Path
 ) -> Iterator[Callable[..., LiveServer]]:
-    """Return a factory ``(redis_url="") -> LiveServer`` (started); stopped after the test."""
+    """Return a factory ``(redis_url="", extra_env=None) -> LiveServer`` (started).
+
+    ``extra_env`` adds environment variables (e.g. ``COUNTERSIGN_DECISION_UNDO_SECONDS``);
+    every server is stopped after the test.
+    """
     servers: list[LiveServer] = []
     db_url = database_url_for_subprocess()
 
-    def make(*, redis_url: str = "") -> LiveServer:
+    def make(
+        *, redis_url: str = "", extra_env: dict[str, str] | None = None
+    ) -> LiveServer:
         env = {
             **{k: v for k, v in os.environ.items() if k != ASYNC_UNSAFE},
             "DJANGO_SETTINGS_MODULE": "config.settings",
@@ -215,6 +221,7 @@ def ui_server_factory(
             "REDIS_URL": redis_url,
             "DEBUG": "1",
             "PYTHONUNBUFFERED": "1",
+            **(extra_env or {}),
         }
         server = LiveServer(env=env, log_path=tmp_path / f"uvicorn-{len(servers)}.log")
         servers.append(server)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
@@ -44,6 +45,20 @@ def _pending_request(owner, *, call_id: str, amount: float) -> ApprovalRequest:
         expires_at=timezone.now() + timedelta(hours=1),
         proposed_arguments=args,
     )
+
+
+@pytest.fixture
+def ui_server(ui_server_factory):
+    """A server whose approvals execute at once (no undo window): the flows below."""
+    return ui_server_factory(extra_env={"COUNTERSIGN_DECISION_UNDO_SECONDS": "0"})
+
+
+def _confirm(page) -> None:
+    """Confirm the decision the queue asks about (destructive or bulk)."""
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_be_visible()
+    dialog.get_by_role("button", name="Confirm").click()
+    expect(dialog).to_be_hidden()
 
 
 def _status(approval: ApprovalRequest) -> str:
@@ -109,9 +124,10 @@ def test_dc03_keyboard_reject_and_edit_then_approve(browser, ui_server):
         assert _status(first) == "pending"
         page.get_by_placeholder("Reason (required to reject)").first.fill("")
 
-        # a approves the selected request
+        # a approves the selected request, after confirming (a destructive refund)
         items.nth(0).locator(".req-tool").click()
         page.keyboard.press("a")
+        _confirm(page)
         expect(page.locator(f'[data-approval-id="{first.pk}"]')).to_have_count(0)
         assert _status(first) == "approved"
         expect(items).to_have_count(2)
@@ -132,12 +148,14 @@ def test_dc03_keyboard_reject_and_edit_then_approve(browser, ui_server):
         # edit-then-approve: invalid edits are refused by the server, with the reason shown
         third_item = page.locator(f'[data-approval-id="{third.pk}"]')
         third_item.get_by_role("button", name="Edit & approve").click()
+        third_item.get_by_role("button", name="Edit as raw JSON").click()
         editor = third_item.get_by_label("Edited arguments", exact=False)
         expect(editor).to_be_focused()
         editor.fill(
             '{"order_id": "A-1001", "amount": "lots", "reason": "customer request"}'
         )
         third_item.get_by_role("button", name="Approve edited arguments").click()
+        _confirm(page)
         expect(third_item.get_by_role("alert")).to_contain_text("invalid")
         assert _status(third) == "pending"
         editor.fill("{not json")
@@ -147,6 +165,7 @@ def test_dc03_keyboard_reject_and_edit_then_approve(browser, ui_server):
             '{"order_id": "A-1001", "amount": 12.5, "reason": "partial refund"}'
         )
         third_item.get_by_role("button", name="Approve edited arguments").click()
+        _confirm(page)
         expect(third_item).to_have_count(0)
         third.refresh_from_db()
         assert third.status == "approved"
@@ -181,6 +200,7 @@ def test_dc03_bulk_approve_and_live_removal(browser, ui_server):
         page.get_by_role("button", name="Reject selected").click()
         expect(page.locator("#bulk-error")).to_contain_text("reason")
         page.get_by_role("button", name="Approve selected").click()
+        _confirm(page)
         expect(page.locator(".req")).to_have_count(1)
         assert (_status(first), _status(second), _status(third)) == (
             "approved",
