@@ -35,6 +35,8 @@ const waitingText = document.getElementById("waiting-text");
 const waitingJump = document.getElementById("waiting-jump");
 const jumpLatest = document.getElementById("jump-latest");
 const canSeeQueue = root.dataset.canSeeQueue === "1";
+// The server defers UI approvals this long so that they can be undone (0: no undo).
+const undoSeconds = Number(root.dataset.undoSeconds || "0");
 
 // A tool result longer than this (characters or lines) starts collapsed.
 const COLLAPSE_CHARS = 600;
@@ -194,7 +196,9 @@ function setCallState(call, state) {
 
 function forceCallState(call, state) {
   if (!(state in STATE_RANK)) return;
-  if (call.state && STATE_RANK[state] < STATE_RANK[call.state]) return;
+  // An undone approval is the one way back: approved → awaiting approval.
+  const undone = state === "awaiting_approval" && call.state === "approved";
+  if (call.state && STATE_RANK[state] < STATE_RANK[call.state] && !undone) return;
   call.state = null;
   setCallState(call, state);
 }
@@ -387,7 +391,6 @@ function applyKnown(call) {
   if (info.label) call.labelEl.textContent = info.label;
   if (info.result) setResult(call, info.result);
   if (info.state) forceCallState(call, info.state);
-  call.execution = info.execution || null;
   if (info.approval) setApproval(call, info.approval);
 }
 
@@ -458,7 +461,9 @@ function renderDecided(call) {
 
 function executionSentence(call, approval) {
   if (approval.status !== "approved") return "The call did not run.";
-  const execution = call.execution;
+  const outcome = approval.context && approval.context.outcome;
+  const execution = outcome && outcome.execution ? outcome.execution : null;
+  if (call.undo) return undoControls(call);
   const state = execution ? execution.state : null;
   if (state === "succeeded" || call.state === "succeeded") {
     const done = execution && execution.finishedAt ? [" at ", timeEl(execution.finishedAt)] : [];
@@ -630,21 +635,79 @@ async function decideHere(call, decision, { edited } = {}) {
   const body = {};
   if (why) body.reason = why;
   if (edited !== undefined) body.editedArguments = edited;
+  if (decision === "approve" && undoSeconds > 0) body.undo = true;
   try {
     const result = await apiFetch(`/api/approvals/${call.approval.id}/${decision}/`, { method: "POST", body });
+    if (result && result.undoUntil) call.undo = { until: result.undoUntil, approvalId: call.approval.id };
     const approval = { ...call.approval, ...(result || {}) };
     const info = model.known.get(call.id) || {};
     info.approval = approval;
     model.known.set(call.id, info);
     setApproval(call, approval);
     if (approval.status === "approved") forceCallState(call, "approved");
-    announce(`${call.name} ${approval.status}`);
+    announce(`${call.name} ${approval.status}${call.undo ? `; it executes in ${undoSeconds} seconds unless you undo` : ""}`);
+    // The buttons are gone with the pending panel: focus stays on the card (or Undo).
+    if (call.undo && call.undoButton && call.el.contains(call.undoButton)) call.undoButton.focus();
+    else call.el.focus({ preventScroll: true });
   } catch (error) {
     panel.showError(errorText(error));
     panel.busy = false;
     for (const b of [panel.approve, panel.edit, panel.reject, panel.saveEdit, panel.confirmYes]) b.disabled = false;
   } finally {
     refreshSoon(0);
+  }
+}
+
+/** "Approved — executes in N s" with an Undo button, while the server's window lasts. */
+function undoControls(call) {
+  const left = Math.max(0, Math.ceil((Date.parse(call.undo.until) - Date.now()) / 1000));
+  if (!left) {
+    call.undo = null;
+    return "Executing…";
+  }
+  // Kept across re-renders, so a focused Undo button stays focused.
+  if (call.undoEl && call.undoEl.dataset.until === call.undo.until) return call.undoEl;
+  const text = h("span", { class: "undo-text", text: `Executes in ${left} s unless you undo. ` });
+  const button = h("button", { type: "button", class: "btn", text: "Undo" });
+  button.addEventListener("click", () => undoHere(call, button));
+  call.undoText = text;
+  call.undoButton = button;
+  call.undoEl = h("span", { class: "call-undo", dataset: { until: call.undo.until } }, text, button);
+  return call.undoEl;
+}
+
+async function undoHere(call, button) {
+  const undo = call.undo;
+  if (!undo) return;
+  button.disabled = true;
+  try {
+    const back = await apiFetch(`/api/approvals/${undo.approvalId}/undo/`, { method: "POST", body: {} });
+    call.undo = null;
+    const approval = { ...call.approval, ...(back || {}) };
+    const info = model.known.get(call.id) || {};
+    info.approval = approval;
+    info.state = "awaiting_approval";
+    model.known.set(call.id, info);
+    forceCallState(call, "awaiting_approval");
+    setApproval(call, approval);
+    announce(`${call.name} approval undone; it waits for a decision again`);
+    call.el.focus();
+  } catch (error) {
+    call.undo = null;
+    renderDecided(call);
+    call.decisionEl.append(h("span", { class: "error", role: "alert", text: errorText(error) }));
+  } finally {
+    refreshSoon(0);
+  }
+}
+
+function tickUndo(call) {
+  if (!call.undo || !call.undoText) return;
+  const left = Math.max(0, Math.ceil((Date.parse(call.undo.until) - Date.now()) / 1000));
+  if (left) call.undoText.textContent = `Executes in ${left} s unless you undo. `;
+  else {
+    call.undo = null;
+    renderDecided(call);
   }
 }
 
@@ -659,7 +722,10 @@ function tickPanel(call, now = Date.now()) {
 
 setInterval(() => {
   const now = Date.now();
-  for (const call of model.calls.values()) if (call.panel) tickPanel(call, now);
+  for (const call of model.calls.values()) {
+    if (call.panel) tickPanel(call, now);
+    if (call.undo) tickUndo(call);
+  }
 }, 1000);
 
 /** The "waiting for you" bar: requests in this thread this user can decide. */

@@ -153,7 +153,7 @@ def test_approver_decides_on_the_thread_page_at_phone_width_and_it_runs_once(
         expect(pending.locator(".pending-expiry")).to_contain_text("expires in")
         queue_link = pending.get_by_role("link", name="Open in the approval queue")
         expect(queue_link).to_have_attribute(
-            "href", re.compile(r"^/approvals/#approval-\d+$")
+            "href", re.compile(r"^/approvals/#req-\d+$")
         )
         no_horizontal_scroll(phone)
         assert_no_axe_violations(phone)
@@ -170,9 +170,28 @@ def test_approver_decides_on_the_thread_page_at_phone_width_and_it_runs_once(
         assert in_viewport(phone, f"#{card_id}")
         screenshot(phone, "cockpit-thread-pending-phone")
 
-        # When the approver approves, confirming the high-risk call
+        # When the approver approves, confirming the high-risk call, then undoes it
         pending.get_by_role("button", name="Approve", exact=True).click()
         expect(pending.locator(".confirm")).to_contain_text("high risk")
+        pending.get_by_role("button", name="Yes, approve").click()
+        undo = pending.get_by_role("button", name="Undo")
+        expect(undo).to_be_focused()
+        expect(pending.locator(".call-decision")).to_contain_text(
+            re.compile(r"Approved by alice at .*Executes in \d s unless you undo")
+        )
+        undo.click()
+
+        # Then the request waits again, on both pages, and nothing ran
+        expect(
+            pending.get_by_role("button", name="Approve", exact=True)
+        ).to_be_visible()
+        expect(pending.locator(".call-state")).to_have_text("pending approval")
+        expect(refund.locator(".call-state")).to_have_text("pending approval")
+        expect(phone.locator("#waiting-bar")).to_be_visible()
+        assert Refund.objects.filter(order_id="A-1001").count() == 0
+
+        # When the approver approves again and lets the window pass
+        pending.get_by_role("button", name="Approve", exact=True).click()
         pending.get_by_role("button", name="Yes, approve").click()
 
         # Then both pages show it decided and done, and the ledger has one refund
@@ -567,6 +586,44 @@ def test_pages_fit_phone_widths_and_pass_axe(browser, ui_server):
         expect(page.locator("#waiting-bar")).to_be_visible()
         expect(page.locator("#call-call-wide")).to_be_focused()
         _check_widths(page, "thread-pending")
+        assert page.js_errors == []
+    finally:
+        context.close()
+
+
+def test_approver_without_the_tools_permission_is_told_why_and_who_can(
+    browser, ui_server
+):
+    """Deciding needs the tool's own permission too: the card says so and names who
+    can; no Approve button, no title count, no bar; rejecting is still possible."""
+    # Given a pending refund, and an approver who may decide but not refund
+    owner = make_user("olivia", "demo.add_refund")
+    make_user("alice", "approvals.decide_approvalrequest", "demo.add_refund")
+    make_user("bob", "approvals.decide_approvalrequest")
+    approval = _recorded_pending_refund(owner, call_id="call-noperm")
+    context, page = open_as(browser, ui_server, "bob", viewport=PHONE)
+    try:
+        expect(page).to_have_title("Threads · Countersign")
+        # When bob opens the thread
+        page.goto(f"{ui_server.url}/threads/{approval.thread.thread_id}/")
+        expect(page.locator("#thread")).to_have_attribute("data-ready", "1")
+
+        # Then the card says he can't approve it, why, and who can
+        pending = card(page, "refund_order")
+        notice = pending.locator(".pending-auth")
+        expect(notice).to_contain_text("You can't approve this request")
+        expect(notice).to_contain_text("demo.add_refund")
+        expect(notice).to_contain_text("alice")
+        expect(pending.get_by_role("button", name="Approve", exact=True)).to_have_count(
+            0
+        )
+        expect(pending.get_by_role("button", name="Reject")).to_be_visible()
+        expect(page.locator("#waiting-bar")).to_be_hidden()
+        expect(page).to_have_title("refund call-noperm · Countersign")
+        no_horizontal_scroll(page)
+        assert_no_axe_violations(page)
+        approval.refresh_from_db()
+        assert approval.status == "pending"
         assert page.js_errors == []
     finally:
         context.close()
