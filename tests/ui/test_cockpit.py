@@ -16,7 +16,7 @@ from playwright.sync_api import expect
 from approvals.models import ApprovalRequest
 from demo.models import Refund
 from tests.ui.axe import assert_no_axe_violations
-from tests.ui.conftest import PASSWORD, make_user, screenshot, watch_errors
+from tests.ui.conftest import PASSWORD, login, make_user, screenshot, watch_errors
 
 DESKTOP = {"width": 1400, "height": 900}
 PHONE = {"width": 390, "height": 844}
@@ -45,22 +45,15 @@ def open_as(
     viewport: dict[str, int],
     notifications: bool = False,
 ) -> tuple[Any, Any]:
-    """Log ``username`` in through the form in a new context of ``viewport``."""
-    context = browser.new_context(
+    """Log ``username`` in at ``viewport``; with ``notifications`` granted and recorded."""
+    return login(
+        browser,
+        server,
+        username,
         viewport=viewport,
-        permissions=["notifications"] if notifications else [],
+        permissions=["notifications"] if notifications else None,
+        init_script=WRAP_NOTIFICATION if notifications else None,
     )
-    context.set_default_timeout(20_000)
-    if notifications:
-        context.add_init_script(WRAP_NOTIFICATION)
-    page = context.new_page()
-    watch_errors(page)
-    page.goto(f"{server.url}/accounts/login/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{server.url}/")
-    return context, page
 
 
 def no_horizontal_scroll(page: Any) -> None:
