@@ -28,7 +28,9 @@ from django.views.decorators.http import require_GET
 from approvals.authorization import approval_authorization
 from approvals.labels import approval_label
 from approvals.models import ApprovalRequest
+from approvals.selectors import approval_context
 from threads.agent_config import agent_toolset
+from threads.conf import countersign_settings
 from threads.exceptions import UnknownAgent
 from threads.models import Message, Thread, ToolCall
 from threads.selectors import thread_status, thread_visible_to
@@ -82,36 +84,10 @@ def _activity_label(toolset: Any, call: ToolCall, arguments: Any) -> str:
         return ""
 
 
-def _approval_context(approval: Any, user: Any) -> dict[str, Any]:
-    """Return what the thread page's card shows about ``approval`` to ``user``.
-
-    ``{"risk": {"level", "reasons"}, "requester", "canAuthorize",
-    "authorization": {"canAuthorize", "canReject", "reason", ...}}``: the keys of
-    :func:`approvals.selectors.approval_context` the card reads.
-    """
-    can_decide = bool(user is not None and user.has_perm(DECIDE_PERMISSION))
-    requester = approval.requested_by or approval.thread.owner
-    return {
-        "risk": (
-            {"level": "high", "reasons": ["destructive: the tool changes data"]}
-            if approval.is_destructive
-            else {"level": "medium", "reasons": ["its policy asks a person"]}
-        ),
-        "requester": getattr(requester, "username", None),
-        "canAuthorize": can_decide,
-        "authorization": {
-            "canAuthorize": can_decide,
-            "canReject": can_decide,
-            "reason": ""
-            if can_decide
-            else f"deciding needs the permission {DECIDE_PERMISSION!r}",
-        },
-    }
-
-
 def _approval_view(approval: Any, user: Any = None) -> dict[str, Any]:
     return {
         "id": approval.pk,
+        "kind": approval.kind,
         "status": approval.status,
         "proposedArguments": approval.proposed_arguments,
         "editedArguments": approval.edited_arguments,
@@ -123,21 +99,9 @@ def _approval_view(approval: Any, user: Any = None) -> dict[str, Any]:
         else None,
         "expiresAt": approval.expires_at.isoformat(),
         "isDestructive": approval.is_destructive,
-        "queueUrl": f"/approvals/#approval-{approval.pk}",
-        "context": _approval_context(approval, user),
-    }
-
-
-def _execution_view(call: ToolCall) -> dict[str, Any] | None:
-    execution = getattr(call, "execution", None)
-    if execution is None:
-        return None
-    return {
-        "state": execution.state,
-        "error": execution.error,
-        "finishedAt": execution.finished_at.isoformat()
-        if execution.finished_at
-        else None,
+        "queueUrl": f"/approvals/#req-{approval.pk}",
+        # Risk, requester, rationale, who may authorize, outcome (SEC-02, DC-03).
+        "context": approval_context(approval, user),
     }
 
 
@@ -146,9 +110,9 @@ def thread_ui_state(*, thread: Thread, user: Any = None) -> dict[str, Any]:
 
     ``calls`` maps each ``toolCallId`` to its name, activity label, state (and
     label), approval (proposed and edited arguments, who decided when and why,
-    and, for ``user``, its risk and whether they may authorize it), execution
-    (``{"state", "error", "finishedAt"}`` or ``None``) and result (the tool
-    message's content and error); ``pendingUserMessages`` are user messages whose
+    and as ``context`` :func:`approvals.selectors.approval_context` for ``user``:
+    risk, whether they may authorize it, how the execution ended) and result
+    (the tool message's content and error); ``pendingUserMessages`` are user messages whose
     run has not started yet (their ``RUN_STARTED`` echo is not in the log);
     ``status`` is :func:`threads.selectors.thread_status`.
     """
@@ -168,7 +132,6 @@ def thread_ui_state(*, thread: Thread, user: Any = None) -> dict[str, Any]:
             "approval",
             "approval__decided_by",
             "approval__requested_by",
-            "execution",
         )
         .order_by("position", "id")
     ):
@@ -188,7 +151,6 @@ def thread_ui_state(*, thread: Thread, user: Any = None) -> dict[str, Any]:
             "approval": _approval_view(approval, user)
             if approval is not None
             else None,
-            "execution": _execution_view(call),
             "result": (
                 {"content": result.content, "error": result.error}
                 if result is not None
@@ -313,6 +275,7 @@ def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
         {
             "thread": thread,
             "ui_state": thread_ui_state(thread=thread, user=request.user),
+            "undo_seconds": float(countersign_settings.DECISION_UNDO_SECONDS),
             "can_see_queue": _can_see_queue(request.user),
             "nav": "threads",
         },

@@ -35,6 +35,8 @@ const waitingText = document.getElementById("waiting-text");
 const waitingJump = document.getElementById("waiting-jump");
 const jumpLatest = document.getElementById("jump-latest");
 const canSeeQueue = root.dataset.canSeeQueue === "1";
+// The server defers UI approvals this long so that they can be undone (0: no undo).
+const undoSeconds = Number(root.dataset.undoSeconds || "0");
 
 // A tool result longer than this (characters or lines) starts collapsed.
 const COLLAPSE_CHARS = 600;
@@ -194,7 +196,9 @@ function setCallState(call, state) {
 
 function forceCallState(call, state) {
   if (!(state in STATE_RANK)) return;
-  if (call.state && STATE_RANK[state] < STATE_RANK[call.state]) return;
+  // An undone approval is the one way back: approved → awaiting approval.
+  const undone = state === "awaiting_approval" && call.state === "approved";
+  if (call.state && STATE_RANK[state] < STATE_RANK[call.state] && !undone) return;
   call.state = null;
   setCallState(call, state);
 }
@@ -387,7 +391,6 @@ function applyKnown(call) {
   if (info.label) call.labelEl.textContent = info.label;
   if (info.result) setResult(call, info.result);
   if (info.state) forceCallState(call, info.state);
-  call.execution = info.execution || null;
   if (info.approval) setApproval(call, info.approval);
 }
 
@@ -458,15 +461,18 @@ function renderDecided(call) {
 
 function executionSentence(call, approval) {
   if (approval.status !== "approved") return "The call did not run.";
-  const execution = call.execution;
+  const outcome = approval.context && approval.context.outcome;
+  const execution = outcome && outcome.execution ? outcome.execution : null;
+  if (call.undo) return undoControls(call);
   const state = execution ? execution.state : null;
   if (state === "succeeded" || call.state === "succeeded") {
     const done = execution && execution.finishedAt ? [" at ", timeEl(execution.finishedAt)] : [];
     return h("span", {}, "Executed: succeeded", ...done, ".");
   }
   if (state === "failed" || call.state === "failed") {
-    const error = execution && execution.error ? ERROR_LABELS[execution.error] || execution.error.replace(/_/g, " ") : "failed";
-    return `Execution failed: ${error}.`;
+    // The result below gives the detail; the code alone here, in words.
+    const error = execution && execution.error ? ` (${execution.error.replace(/_/g, " ")})` : "";
+    return `The execution failed${error}.`;
   }
   if (state === "outcome_unknown" || call.state === "outcome_unknown") return "Execution outcome unknown: an operator must resolve it.";
   return "Executing…";
@@ -506,7 +512,12 @@ function renderPendingPanel(call) {
       h("p", { class: "notice pending-auth" }, `You can't approve this request${auth.reason ? `: ${auth.reason}` : "."}`, who.length && !auth.reason.includes("who can") ? ` Who can: ${who.join(", ")}.` : ""),
     );
   }
-  if (auth.canAuthorize || auth.canReject) children.push(...decisionControls(call, panel, auth, risk));
+  if (a.kind && a.kind !== "tool_call") {
+    // A remote agent's interrupt is answered with a response to its schema: the queue has the form.
+    children.push(h("p", { class: "pending-meta", text: "This request is answered in the approval queue." }));
+  } else if (auth.canAuthorize || auth.canReject) {
+    children.push(...decisionControls(call, panel, auth, risk));
+  }
   call.pendingEl.replaceChildren(...children.filter(Boolean));
   call.pendingEl.hidden = false;
   call.panel = panel;
@@ -624,21 +635,79 @@ async function decideHere(call, decision, { edited } = {}) {
   const body = {};
   if (why) body.reason = why;
   if (edited !== undefined) body.editedArguments = edited;
+  if (decision === "approve" && undoSeconds > 0) body.undo = true;
   try {
     const result = await apiFetch(`/api/approvals/${call.approval.id}/${decision}/`, { method: "POST", body });
+    if (result && result.undoUntil) call.undo = { until: result.undoUntil, approvalId: call.approval.id };
     const approval = { ...call.approval, ...(result || {}) };
     const info = model.known.get(call.id) || {};
     info.approval = approval;
     model.known.set(call.id, info);
     setApproval(call, approval);
     if (approval.status === "approved") forceCallState(call, "approved");
-    announce(`${call.name} ${approval.status}`);
+    announce(`${call.name} ${approval.status}${call.undo ? `; it executes in ${undoSeconds} seconds unless you undo` : ""}`);
+    // The buttons are gone with the pending panel: focus stays on the card (or Undo).
+    if (call.undo && call.undoButton && call.el.contains(call.undoButton)) call.undoButton.focus();
+    else call.el.focus({ preventScroll: true });
   } catch (error) {
     panel.showError(errorText(error));
     panel.busy = false;
     for (const b of [panel.approve, panel.edit, panel.reject, panel.saveEdit, panel.confirmYes]) b.disabled = false;
   } finally {
     refreshSoon(0);
+  }
+}
+
+/** "Approved — executes in N s" with an Undo button, while the server's window lasts. */
+function undoControls(call) {
+  const left = Math.max(0, Math.ceil((Date.parse(call.undo.until) - Date.now()) / 1000));
+  if (!left) {
+    call.undo = null;
+    return "Executing…";
+  }
+  // Kept across re-renders, so a focused Undo button stays focused.
+  if (call.undoEl && call.undoEl.dataset.until === call.undo.until) return call.undoEl;
+  const text = h("span", { class: "undo-text", text: `Executes in ${left} s unless you undo. ` });
+  const button = h("button", { type: "button", class: "btn", text: "Undo" });
+  button.addEventListener("click", () => undoHere(call, button));
+  call.undoText = text;
+  call.undoButton = button;
+  call.undoEl = h("span", { class: "call-undo", dataset: { until: call.undo.until } }, text, button);
+  return call.undoEl;
+}
+
+async function undoHere(call, button) {
+  const undo = call.undo;
+  if (!undo) return;
+  button.disabled = true;
+  try {
+    const back = await apiFetch(`/api/approvals/${undo.approvalId}/undo/`, { method: "POST", body: {} });
+    call.undo = null;
+    const approval = { ...call.approval, ...(back || {}) };
+    const info = model.known.get(call.id) || {};
+    info.approval = approval;
+    info.state = "awaiting_approval";
+    model.known.set(call.id, info);
+    forceCallState(call, "awaiting_approval");
+    setApproval(call, approval);
+    announce(`${call.name} approval undone; it waits for a decision again`);
+    call.el.focus();
+  } catch (error) {
+    call.undo = null;
+    renderDecided(call);
+    call.decisionEl.append(h("span", { class: "error", role: "alert", text: errorText(error) }));
+  } finally {
+    refreshSoon(0);
+  }
+}
+
+function tickUndo(call) {
+  if (!call.undo || !call.undoText) return;
+  const left = Math.max(0, Math.ceil((Date.parse(call.undo.until) - Date.now()) / 1000));
+  if (left) call.undoText.textContent = `Executes in ${left} s unless you undo. `;
+  else {
+    call.undo = null;
+    renderDecided(call);
   }
 }
 
@@ -653,7 +722,10 @@ function tickPanel(call, now = Date.now()) {
 
 setInterval(() => {
   const now = Date.now();
-  for (const call of model.calls.values()) if (call.panel) tickPanel(call, now);
+  for (const call of model.calls.values()) {
+    if (call.panel) tickPanel(call, now);
+    if (call.undo) tickUndo(call);
+  }
 }, 1000);
 
 /** The "waiting for you" bar: requests in this thread this user can decide. */
@@ -687,7 +759,7 @@ function jumpTo(card) {
 // -- following the conversation ------------------------------------------------------------
 
 const FOLLOW_SLACK_PX = 80;
-const follow = { on: false, unseen: false };
+const follow = { on: false, unseen: false, height: 0 };
 
 function atBottom() {
   const doc = document.documentElement;
@@ -696,20 +768,28 @@ function atBottom() {
 
 function scrollToLatest() {
   window.scrollTo({ top: document.documentElement.scrollHeight });
+  follow.height = document.documentElement.scrollHeight;
   follow.on = true;
   follow.unseen = false;
   jumpLatest.hidden = true;
 }
 
+// Only the operator's own scrolling stops the following: a scroll that comes with a
+// change of the page's height is the browser keeping content in place (scroll
+// anchoring), not the operator leaving the end.
 window.addEventListener(
   "scroll",
   () => {
     if (!model.caughtUp) return;
-    follow.on = atBottom();
-    if (follow.on) {
+    const height = document.documentElement.scrollHeight;
+    if (atBottom()) {
+      follow.on = true;
       follow.unseen = false;
       jumpLatest.hidden = true;
+    } else if (height === follow.height) {
+      follow.on = false;
     }
+    follow.height = height;
   },
   { passive: true },
 );
@@ -727,14 +807,20 @@ new MutationObserver((mutations) => {
   if (!model.caughtUp) return;
   const fresh = mutations.some(isNewContent);
   if (follow.on) {
-    requestAnimationFrame(() => {
-      if (follow.on) window.scrollTo({ top: document.documentElement.scrollHeight });
-    });
+    scrollToLatest();
   } else if (fresh && !follow.unseen) {
     follow.unseen = true;
     jumpLatest.hidden = false;
   }
 }).observe(root, { childList: true, subtree: true, characterData: true });
+
+// The page also grows or shrinks outside the transcript (the composer's notes, a
+// form shown): keep the end in view while following, and remember the height.
+new ResizeObserver(() => {
+  if (!model.caughtUp) return;
+  if (follow.on && !atBottom()) scrollToLatest();
+  follow.height = document.documentElement.scrollHeight;
+}).observe(document.body);
 
 jumpLatest.addEventListener("click", () => {
   scrollToLatest();

@@ -271,10 +271,27 @@ def watch_errors(page: Any) -> list[str]:
     return errors
 
 
-def login(browser: Any, server: LiveServer, username: str) -> tuple[Any, Any]:
-    """Open a new browser context logged in as ``username``; return ``(context, page)``."""
-    context = browser.new_context(viewport={"width": 1200, "height": 900})
+def login(
+    browser: Any,
+    server: LiveServer,
+    username: str,
+    *,
+    viewport: dict[str, int] | None = None,
+    permissions: list[str] | None = None,
+    init_script: str | None = None,
+) -> tuple[Any, Any]:
+    """Open a new browser context logged in as ``username``; return ``(context, page)``.
+
+    ``viewport`` defaults to 1200x900; ``permissions`` are granted to the context
+    (e.g. ``["notifications"]``); ``init_script`` runs in every page before its own.
+    """
+    context = browser.new_context(
+        viewport=viewport or {"width": 1200, "height": 900},
+        permissions=permissions or [],
+    )
     context.set_default_timeout(20_000)
+    if init_script is not None:
+        context.add_init_script(init_script)
     page = context.new_page()
     watch_errors(page)
     page.goto(f"{server.url}/accounts/login/")
