@@ -6,6 +6,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 
+from approvals.views import approval_link
 from threads import agui, health
 from threads.api import api_not_found
 
@@ -36,5 +37,7 @@ urlpatterns = [
     ),
     path("agui/<str:agent>/", agui.agui_run, name="agui-run"),
     re_path(r"^agui/(?P<path>(?s:.*))\Z", api_not_found),
+    # The signed link every notification carries (approvals.notifications.links).
+    path("approvals/link/<str:token>/", approval_link, name="approval-link"),
     path("", include("threads.ui_urls")),
 ]

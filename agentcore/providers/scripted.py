@@ -87,6 +87,8 @@ _NOTIFY_RE: Final = re.compile(r"\bnotify\b", re.IGNORECASE)
 #: Client (frontend) tools the rules call when the client offers them.
 CONFIRM_TOOL: Final = "confirm"
 NOTIFY_TOOL: Final = "notify_customer"
+#: A word and the spaces after it (or a run of spaces): the demo's paced fragments.
+_WORDS: Final = re.compile(r"\S+\s*|\s+")
 _SENTENCE_END: Final = re.compile(r"[?!;,\n]|\.(?:\s|$)")
 _STRIP: Final = " \t\r\n.,;:!?\"'`()[]{}"
 _HELP: Final = (
@@ -262,9 +264,11 @@ class ScriptedProvider(Provider):
     """A deterministic offline provider (name ``"scripted"``); see the module docstring.
 
     ``turns`` is the script (``None`` = the rules); ``model`` is reported on
-    :class:`TurnEnd`; ``delay`` seconds are slept before each fragment, so a demo
-    streams visibly; ``base_url`` and ``api_key`` are accepted and ignored (the
-    registry passes them to every adapter). Implements STYLE 15 and 16.
+    :class:`TurnEnd`; ``delay`` seconds are slept before each fragment; ``pace``
+    (characters per second, 0 = instant) streams text and argument text word by
+    word at a reading pace, so a demo shows streaming (the demo agent gets
+    ``settings.COUNTERSIGN_DEMO_PACE``); ``base_url`` and ``api_key`` are accepted
+    and ignored (the registry passes them to every adapter). Implements STYLE 15 and 16.
     """
 
     name = "scripted"
@@ -275,12 +279,14 @@ class ScriptedProvider(Provider):
         *,
         model: str = "scripted",
         delay: float = 0.0,
+        pace: float = 0.0,
         base_url: str | None = None,
         api_key: str | None = None,
     ) -> None:
         """Hold the script (or none, for the rules)."""
         self.model = model
         self.delay = delay
+        self.pace = max(0.0, float(pace))
         self.script: list[ScriptedTurn] | None = None if turns is None else list(turns)
         self.requests: list[ModelRequest] = []
         self._played = 0
@@ -319,16 +325,16 @@ class ScriptedProvider(Provider):
         ended = False
         for item in scripted.items:
             if isinstance(item, _Text):
-                for piece in split_fragments(item.text):
-                    await self._tick()
+                for piece in self._fragments(item.text, max_size=16):
+                    await self._tick(piece)
                     yield TextDelta(piece)
             elif isinstance(item, _Call):
                 calls += 1
                 call_id = item.call_id or f"call_{turn_index}_{calls}"
                 await self._tick()
                 yield ToolCallBegin(call_id=call_id, name=item.name)
-                for piece in split_fragments(item.arguments, max_size=12):
-                    await self._tick()
+                for piece in self._fragments(item.arguments, max_size=12):
+                    await self._tick(piece)
                     yield ToolCallDelta(call_id=call_id, delta=piece)
             elif isinstance(item, _Raw):
                 await self._tick()
@@ -346,9 +352,16 @@ class ScriptedProvider(Provider):
                 model=request.model or self.model,
             )
 
-    async def _tick(self) -> None:
-        """Sleep the configured delay (or just yield to the event loop)."""
-        await asyncio.sleep(self.delay)
+    def _fragments(self, value: str, *, max_size: int) -> list[str]:
+        """Split ``value`` as it streams: word by word at a pace, else a few fragments."""
+        if self.pace > 0:
+            return _WORDS.findall(value)
+        return split_fragments(value, max_size=max_size)
+
+    async def _tick(self, piece: str = "") -> None:
+        """Sleep the configured delay plus ``piece``'s reading time at ``pace`` (or just yield)."""
+        reading = len(piece) / self.pace if self.pace > 0 else 0.0
+        await asyncio.sleep(self.delay + reading)
 
     # -- rules ----------------------------------------------------------------------
 
