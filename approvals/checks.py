@@ -42,7 +42,8 @@ def check_notifications(
         return [
             checks.Error(
                 f"COUNTERSIGN['NOTIFICATIONS'] is {type(raw).__name__}, not a list",
-                hint="Give a list of targets (README, Notifications), or [] for none.",
+                hint="Give a list of targets (README, Notifications), or [] for none; "
+                "COUNTERSIGN_NOTIFICATIONS_JSON must be a JSON array.",
                 id="approvals.E101",
             )
         ]

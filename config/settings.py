@@ -284,6 +284,12 @@ for _name in (
     "RUN_HEARTBEAT_SECONDS",
     "RUN_STALE_SECONDS",
     "QUEUED_STALE_SECONDS",
+    # notification retries and thresholds (README "Notifications")
+    "NOTIFY_EXPIRING_SECONDS",
+    "NOTIFY_MAX_ATTEMPTS",
+    "NOTIFY_RETRY_BACKOFF_SECONDS",
+    "NOTIFY_RETRY_MAX_DELAY_SECONDS",
+    "NOTIFY_TIMEOUT_SECONDS",
 ):
     if os.environ.get(f"COUNTERSIGN_{_name}"):
         COUNTERSIGN[_name] = float(os.environ[f"COUNTERSIGN_{_name}"])
@@ -294,20 +300,15 @@ for _name in (
 if os.environ.get("COUNTERSIGN_NOTIFICATIONS_JSON"):
     import json as _json
 
-    COUNTERSIGN["NOTIFICATIONS"] = _json.loads(
-        os.environ["COUNTERSIGN_NOTIFICATIONS_JSON"]
-    )
+    try:
+        COUNTERSIGN["NOTIFICATIONS"] = _json.loads(
+            os.environ["COUNTERSIGN_NOTIFICATIONS_JSON"]
+        )
+    except ValueError:
+        # Kept as text, so the system check (approvals.E101) names the problem.
+        COUNTERSIGN["NOTIFICATIONS"] = os.environ["COUNTERSIGN_NOTIFICATIONS_JSON"]
 if os.environ.get("COUNTERSIGN_PUBLIC_URL"):
     COUNTERSIGN["PUBLIC_URL"] = os.environ["COUNTERSIGN_PUBLIC_URL"]
-for _name in (
-    "NOTIFY_EXPIRING_SECONDS",
-    "NOTIFY_MAX_ATTEMPTS",
-    "NOTIFY_RETRY_BACKOFF_SECONDS",
-    "NOTIFY_RETRY_MAX_DELAY_SECONDS",
-    "NOTIFY_TIMEOUT_SECONDS",
-):
-    if os.environ.get(f"COUNTERSIGN_{_name}"):
-        COUNTERSIGN[_name] = float(os.environ[f"COUNTERSIGN_{_name}"])
 
 # Email for notifications: Django's SMTP backend, configured by environment.
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")

@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from email import message_from_bytes
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -36,7 +37,7 @@ from approvals.services import approval_decide
 from approvals.services.expiring import approvals_expiring_announce
 from approvals.signals import approval_escalated, send_now
 from demo.models import Refund
-from threads.models import ToolCall
+from threads.models import Message, ToolCall
 
 SECRET = "whsec_" + base64.b64encode(b"countersign-test-secret-0123456789").decode()
 LINK_RE = re.compile(r"http://testserver(/approvals/link/[^/\s]+/)")
@@ -180,16 +181,6 @@ def notifications(settings, monkeypatch, smtp_server, webhook_receiver):
     return targets
 
 
-def _wait(predicate, *, timeout: float = 30.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    pytest.fail(f"timed out waiting for {what or predicate!r}")
-
-
 def _deliveries(
     approval: ApprovalRequest,
 ) -> dict[tuple[str, str], NotificationDelivery]:
@@ -222,7 +213,7 @@ def test_notifications_reach_email_and_webhook_and_a_broken_target_is_recorded(
     call = pending_refund
     approval = ApprovalRequest.objects.get(tool_call=call)
 
-    _wait(lambda: _settled(approval, "requested"), what="requested deliveries")
+    executor.wait_for(lambda: _settled(approval, "requested"))
     requested = _deliveries(approval)
     assert {t: d.status for (e, t), d in requested.items() if e == "requested"} == {
         "ops-mail": "delivered",
@@ -271,7 +262,7 @@ def test_notifications_reach_email_and_webhook_and_a_broken_target_is_recorded(
     }
     assert approvals_expiring_announce() == 1
     assert approvals_expiring_announce() == 0
-    _wait(lambda: _settled(approval, "expiring"), what="expiring deliveries")
+    executor.wait_for(lambda: _settled(approval, "expiring"))
     assert any("Approval expiring soon" in s for s in inbox.subjects())
 
     # The decision is taken and executed whatever the broken target does.
@@ -285,9 +276,16 @@ def test_notifications_reach_email_and_webhook_and_a_broken_target_is_recorded(
     call.refresh_from_db()
     assert call.state == ToolCall.State.SUCCEEDED
     assert ToolExecution.objects.get(tool_call=call).state == "succeeded"
-    assert [str(r.amount) for r in Refund.objects.all()] == ["20.00"]
+    (refund,) = Refund.objects.all()
+    assert str(refund.amount) == "20.00"
+    final = Message.objects.filter(thread=call.thread, role="assistant").last()
+    assert final.content == (
+        f"Refund done: 20.00 EUR refunded on order A-1001 (refund #{refund.pk}). "
+        "The approver changed the amount: I had proposed 25.00 EUR. "
+        'Reason recorded: "partial".'
+    )
 
-    _wait(lambda: _settled(approval, "decided"), what="decided deliveries")
+    executor.wait_for(lambda: _settled(approval, "decided"))
     final = _deliveries(approval)
     assert final[("decided", "ops-mail")].status == "delivered"
     assert final[("decided", "broken")].status == "failed"
@@ -311,7 +309,7 @@ def test_escalation_is_delivered_naming_the_group(
     approval = ApprovalRequest.objects.get(tool_call=pending_refund)
     send_now(approval_escalated, approval, group="finance")
     send_now(approval_escalated, approval, group="finance")
-    _wait(lambda: _settled(approval, "escalated"), what="escalated deliveries")
+    executor.wait_for(lambda: _settled(approval, "escalated"))
     escalated = NotificationDelivery.objects.filter(
         approval=approval, event="escalated", target="ops-mail"
     ).get()
@@ -429,3 +427,15 @@ def test_worker_environment_configures_notifications(monkeypatch):
         [{"name": "m", "kind": "email", "to": ["a@example.com"]}],
         7.0,
     ]
+    # Malformed JSON does not stop the process: the system check names it (E101).
+    broken = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=Path(__file__).resolve().parents[2],
+        env={**env, "COUNTERSIGN_NOTIFICATIONS_JSON": "[{oops"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert broken.returncode == 1
+    assert "approvals.E101" in broken.stderr
+    assert "COUNTERSIGN['NOTIFICATIONS'] is str, not a list" in broken.stderr
