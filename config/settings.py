@@ -219,6 +219,8 @@ CELERY_TASK_DEFAULT_QUEUE = "countersign"
 CELERY_TASK_ROUTES = {
     "threads.tasks.run_agent": {"queue": "runs"},
     "approvals.tasks.execute_tool_call": {"queue": "tools"},
+    # A slow notification target must never hold a slot tool executions need.
+    "approvals.tasks.deliver_notification": {"queue": "countersign"},
     "approvals.tasks.*": {"queue": "tools"},
 }
 # The janitor's sweep interval (COUNTERSIGN["JANITOR_INTERVAL_SECONDS"] below):

@@ -28,6 +28,7 @@ from aiosmtpd.controller import Controller
 from django.core import signing
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
+from django.urls import reverse
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from approvals.checks import check_notifications
@@ -202,6 +203,7 @@ def test_notifications_reach_email_and_webhook_and_a_broken_target_is_recorded(
     pending_refund,
     approver,
     client,
+    admin_client,
     settings,
     executor,
 ):
@@ -299,6 +301,16 @@ def test_notifications_reach_email_and_webhook_and_a_broken_target_is_recorded(
     assert decided_hook["data"]["editedArguments"]["amount"] == 20.0
     # One message id per delivery, kept across retries.
     assert len(set(received.ids)) == len(received.ids)
+
+    # The broken target's failures are visible in the admin.
+    page = admin_client.get(
+        reverse("admin:approvals_notificationdelivery_changelist")
+        + "?status__exact=failed"
+    )
+    assert page.status_code == 200
+    listed = page.content.decode()
+    assert "3 notification deliveries" in listed  # requested, expiring, decided
+    assert listed.count("Connection refused") == 3
 
 
 def test_escalation_is_delivered_naming_the_group(
