@@ -24,6 +24,7 @@ install: $(STAMP)
 run: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py ensureadmin
+	$(BIN)/python manage.py createroles
 	@echo "Countersign on http://$(HOST):$(PORT)/ (admin: http://$(HOST):$(PORT)/admin/)"
 	$(BIN)/python -m uvicorn config.asgi:application --host $(HOST) --port $(PORT) --ws-per-message-deflate false
 

@@ -7,6 +7,8 @@ edit-then-approve form; all of them call :func:`approvals.services.approval_deci
 and require ``approvals.decide_approvalrequest``. Decided requests are read-only;
 the audit trail is append-only. The janitor's sweeps that recovered something
 are listed read-only, with the last 24 hours' totals per kind in the title.
+Outbound notification deliveries are listed read-only with their attempts and
+last error, newest first and filterable by status, so a broken target shows.
 """
 
 from __future__ import annotations
@@ -30,7 +32,13 @@ from django.utils.timesince import timesince
 
 from approvals.authorization import approval_authorization
 from approvals.exceptions import ApprovalError
-from approvals.models import ApprovalRequest, AuditEntry, JanitorSweep, ToolExecution
+from approvals.models import (
+    ApprovalRequest,
+    AuditEntry,
+    JanitorSweep,
+    NotificationDelivery,
+    ToolExecution,
+)
 from approvals.selectors import approval_context, approval_risk, arguments_diff
 from approvals.services import DECIDE_PERMISSION, approval_decide
 from approvals.services.decisions import Decision
@@ -578,3 +586,44 @@ class JanitorSweepAdmin(ReadOnlyAdmin):
         return super().changelist_view(
             request, {**(extra_context or {}), "title": title}
         )
+
+
+@admin.register(NotificationDelivery)
+class NotificationDeliveryAdmin(ReadOnlyAdmin):
+    """Each outbound notification and how it went (filter by status to see failures)."""
+
+    list_display = (
+        "created_at",
+        "event",
+        "target",
+        "kind",
+        "status",
+        "attempts",
+        "last_error",
+        "last_attempt_at",
+        "delivered_at",
+        "request_link",
+    )
+    list_filter = ("status", "event", "target", "kind")
+    search_fields = ("target", "last_error")
+    readonly_fields = (
+        "approval",
+        "event",
+        "target",
+        "kind",
+        "group",
+        "status",
+        "attempts",
+        "last_error",
+        "created_at",
+        "last_attempt_at",
+        "next_attempt_at",
+        "delivered_at",
+    )
+
+    @admin.display(description="request")
+    def request_link(self, delivery: NotificationDelivery) -> str:
+        url = reverse(
+            "admin:approvals_approvalrequest_change", args=[delivery.approval_id]
+        )
+        return format_html('<a href="{}">#{}</a>', url, delivery.approval_id)

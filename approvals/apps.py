@@ -19,6 +19,8 @@ class ApprovalsConfig(AppConfig):
 
     def ready(self) -> None:
         # Deferred: threads.wire imports models, importable only once the registry is ready.
+        from approvals import checks  # noqa: F401  (registers system checks)
+        from approvals.notifications import receivers  # noqa: F401  (connects signals)
         from threads.wire import interrupt_source_register
 
         # A wire run held for an operator ends with the run's approval requests

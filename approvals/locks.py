@@ -9,7 +9,12 @@ after locking.
 
 from __future__ import annotations
 
-from approvals.models import ApprovalRequest, AuditChainHead, ToolExecution
+from approvals.models import (
+    ApprovalRequest,
+    AuditChainHead,
+    NotificationDelivery,
+    ToolExecution,
+)
 from threads.locks import thread_lock, tool_call_lock
 from threads.models import Thread, ToolCall
 
@@ -79,3 +84,17 @@ def audit_head_lock() -> AuditChainHead:
     """
     head, _ = AuditChainHead.objects.select_for_update().get_or_create(pk=1)
     return head
+
+
+def delivery_lock(*, delivery_pk: int) -> NotificationDelivery | None:
+    """Lock and return notification delivery ``delivery_pk`` (``None`` if deleted).
+
+    Taken alone, never while holding a thread/call/approval lock: a delivery is
+    sent outside the workflow's transactions.
+    """
+    return (
+        NotificationDelivery.objects.select_for_update(of=("self",))
+        .select_related("approval")
+        .filter(pk=delivery_pk)
+        .first()
+    )

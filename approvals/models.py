@@ -130,6 +130,8 @@ class ApprovalRequest(models.Model):
     approved_arguments_hash = models.CharField(max_length=64, blank=True, default="")
     schema_valid = models.BooleanField(default=True)
     schema_errors = models.TextField(blank=True, default="")
+    #: When ``approval_expiring`` was sent for this request (once), or null.
+    expiry_announced_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["requested_at", "id"]
@@ -309,3 +311,63 @@ class JanitorSweep(models.Model):
 
     def __str__(self) -> str:
         return f"sweep {self.started_at:%Y-%m-%d %H:%M:%S}: {self.total} recovered"
+
+
+class NotificationDelivery(models.Model):
+    """One outbound notification of one event to one configured target, and how it went.
+
+    Created after the event's transaction committed (``approvals.notifications``),
+    one row per (request, event, target, group); a Celery task (or the embedded
+    pool) sends it, retrying with backoff up to ``NOTIFY_MAX_ATTEMPTS``. ``status``
+    moves only through :func:`approvals.transitions.delivery_transition`:
+    ``queued`` → ``sending`` → ``delivered`` | ``retrying`` (→ ``sending``) |
+    ``failed``. ``last_error`` says why the last attempt failed (no secrets). Read-only
+    in the admin ("Notification deliveries"), so a broken target's failures show.
+    """
+
+    class Event(models.TextChoices):
+        REQUESTED = "requested", "approval requested"
+        EXPIRING = "expiring", "approval expiring"
+        DECIDED = "decided", "approval decided"
+        ESCALATED = "escalated", "approval escalated"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        SENDING = "sending", "sending"
+        RETRYING = "retrying", "waiting to retry"
+        DELIVERED = "delivered", "delivered"
+        FAILED = "failed", "failed"
+
+    approval = models.ForeignKey(
+        ApprovalRequest, on_delete=models.CASCADE, related_name="notifications"
+    )
+    event = models.CharField(max_length=20, choices=Event.choices)
+    #: The target's ``name`` in ``COUNTERSIGN["NOTIFICATIONS"]``.
+    target = models.CharField(max_length=100)
+    #: ``email``, ``webhook`` or ``apprise``.
+    kind = models.CharField(max_length=20)
+    #: The group an ``escalated`` event names (blank for other events).
+    group = models.CharField(max_length=150, blank=True, default="")
+    status = models.CharField(
+        max_length=20, choices=Status.choices, default=Status.QUEUED
+    )
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name_plural = "notification deliveries"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["approval", "event", "target", "group"],
+                name="uniq_notification_per_event_target",
+            )
+        ]
+        indexes = [models.Index(fields=["status", "next_attempt_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.event} -> {self.target} ({self.status})"

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from approvals.notifications.delivery import deliveries_requeue, notification_deliver
 from approvals.services import approvals_expire
+from approvals.services.expiring import approvals_expiring_announce
 from orchestration.executions import tool_call_execute_supervised
 
 
@@ -27,3 +29,18 @@ def execute_tool_call(*, tool_call_pk: int) -> None:
 def expire_approvals() -> int:
     """Expire pending approval requests past their deadline (run by Celery beat)."""
     return approvals_expire()
+
+
+@shared_task(
+    name="approvals.tasks.deliver_notification", acks_late=True, ignore_result=True
+)
+def deliver_notification(*, delivery_pk: int) -> None:
+    """Make one attempt at notification delivery ``delivery_pk`` (retries schedule themselves)."""
+    notification_deliver(delivery_pk=delivery_pk)
+
+
+@shared_task(name="approvals.tasks.announce_expiring_approvals", ignore_result=True)
+def announce_expiring_approvals() -> int:
+    """Announce requests about to expire and re-send lost deliveries (run by Celery beat)."""
+    deliveries_requeue()
+    return approvals_expiring_announce()

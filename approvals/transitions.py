@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from approvals.models import ApprovalRequest, ToolExecution
+from approvals.models import ApprovalRequest, NotificationDelivery, ToolExecution
 from threads.transitions import apply_transition
 
 _A = ApprovalRequest.Status
 _E = ToolExecution.State
+_D = NotificationDelivery.Status
 
 APPROVAL_TRANSITIONS: Final[Mapping[str, frozenset[str]]] = {
     # an operator decides, the deadline passes, or the call is cancelled (FT-06)
@@ -39,6 +40,16 @@ EXECUTION_TRANSITIONS: Final[Mapping[str, frozenset[str]]] = {
     _E.SUCCEEDED: frozenset(),
     _E.FAILED: frozenset(),
     _E.RESOLVED: frozenset(),
+}
+
+DELIVERY_TRANSITIONS: Final[Mapping[str, frozenset[str]]] = {
+    # a worker takes it, or it is given up unsent (its target left the settings)
+    _D.QUEUED: frozenset({_D.SENDING, _D.FAILED}),
+    # the attempt's outcome: sent, to be retried, or out of attempts
+    _D.SENDING: frozenset({_D.DELIVERED, _D.RETRYING, _D.FAILED}),
+    _D.RETRYING: frozenset({_D.SENDING, _D.FAILED}),
+    _D.DELIVERED: frozenset(),
+    _D.FAILED: frozenset(),
 }
 
 
@@ -74,6 +85,24 @@ def execution_transition(
         field="state",
         table=EXECUTION_TRANSITIONS,
         what=f"execution of call {execution.tool_call_id!r}",
+        to=to,
+        save=save,
+    )
+
+
+def delivery_transition(
+    *, delivery: NotificationDelivery, to: str, save: bool = True
+) -> bool:
+    """Move notification ``delivery`` to status ``to``; return whether it changed.
+
+    Raises :class:`threads.exceptions.IllegalTransition` for a move
+    ``DELIVERY_TRANSITIONS`` does not allow. Implements STYLE.md 8.
+    """
+    return apply_transition(
+        instance=delivery,
+        field="status",
+        table=DELIVERY_TRANSITIONS,
+        what=f"notification delivery {delivery.pk!r}",
         to=to,
         save=save,
     )

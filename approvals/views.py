@@ -6,6 +6,8 @@ searched, sorted by expiry. Every card is :func:`approvals.selectors.approval_co
 for the viewer (``canAuthorize``, who can, risk, rationale...).
 ``/approvals/<id>/context.json`` re-reads one card after a live notification.
 Decisions go through the REST API. Implements DC-03, DC-05, SEC-02.
+``/approvals/link/<token>/`` is the page a notification's signed link opens
+(:mod:`approvals.notifications.links`).
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
+from django.core import signing
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET
 
-from approvals.models import DECIDE_PERMISSION
+from approvals.models import DECIDE_PERMISSION, ApprovalRequest
+from approvals.notifications.links import approval_link_verify
 from approvals.selectors import (
     QUEUE_VIEWS,
     VIEW_PERMISSION,
@@ -95,3 +100,33 @@ def approval_context_json(request: HttpRequest, pk: int) -> JsonResponse:
     if approval is None or not can_see_queue(request.user):
         raise Http404("No such approval request, or you may not see it.")
     return JsonResponse(approval_context(approval, request.user))
+
+
+@require_GET
+@login_required
+def approval_link(request: HttpRequest, token: str) -> HttpResponse:
+    """Verify a notification link and redirect to its request in the approval queue.
+
+    Sign-in is required first (the login page returns here). An expired link
+    answers 410 and a forged or altered one 400, each with a page saying what to
+    do; a request that no longer exists, 404. The link grants nothing: deciding
+    still needs ``approvals.decide_approvalrequest``.
+    """
+    try:
+        pk = approval_link_verify(token)
+    except signing.SignatureExpired:
+        return _invalid(request, "expired", status=410)
+    except signing.BadSignature:
+        return _invalid(request, "invalid", status=400)
+    if not ApprovalRequest.objects.filter(pk=pk).exists():
+        return _invalid(request, "missing", status=404)
+    return redirect(f"{reverse('ui-approvals')}?approval={pk}#approval-{pk}")
+
+
+def _invalid(request: HttpRequest, problem: str, *, status: int) -> HttpResponse:
+    return render(
+        request,
+        "ui/approval_link_invalid.html",
+        {"problem": problem, "nav": "approvals"},
+        status=status,
+    )

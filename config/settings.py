@@ -219,6 +219,8 @@ CELERY_TASK_DEFAULT_QUEUE = "countersign"
 CELERY_TASK_ROUTES = {
     "threads.tasks.run_agent": {"queue": "runs"},
     "approvals.tasks.execute_tool_call": {"queue": "tools"},
+    # A slow notification target must never hold a slot tool executions need.
+    "approvals.tasks.deliver_notification": {"queue": "countersign"},
     "approvals.tasks.*": {"queue": "tools"},
 }
 # The janitor's sweep interval (COUNTERSIGN["JANITOR_INTERVAL_SECONDS"] below):
@@ -226,6 +228,12 @@ CELERY_TASK_ROUTES = {
 _JANITOR_INTERVAL = float(os.environ.get("COUNTERSIGN_JANITOR_INTERVAL_SECONDS") or 10)
 CELERY_BEAT_SCHEDULE = {
     "expire-approvals": {"task": "approvals.tasks.expire_approvals", "schedule": 30.0},
+    # Announces requests about to expire (approval_expiring) and re-sends
+    # notification deliveries a lost broker message left queued.
+    "announce-expiring-approvals": {
+        "task": "approvals.tasks.announce_expiring_approvals",
+        "schedule": 30.0,
+    },
     # Recovers runs and executions a dead worker or a lost message left behind
     # (orchestration.janitor); default queue.
     "reap-stale-runs": {
@@ -283,9 +291,45 @@ for _name in (
     "RUN_STALE_SECONDS",
     "QUEUED_STALE_SECONDS",
     "DECISION_UNDO_SECONDS",
+    # notification retries and thresholds (README "Notifications")
+    "NOTIFY_EXPIRING_SECONDS",
+    "NOTIFY_MAX_ATTEMPTS",
+    "NOTIFY_RETRY_BACKOFF_SECONDS",
+    "NOTIFY_RETRY_MAX_DELAY_SECONDS",
+    "NOTIFY_TIMEOUT_SECONDS",
 ):
     if os.environ.get(f"COUNTERSIGN_{_name}"):
         COUNTERSIGN[_name] = float(os.environ[f"COUNTERSIGN_{_name}"])
+
+# Outbound notifications (README "Notifications"): targets as JSON, e.g.
+# COUNTERSIGN_NOTIFICATIONS_JSON='[{"name": "ops", "kind": "email", "to": ["ops@example.com"]}]',
+# and the site's public address for the signed links they carry.
+if os.environ.get("COUNTERSIGN_NOTIFICATIONS_JSON"):
+    import json as _json
+
+    try:
+        COUNTERSIGN["NOTIFICATIONS"] = _json.loads(
+            os.environ["COUNTERSIGN_NOTIFICATIONS_JSON"]
+        )
+    except ValueError:
+        # Kept as text, so the system check (approvals.E101) names the problem.
+        COUNTERSIGN["NOTIFICATIONS"] = os.environ["COUNTERSIGN_NOTIFICATIONS_JSON"]
+if os.environ.get("COUNTERSIGN_PUBLIC_URL"):
+    COUNTERSIGN["PUBLIC_URL"] = os.environ["COUNTERSIGN_PUBLIC_URL"]
+
+# Email for notifications: Django's SMTP backend, configured by environment.
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT") or 25)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = _env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = _env_bool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = int(os.environ.get("EMAIL_TIMEOUT") or 10)
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "countersign@localhost")
+
+# The scripted demo agent streams at this many characters per second, so a new user
+# sees streaming (0 = instant; the tests set 0).
+COUNTERSIGN_DEMO_PACE = float(os.environ.get("COUNTERSIGN_DEMO_PACE") or 60)
 
 # Agent name -> provider, model, system prompt, toolsets and limits. API keys and
 # base URLs are read from environment variables only (see agentcore.providers).

@@ -43,5 +43,11 @@ urlpatterns = [
         approval_views.approval_context_json,
         name="ui-approval-context",
     ),
+    # The signed link every notification carries (approvals.notifications.links).
+    path(
+        "approvals/link/<str:token>/",
+        approval_views.approval_link,
+        name="approval-link",
+    ),
     path("", include("threads.ui_urls")),
 ]

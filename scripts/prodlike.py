@@ -107,6 +107,8 @@ def stack_env(directory: Path) -> dict[str, str]:
         "STATIC_ROOT": str(directory / "static"),
         "PYTHONUNBUFFERED": "1",
         "PROD_LIKE_URL": origin,
+        # The smoke test, chaos run and benchmarks want the demo agent instant.
+        "COUNTERSIGN_DEMO_PACE": os.environ.get("COUNTERSIGN_DEMO_PACE") or "0",
     }
 
 

@@ -16,6 +16,18 @@ import pytest
 
 pytest_plugins = ["tests.executors"]
 
+# The demo agent streams at a human pace for `make run`; tests (and the workers and
+# servers they start, which inherit this) want it instant.
+os.environ["COUNTERSIGN_DEMO_PACE"] = "0"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Make the demo agent instant in this process too (settings may be loaded already)."""
+    from django.conf import settings
+
+    settings.COUNTERSIGN_DEMO_PACE = 0.0
+
+
 REQUIRE_SERVICES = os.environ.get("COUNTERSIGN_REQUIRE_SERVICES") == "1"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/15"
 

@@ -253,6 +253,12 @@ def agent_build(name: str) -> Any:
     else:
         if config.get("base_url_env"):
             options["base_url"] = os.environ.get(config["base_url_env"]) or None
+        if provider_name == "scripted":
+            # The demo streams at a human pace (settings.COUNTERSIGN_DEMO_PACE,
+            # characters per second; 0 in the tests) unless the agent sets its own.
+            options.setdefault(
+                "pace", float(getattr(settings, "COUNTERSIGN_DEMO_PACE", 0))
+            )
         provider = get_provider(provider_name, model=config.get("model", ""), **options)
     loop_options = {
         key: config[key]

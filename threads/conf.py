@@ -59,6 +59,24 @@ DEFAULTS: Final[dict[str, Any]] = {
     "RISK_THRESHOLDS": {},
     # Sweeps that recovered something are kept (admin: Janitor sweeps) this long.
     "JANITOR_SWEEP_RETENTION_SECONDS": 7 * 24 * 3600,
+    # Outbound notifications (approvals.notifications; README "Notifications"): a
+    # list of targets, each {"name", "kind": "email"|"webhook"|"apprise",
+    # "events": ["requested", "expiring", "decided", "escalated"], and "to" (email),
+    # "url" + "secret" (webhook, Standard Webhooks) or "urls" (apprise)}. Checked
+    # by approvals.checks (approvals.E101-E106).
+    "NOTIFICATIONS": [],
+    # A pending request is announced as expiring once, this many seconds before it expires.
+    "NOTIFY_EXPIRING_SECONDS": 3600.0,
+    # Attempts per delivery, the first retry's delay (doubled each time, at most
+    # NOTIFY_RETRY_MAX_DELAY_SECONDS) and one attempt's network timeout.
+    "NOTIFY_MAX_ATTEMPTS": 5,
+    "NOTIFY_RETRY_BACKOFF_SECONDS": 5.0,
+    "NOTIFY_RETRY_MAX_DELAY_SECONDS": 600.0,
+    "NOTIFY_TIMEOUT_SECONDS": 10.0,
+    # How long the signed link in a notification opens its request.
+    "NOTIFY_LINK_MAX_AGE_SECONDS": 7 * 24 * 3600,
+    # The site's address as people reach it, for links in notifications.
+    "PUBLIC_URL": "http://127.0.0.1:8000",
 }
 
 

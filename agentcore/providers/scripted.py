@@ -7,11 +7,15 @@ network and no API key. It has two modes:
   the history and acts like a small tool-using model over the demo tools:
 
   - ``weather in <city>`` → calls ``get_weather`` ``{"city": <city>}``, then answers
-    quoting the result;
+    in a sentence (``Weather in Oslo: 4.0 °C and light rain, humidity 81%.``);
   - ``refund order <id> <amount>`` → calls ``lookup_order`` ``{"order_id": <id>}``;
     once that is answered, ``refund_order`` ``{"order_id", "amount", "reason":
-    "customer request"}``; once that is answered, ``Refund done: <result>`` (or says
-    the refund failed or was declined, quoting why);
+    "customer request"}``; once that is answered, ``Refund done: 25.00 EUR refunded
+    on order A-1001 (refund #1).``, from the executed result, saying so when an
+    approver changed the amount (or a sentence saying it was declined, expired,
+    cancelled or failed, and why);
+  - ``look up order <id>`` → calls ``lookup_order``, then answers in a sentence
+    (``Order A-1001 for Ada Lovelace: 4 items, total 500.00 EUR, delivered.``);
   - with a client tool ``confirm`` offered, ``confirm <question>`` → calls
     ``confirm`` ``{"question": <question>}``; once the client answered, ``You
     answered: <answer>``;
@@ -39,6 +43,7 @@ import math
 import re
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
 from agentcore.events import AssistantMessage, ToolMessage, UserMessage
@@ -80,6 +85,10 @@ _REFUND_RE: Final = re.compile(
     r"(?:\s+(?:for\s+)?[$€£]?\s*(?P<amount>\d+(?:\.\d+)?))?",
     re.IGNORECASE,
 )
+_LOOKUP_RE: Final = re.compile(
+    r"\b(?:look\s*up|check|show)\s+order\s+#?(?P<id>[A-Za-z0-9][\w-]*)",
+    re.IGNORECASE,
+)
 _CONFIRM_RE: Final = re.compile(
     r"\bconfirm\b\s*(?P<rest>.*)", re.IGNORECASE | re.DOTALL
 )
@@ -87,11 +96,13 @@ _NOTIFY_RE: Final = re.compile(r"\bnotify\b", re.IGNORECASE)
 #: Client (frontend) tools the rules call when the client offers them.
 CONFIRM_TOOL: Final = "confirm"
 NOTIFY_TOOL: Final = "notify_customer"
+#: A word and the spaces after it (or a run of spaces): the demo's paced fragments.
+_WORDS: Final = re.compile(r"\S+\s*|\s+")
 _SENTENCE_END: Final = re.compile(r"[?!;,\n]|\.(?:\s|$)")
 _STRIP: Final = " \t\r\n.,;:!?\"'`()[]{}"
 _HELP: Final = (
     "I'm the scripted demo model (no API key needed). Ask me about the "
-    '"weather in <city>", or say "refund order <id> <amount>".'
+    '"weather in <city>", say "look up order A-1001", or "refund order <id> <amount>".'
 )
 
 
@@ -262,9 +273,11 @@ class ScriptedProvider(Provider):
     """A deterministic offline provider (name ``"scripted"``); see the module docstring.
 
     ``turns`` is the script (``None`` = the rules); ``model`` is reported on
-    :class:`TurnEnd`; ``delay`` seconds are slept before each fragment, so a demo
-    streams visibly; ``base_url`` and ``api_key`` are accepted and ignored (the
-    registry passes them to every adapter). Implements STYLE 15 and 16.
+    :class:`TurnEnd`; ``delay`` seconds are slept before each fragment; ``pace``
+    (characters per second, 0 = instant) streams text and argument text word by
+    word at a reading pace, so a demo shows streaming (the demo agent gets
+    ``settings.COUNTERSIGN_DEMO_PACE``); ``base_url`` and ``api_key`` are accepted
+    and ignored (the registry passes them to every adapter). Implements STYLE 15 and 16.
     """
 
     name = "scripted"
@@ -275,12 +288,14 @@ class ScriptedProvider(Provider):
         *,
         model: str = "scripted",
         delay: float = 0.0,
+        pace: float = 0.0,
         base_url: str | None = None,
         api_key: str | None = None,
     ) -> None:
         """Hold the script (or none, for the rules)."""
         self.model = model
         self.delay = delay
+        self.pace = max(0.0, float(pace))
         self.script: list[ScriptedTurn] | None = None if turns is None else list(turns)
         self.requests: list[ModelRequest] = []
         self._played = 0
@@ -319,16 +334,16 @@ class ScriptedProvider(Provider):
         ended = False
         for item in scripted.items:
             if isinstance(item, _Text):
-                for piece in split_fragments(item.text):
-                    await self._tick()
+                for piece in self._fragments(item.text, max_size=16):
+                    await self._tick(piece)
                     yield TextDelta(piece)
             elif isinstance(item, _Call):
                 calls += 1
                 call_id = item.call_id or f"call_{turn_index}_{calls}"
                 await self._tick()
                 yield ToolCallBegin(call_id=call_id, name=item.name)
-                for piece in split_fragments(item.arguments, max_size=12):
-                    await self._tick()
+                for piece in self._fragments(item.arguments, max_size=12):
+                    await self._tick(piece)
                     yield ToolCallDelta(call_id=call_id, delta=piece)
             elif isinstance(item, _Raw):
                 await self._tick()
@@ -346,9 +361,16 @@ class ScriptedProvider(Provider):
                 model=request.model or self.model,
             )
 
-    async def _tick(self) -> None:
-        """Sleep the configured delay (or just yield to the event loop)."""
-        await asyncio.sleep(self.delay)
+    def _fragments(self, value: str, *, max_size: int) -> list[str]:
+        """Split ``value`` as it streams: word by word at a pace, else a few fragments."""
+        if self.pace > 0:
+            return _WORDS.findall(value)
+        return split_fragments(value, max_size=max_size)
+
+    async def _tick(self, piece: str = "") -> None:
+        """Sleep the configured delay plus ``piece``'s reading time at ``pace`` (or just yield)."""
+        reading = len(piece) / self.pace if self.pace > 0 else 0.0
+        await asyncio.sleep(self.delay + reading)
 
     # -- rules ----------------------------------------------------------------------
 
@@ -360,6 +382,7 @@ class ScriptedProvider(Provider):
         reply = (
             _weather_rule(state, offered, call_id)
             or _refund_rule(state, offered, call_id)
+            or _lookup_rule(state, offered, call_id)
             or _confirm_rule(state, offered, call_id)
         )
         if reply is None:
@@ -422,7 +445,17 @@ def _weather_rule(
         return text(
             f"I couldn't get the weather in {city}; the tool failed: {_why(result)}"
         )
-    return text(f"Weather in {city}: {_content_text(result)}")
+    report = _json_object(result)
+    if report is None or "temperature" not in report:
+        return text(f"Weather in {city}: {_content_text(result)}")
+    symbol = "°F" if report.get("unit") == "fahrenheit" else "°C"
+    sentence = (
+        f"Weather in {report.get('city') or city}: {report['temperature']} {symbol}"
+        f" and {report.get('conditions', 'unknown conditions')}"
+    )
+    if report.get("humidity_percent") is not None:
+        sentence += f", humidity {report['humidity_percent']}%"
+    return text(sentence + ".")
 
 
 def _refund_rule(
@@ -469,12 +502,128 @@ def _refund_rule(
                 ),
             )
         return refund_call
+    currency = str((_json_object(lookup) or {}).get("currency") or "")
     if refund.error:
-        return text(
-            f"The refund of {amount} on order {order_id} failed or was declined: "
-            f"{_why(refund)}"
+        return text(_refund_refused(refund, order_id, _money(amount, currency)))
+    return text(_refund_done(refund, order_id, amount, currency))
+
+
+def _lookup_rule(
+    state: _RulesState, offered: set[str], call_id: str
+) -> ScriptedTurn | None:
+    """Return the order lookup's turn ("look up order <id>"), or ``None`` when not asked."""
+    match = _LOOKUP_RE.search(state.user_text)
+    if match is None:
+        return None
+    order_id = match.group("id").strip(_STRIP)
+    lookup = state.results.get("lookup_order")
+    if lookup is None:
+        if "lookup_order" not in offered:
+            return text(
+                f"I can't look up order {order_id}: the lookup_order tool is not "
+                "available here."
+            )
+        return tool_call("lookup_order", {"order_id": order_id}, call_id=call_id)
+    if lookup.error:
+        return text(f"I couldn't look up order {order_id}: {_why(lookup)}")
+    return text(_order_sentence(lookup, order_id))
+
+
+def _order_sentence(lookup: ToolMessage, order_id: str) -> str:
+    """Return ``"Order A-1001 for Ada Lovelace: 4 items, total 500.00 EUR, delivered."``."""
+    order = _json_object(lookup)
+    if order is None:
+        return f"Order {order_id}: {_content_text(lookup)}"
+    items = order.get("items") or []
+    count = sum(int(i.get("quantity", 1)) for i in items if isinstance(i, dict)) or len(
+        items
+    )
+    parts = [f"{count} item{'' if count == 1 else 's'}"]
+    if order.get("total") is not None:
+        parts.append(
+            f"total {_money(order['total'], str(order.get('currency') or ''))}"
         )
-    return text(f"Refund done: {_content_text(refund)}")
+    if order.get("status"):
+        parts.append(str(order["status"]))
+    customer = f" for {order['customer']}" if order.get("customer") else ""
+    return f"Order {order.get('order_id') or order_id}{customer}: {', '.join(parts)}."
+
+
+def _refund_done(
+    refund: ToolMessage, order_id: str, proposed: int | float, currency: str
+) -> str:
+    """Say what the refund that ran did: its executed amount and reason, not the proposal.
+
+    An approver may have edited the arguments before approving (IR-11): the result
+    carries what was executed, and a difference from what was proposed is said.
+    """
+    result = _json_object(refund)
+    if result is None or result.get("amount") is None:
+        return f"Refund done: {_content_text(refund)}"
+    refunded = _money(result["amount"], currency)
+    sentence = (
+        f"Refund done: {refunded} refunded on order "
+        f"{result.get('order_id') or order_id}"
+    )
+    if result.get("refund_id") is not None:
+        sentence += f" (refund #{result['refund_id']})"
+    sentence += "."
+    if _decimal(result["amount"]) != _decimal(proposed):
+        sentence += (
+            f" The approver changed the amount: I had proposed "
+            f"{_money(proposed, currency)}."
+        )
+    reason = result.get("reason")
+    if isinstance(reason, str) and reason and reason != REFUND_REASON:
+        sentence += f' Reason recorded: "{reason}".'
+    return sentence
+
+
+def _refund_refused(refund: ToolMessage, order_id: str, amount: str) -> str:
+    """Say why the refund of ``amount`` did not happen, in a sentence."""
+    detail = _json_object(refund) or {}
+    reason = detail.get("reason") if isinstance(detail.get("reason"), str) else ""
+    if refund.error == "declined_by_operator":
+        return (
+            f"I did not refund {amount} on order {order_id}: an approver declined it"
+            + (f", saying: {reason}" if reason else "")
+            + "."
+        )
+    if refund.error == "approval_expired":
+        return (
+            f"I did not refund {amount} on order {order_id}: nobody approved it "
+            "before the request expired."
+        )
+    if refund.error == "cancelled":
+        return (
+            f"I did not refund {amount} on order {order_id}: the request was cancelled."
+        )
+    return f"The refund of {amount} on order {order_id} failed: {_why(refund)}"
+
+
+def _json_object(message: ToolMessage | None) -> dict[str, Any] | None:
+    """Return a tool message's content parsed as a JSON object, or ``None``."""
+    if message is None:
+        return None
+    try:
+        parsed = json.loads(_content_text(message))
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _decimal(value: Any) -> Decimal | None:
+    try:
+        return Decimal(str(value))
+    except (InvalidOperation, ValueError):
+        return None
+
+
+def _money(value: Any, currency: str) -> str:
+    """Return ``"25.00 EUR"`` (two decimals; the value as given when not a number)."""
+    number = _decimal(value)
+    shown = f"{number:.2f}" if number is not None and number.is_finite() else str(value)
+    return f"{shown} {currency}".strip()
 
 
 def _confirm_rule(

@@ -36,6 +36,7 @@ from approvals.models import (
 from approvals.services.audit import audit_append
 from approvals.services.dispatch import call_answer_refused, execution_create, run_tools
 from approvals.services.notify import notify_approval_changed
+from approvals.signals import approval_decided, send_on_commit
 from approvals.transitions import approval_transition
 from threads.models import Run, ToolCall
 from threads.services import continuation_maybe_start, run_resume_record
@@ -157,6 +158,8 @@ def approval_decide(
                 undo_seconds=undo_seconds,
             )
         notify_approval_changed(locked, call=call)
+        if not expired:
+            send_on_commit(approval_decided, locked)
         if expired or decision == "reject" or interrupt:
             continuation_maybe_start(run=locked.run)
     if expired:

@@ -22,6 +22,7 @@ from approvals.locks import call_execution_lock
 from approvals.models import ApprovalRequest, ToolExecution, arguments_hash
 from approvals.services.audit import audit_append
 from approvals.services.notify import notify_approval_changed, notify_call_changed
+from approvals.signals import approval_requested, send_on_commit
 from approvals.transitions import execution_transition
 from threads.agent_config import agent_toolset
 from threads.answers import error_content, refusal_content, tool_message_write
@@ -153,7 +154,7 @@ def approval_request_open(
     timeout = getattr(tool, "approval_timeout", None) or float(
         countersign_settings.APPROVAL_TIMEOUT_SECONDS
     )
-    return ApprovalRequest.objects.create(
+    approval = ApprovalRequest.objects.create(
         tool_call=call,
         thread_id=call.thread_id,
         run=call.run,
@@ -164,6 +165,8 @@ def approval_request_open(
         proposed_arguments=arguments,
         **{"schema_valid": True, **fields},
     )
+    send_on_commit(approval_requested, approval)
+    return approval
 
 
 def pending_calls_dispatch(*, run: Run) -> None:
@@ -244,6 +247,7 @@ def interrupt_request_create(
         after={"interrupt": interrupt},
     )
     notify_approval_changed(approval, call=call)
+    send_on_commit(approval_requested, approval)
     return approval
 
 

@@ -27,6 +27,7 @@ from approvals.models import ApprovalRequest
 from approvals.services.audit import audit_append
 from approvals.services.decisions import approval_expire_locked
 from approvals.services.notify import notify_approval_changed
+from approvals.signals import approval_requested, send_on_commit
 from threads.models import ToolCall
 
 logger = logging.getLogger(__name__)
@@ -96,6 +97,7 @@ def input_request_wait(
             after={"input": {"message": message, "schema": schema}},
         )
         notify_approval_changed(approval)
+        send_on_commit(approval_requested, approval)
     deadline = time.monotonic() + max(timeout, 0.0)
     while time.monotonic() < deadline:
         status, response = ApprovalRequest.objects.values_list(

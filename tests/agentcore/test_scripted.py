@@ -121,7 +121,7 @@ async def test_weather_rule_through_the_loop_quotes_the_result() -> None:
     (result,) = of_type(events, "TOOL_CALL_RESULT")
     assert json.loads(result.content)["city"] == "Oslo"
     answer = "".join(e.delta for e in of_type(events, "TEXT_MESSAGE_CONTENT"))
-    assert answer == f"Weather in Oslo: {result.content}"
+    assert answer == "Weather in Oslo: 4.0 °C and light rain, humidity 81%."
     assert events[-1].usage  # the rules report (approximate) usage
 
 
@@ -164,7 +164,8 @@ async def test_refund_rule_step_by_step_with_application_tools() -> None:
 
     # run 3: the refund was executed; the model reports it, quoting the result
     refund_content = (
-        '{"status":"refunded","refund_id":1,"order_id":"A-1001","amount":"12.50"}'
+        '{"status":"refunded","refund_id":1,"order_id":"A-1001","amount":"12.50",'
+        '"reason":"customer request"}'
     )
     run3 = make_input(
         messages=[
@@ -180,7 +181,7 @@ async def test_refund_rule_step_by_step_with_application_tools() -> None:
     events3 = await collect(agent(), run3)
     assert_valid_stream(events3, run_input=run3)
     answer = "".join(e.delta for e in of_type(events3, "TEXT_MESSAGE_CONTENT"))
-    assert answer == f"Refund done: {refund_content}"
+    assert answer == "Refund done: 12.50 EUR refunded on order A-1001 (refund #1)."
     assert events3[-1].outcome.pending_tool_call_ids is None
 
 
@@ -336,3 +337,121 @@ def test_registry_builds_the_scripted_provider() -> None:
     assert isinstance(provider, ScriptedProvider)
     assert provider.name == "scripted"
     assert provider.model == "scripted-demo"
+
+
+def _refund_history(result: str, *, error: str | None = None) -> list[Any]:
+    """A refund of 25 on A-1001: looked up (the real order), then answered with ``result``."""
+    return [
+        UserMessage(id="u1", content="refund order A-1001 25"),
+        AssistantMessage(
+            id="a1",
+            tool_calls=[
+                ToolCall(
+                    id="c1",
+                    function=FunctionCall(
+                        name="lookup_order", arguments='{"order_id":"A-1001"}'
+                    ),
+                )
+            ],
+        ),
+        ToolMessage(id="t1", tool_call_id="c1", content=json.dumps(ORDERS["A-1001"])),
+        AssistantMessage(
+            id="a2",
+            tool_calls=[
+                ToolCall(
+                    id="c2",
+                    function=FunctionCall(
+                        name="refund_order",
+                        arguments='{"order_id":"A-1001","amount":25,'
+                        '"reason":"customer request"}',
+                    ),
+                )
+            ],
+        ),
+        ToolMessage(id="t2", tool_call_id="c2", content=result, error=error),
+    ]
+
+
+async def test_refund_follow_up_says_what_ran_not_what_was_proposed() -> None:
+    """An approver's edit (20.00, another reason) is what the follow-up reports (IR-11)."""
+    result = (
+        '{"status":"refunded","refund_id":7,"order_id":"A-1001","amount":"20.00",'
+        '"reason":"goodwill, partial"}'
+    )
+    events = await play(
+        ScriptedProvider(), request("", messages=_refund_history(result))
+    )
+    assert text_of(events) == (
+        "Refund done: 20.00 EUR refunded on order A-1001 (refund #7). The approver "
+        'changed the amount: I had proposed 25.00 EUR. Reason recorded: "goodwill, '
+        'partial".'
+    )
+
+
+@pytest.mark.parametrize(
+    ("error", "content", "answer"),
+    [
+        (
+            "declined_by_operator",
+            '{"status":"rejected","reason":"duplicate claim","executed":false}',
+            "I did not refund 25.00 EUR on order A-1001: an approver declined it, "
+            "saying: duplicate claim.",
+        ),
+        (
+            "approval_expired",
+            '{"status":"expired","reason":"no operator decided","executed":false}',
+            "I did not refund 25.00 EUR on order A-1001: nobody approved it before "
+            "the request expired.",
+        ),
+        (
+            "invalid_arguments",
+            '{"error":"invalid_arguments","detail":"amount exceeds what is left"}',
+            "The refund of 25.00 EUR on order A-1001 failed: amount exceeds what is "
+            "left (invalid_arguments)",
+        ),
+    ],
+)
+async def test_refund_refusals_are_sentences(error, content, answer) -> None:
+    """A declined, expired or failed refund is told in a sentence, not raw JSON (issue 15)."""
+    events = await play(
+        ScriptedProvider(),
+        request("", messages=_refund_history(content, error=error)),
+    )
+    assert text_of(events) == answer
+
+
+async def test_lookup_rule_answers_in_a_sentence() -> None:
+    """ "look up order <id>" calls lookup_order, then describes the order in a sentence."""
+    provider = ScriptedProvider()
+    first = await play(provider, request("Please look up order A-1002"))
+    assert calls_of(first) == [("lookup_order", {"order_id": "A-1002"})]
+    history = [
+        UserMessage(id="u1", content="Please look up order A-1002"),
+        AssistantMessage(
+            id="a1",
+            tool_calls=[
+                ToolCall(
+                    id="c1",
+                    function=FunctionCall(
+                        name="lookup_order", arguments='{"order_id":"A-1002"}'
+                    ),
+                )
+            ],
+        ),
+        ToolMessage(id="t1", tool_call_id="c1", content=json.dumps(ORDERS["A-1002"])),
+    ]
+    second = await play(provider, request("", messages=history))
+    assert text_of(second) == (
+        "Order A-1002 for Grace Hopper: 1 item, total 19.99 EUR, shipped."
+    )
+
+
+async def test_pace_streams_word_by_word_and_zero_is_the_default() -> None:
+    """With a pace the text streams one word per delta; the default (0) keeps a few fragments."""
+    paced = await play(ScriptedProvider(pace=10_000), request("hello"))
+    words = [e.text for e in paced if isinstance(e, TextDelta)]
+    assert "".join(words) == text_of(paced)
+    assert words[:4] == ["I'm ", "the ", "scripted ", "demo "]
+    assert ScriptedProvider().pace == 0.0
+    instant = await play(ScriptedProvider(), request("hello"))
+    assert len([e for e in instant if isinstance(e, TextDelta)]) < len(words)

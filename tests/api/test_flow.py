@@ -93,7 +93,11 @@ def test_dc05_sec02_refund_approved_through_the_api(api, approver_api, executor)
     final = messages[-1]
     assert final["role"] == "assistant"
     result_text = refund_result["content"]
-    assert final["content"] == f"Refund done: {result_text}"
+    refund = Refund.objects.get()
+    assert final["content"] == (
+        f"Refund done: 25.00 EUR refunded on order A-1001 (refund #{refund.pk})."
+    )
+    assert json.loads(result_text)["amount"] == "25.00"
     assert "A-1001" in result_text
     call = api.get(f"/api/tool-calls/{approval['toolCallId']}/").json()
     assert (call["state"], call["approval"]["status"]) == ("succeeded", "approved")
@@ -130,7 +134,7 @@ def test_dc05_sec02_refund_rejected_through_the_api(api, approver_api, executor)
     }
     final = messages[-1]
     assert final["role"] == "assistant"
-    assert final["content"].startswith(
-        "The refund of 25.0 on order A-1001 failed or was declined"
+    assert final["content"] == (
+        "I did not refund 25.00 EUR on order A-1001: an approver declined it, "
+        "saying: customer already got a voucher."
     )
-    assert "customer already got a voucher" in final["content"]

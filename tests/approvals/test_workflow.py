@@ -103,9 +103,11 @@ def test_dc03_admin_approval_executes_once_and_continues(
         ToolCall.objects.filter(thread=thread).values_list("tool_call_id", flat=True)
     )
     assert len(tool_ids) == len(set(tool_ids)) == 2
-    final = _final_text(thread)
-    assert "Refund" in final
-    assert "A-1001" in final
+    # The follow-up says what ran, in a sentence (issue 15 point 7).
+    assert _final_text(thread) == (
+        f"Refund done: 25.00 EUR refunded on order A-1001 "
+        f"(refund #{Refund.objects.get().pk})."
+    )
     call.refresh_from_db()
     assert call.state == "succeeded"
     assert audit_verify() == []
@@ -144,7 +146,10 @@ def test_bc21_rejection_answers_the_call_and_continues(
     messages = last_run.input["messages"]
     tool_messages = [m for m in messages if m["role"] == "tool"]
     assert [m["toolCallId"] for m in tool_messages][-1] == call.tool_call_id
-    assert "not now" in _final_text(thread)
+    assert _final_text(thread) == (
+        "I did not refund 25.00 EUR on order A-1001: an approver declined it, "
+        "saying: not now."
+    )
 
 
 def test_expiry_answers_the_call_so_the_thread_continues(pending_refund, executor):
@@ -167,6 +172,10 @@ def test_expiry_answers_the_call_so_the_thread_continues(pending_refund, executo
     assert answer.error == "approval_expired"
     assert Refund.objects.count() == 0
     assert approvals_expire() == 0
+    assert _final_text(call.thread) == (
+        "I did not refund 25.00 EUR on order A-1001: nobody approved it before "
+        "the request expired."
+    )
 
 
 def test_decision_after_expiry_is_refused_and_answers_expired(
@@ -224,6 +233,12 @@ def test_sec02_edited_arguments_are_executed_and_original_kept(
     entry = AuditEntry.objects.get(action="approval.approved")
     assert entry.after["proposed_arguments"]["amount"] == 25.0
     assert entry.after["edited_arguments"]["amount"] == 10.0
+    # The agent reports the executed arguments, not the proposed ones (issue 15 point 2).
+    assert _final_text(call.thread) == (
+        f"Refund done: 10.00 EUR refunded on order A-1001 (refund #{refund.pk}). "
+        "The approver changed the amount: I had proposed 25.00 EUR. "
+        'Reason recorded: "partial refund".'
+    )
 
 
 def test_bc34_repeated_approval_enqueues_nothing(

@@ -177,3 +177,15 @@ def factory(*, model: str, speed: float = 1.0):
     from agentcore.providers.scripted import ScriptedProvider
 
     return ScriptedProvider(model=model or "scripted", delay=speed)
+
+
+def test_demo_pace_reaches_the_scripted_agent(settings) -> None:
+    """COUNTERSIGN_DEMO_PACE paces the demo agent (instant in tests); an agent's own
+    ``pace`` option wins (issue 15 point 7)."""
+    assert settings.COUNTERSIGN_DEMO_PACE == 0.0  # tests/conftest.py: never slowed
+    assert agent_build("demo").provider.pace == 0.0
+    settings.COUNTERSIGN_DEMO_PACE = 60.0
+    assert agent_build("demo").provider.pace == 60.0
+    configure(settings, quick={"provider": "scripted", "options": {"pace": 0}})
+    assert check_agents() == []
+    assert agent_build("quick").provider.pace == 0.0

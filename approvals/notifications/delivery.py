@@ -1,0 +1,202 @@
+"""Recording and sending notification deliveries, with retries and backoff.
+
+:func:`deliveries_create` makes one :class:`NotificationDelivery` per target
+subscribed to an event and enqueues :data:`DELIVER_TASK` for each after commit;
+:func:`notification_deliver` (the task's body) makes one attempt and either
+records it delivered, schedules the next attempt (``NOTIFY_RETRY_BACKOFF_SECONDS``
+doubled per attempt, at most ``NOTIFY_RETRY_MAX_DELAY_SECONDS``), or records it
+failed after ``NOTIFY_MAX_ATTEMPTS``. Nothing here runs inside the workflow's
+transactions or holds their locks, so a slow or broken target never delays a
+decision, a run or an execution.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from django.db import transaction
+from django.utils import timezone
+from kombu.exceptions import OperationalError
+
+from approvals.locks import delivery_lock
+from approvals.models import ApprovalRequest, NotificationDelivery
+from approvals.notifications.channels import (
+    DeliveryFailed,
+    notification_content,
+    notification_send,
+)
+from approvals.notifications.targets import configured_targets, target_named
+from approvals.transitions import delivery_transition
+from threads.conf import countersign_settings
+from threads.execution import enqueue, enqueue_later
+
+logger = logging.getLogger(__name__)
+
+#: The Celery task that makes one delivery attempt.
+DELIVER_TASK: Final = "approvals.tasks.deliver_notification"
+
+_S = NotificationDelivery.Status
+
+
+def deliveries_create(
+    *, approval: ApprovalRequest, event: str, group: str = ""
+) -> list[NotificationDelivery]:
+    """Record and enqueue ``event`` on ``approval`` for every target subscribed to it.
+
+    Idempotent per (request, event, target, group): an event announced twice
+    is delivered once. Returns the deliveries created now.
+    """
+    created: list[NotificationDelivery] = []
+    with transaction.atomic():
+        for target in configured_targets():
+            if event not in target.events:
+                continue
+            delivery, new = NotificationDelivery.objects.get_or_create(
+                approval_id=approval.pk,
+                event=event,
+                target=target.name,
+                group=group,
+                defaults={"kind": target.kind},
+            )
+            if new:
+                created.append(delivery)
+                enqueue(DELIVER_TASK, delivery_pk=delivery.pk)
+    return created
+
+
+def retry_delay(attempts: int) -> float:
+    """Return the seconds to wait after attempt number ``attempts`` (1-based) failed."""
+    base = float(countersign_settings.NOTIFY_RETRY_BACKOFF_SECONDS)
+    cap = float(countersign_settings.NOTIFY_RETRY_MAX_DELAY_SECONDS)
+    return min(cap, base * 2 ** max(0, attempts - 1))
+
+
+def notification_deliver(*, delivery_pk: int) -> str | None:
+    """Make one attempt at delivery ``delivery_pk``; return its status afterwards.
+
+    ``None`` when there was nothing to do: the row is gone, already delivered or
+    failed, or another attempt is in flight or not yet due (a duplicate task).
+    A failed attempt with attempts left schedules the next one itself.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        delivery = delivery_lock(delivery_pk=delivery_pk)
+        if delivery is None or not _due(delivery, now):
+            return None
+        target = target_named(delivery.target)
+        if target is None:
+            delivery.last_error = f"target {delivery.target!r} is no longer in COUNTERSIGN['NOTIFICATIONS']"
+            delivery_transition(delivery=delivery, to=_S.FAILED, save=False)
+            delivery.save()
+            return delivery.status
+        delivery_transition(delivery=delivery, to=_S.SENDING, save=False)
+        delivery.attempts += 1
+        delivery.last_attempt_at = now
+        delivery.next_attempt_at = None
+        delivery.save()
+        approval = ApprovalRequest.objects.select_related(
+            "thread", "run", "requested_by", "decided_by"
+        ).get(pk=delivery.approval_id)
+    error = ""
+    try:
+        content = notification_content(
+            approval=approval, event=delivery.event, group=delivery.group
+        )
+        notification_send(
+            target=target,
+            content=content,
+            message_id=f"cs-notification-{delivery.pk}",
+            timeout=float(countersign_settings.NOTIFY_TIMEOUT_SECONDS),
+        )
+    except DeliveryFailed as failure:
+        error = str(failure)
+    except Exception as unexpected:
+        # A bug or an odd library error must not leave the row "sending" for ever.
+        logger.exception("notification delivery %s failed unexpectedly", delivery_pk)
+        error = f"unexpected {type(unexpected).__name__}; see the worker log"
+    return _attempt_record(delivery_pk=delivery_pk, error=error)
+
+
+def _due(delivery: NotificationDelivery, now: datetime) -> bool:
+    """Whether an attempt may start now (not done, not in flight, not early)."""
+    if delivery.status in (_S.DELIVERED, _S.FAILED):
+        return False
+    if delivery.status == _S.SENDING:
+        # A worker died mid-attempt (the task was redelivered): try again once
+        # the dead attempt's timeout has surely passed.
+        stale = timedelta(
+            seconds=3 * float(countersign_settings.NOTIFY_TIMEOUT_SECONDS)
+        )
+        return (
+            delivery.last_attempt_at is None or delivery.last_attempt_at < now - stale
+        )
+    return (
+        delivery.next_attempt_at is None
+        or delivery.next_attempt_at <= now + timedelta(seconds=1)
+    )
+
+
+def _attempt_record(*, delivery_pk: int, error: str) -> str | None:
+    """Record the attempt's outcome and schedule the next attempt after a failure."""
+    delay: float | None = None
+    with transaction.atomic():
+        delivery = delivery_lock(delivery_pk=delivery_pk)
+        if delivery is None:
+            return None
+        if delivery.status == _S.SENDING and delivery.attempts and not error:
+            delivery_transition(delivery=delivery, to=_S.DELIVERED, save=False)
+            delivery.delivered_at = timezone.now()
+        elif error:
+            delivery.last_error = error
+            if delivery.attempts >= int(countersign_settings.NOTIFY_MAX_ATTEMPTS):
+                delivery_transition(delivery=delivery, to=_S.FAILED, save=False)
+                logger.warning(
+                    "notification %s to %s failed after %s attempts: %s",
+                    delivery.event,
+                    delivery.target,
+                    delivery.attempts,
+                    error,
+                )
+            else:
+                delay = retry_delay(delivery.attempts)
+                delivery_transition(delivery=delivery, to=_S.RETRYING, save=False)
+                delivery.next_attempt_at = timezone.now() + timedelta(seconds=delay)
+        delivery.save()
+        status = delivery.status
+    if delay is not None:
+        _schedule(delivery_pk=delivery_pk, delay=delay)
+    return status
+
+
+def _schedule(*, delivery_pk: int, delay: float) -> None:
+    try:
+        enqueue_later(DELIVER_TASK, countdown=delay, delivery_pk=delivery_pk)
+    except OperationalError:
+        # The broker is down: the row says when it is due, and the beat task
+        # (deliveries_requeue) sends it again.
+        logger.warning("broker unreachable; delivery %s left for the beat", delivery_pk)
+
+
+def deliveries_requeue(*, now: datetime | None = None) -> int:
+    """Enqueue again deliveries a lost broker message left behind; return how many.
+
+    A delivery still ``queued`` after ``QUEUED_STALE_SECONDS``, or ``retrying`` past
+    its due time by as much, is enqueued again (a duplicate attempt finds it in
+    flight or done and does nothing). Run by the beat with the expiry announcements.
+    """
+    now = now or timezone.now()
+    stale = now - timedelta(seconds=float(countersign_settings.QUEUED_STALE_SECONDS))
+    lost: list[Any] = list(
+        NotificationDelivery.objects.filter(
+            status=_S.QUEUED, created_at__lt=stale
+        ).values_list("pk", flat=True)
+    ) + list(
+        NotificationDelivery.objects.filter(
+            status=_S.RETRYING, next_attempt_at__lt=stale
+        ).values_list("pk", flat=True)
+    )
+    for pk in lost:
+        enqueue(DELIVER_TASK, delivery_pk=pk)
+    return len(lost)

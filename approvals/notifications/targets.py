@@ -1,0 +1,159 @@
+"""The notification targets configured in ``COUNTERSIGN["NOTIFICATIONS"]``.
+
+Each entry is a dict:
+
+- ``name``: a unique label, recorded on every delivery (default ``<kind>-<index>``);
+- ``kind``: ``"email"`` (Django's email framework, ``EMAIL_*`` settings),
+  ``"webhook"`` (an HTTP POST signed with the Standard Webhooks scheme) or
+  ``"apprise"`` (any apprise URL: Slack, Teams, ntfy...; needs ``pip install
+  countersign[apprise]``);
+- ``events``: which of ``requested``, ``expiring``, ``decided``, ``escalated``
+  it receives (default all);
+- email: ``to`` (a list of addresses), optional ``from``;
+- webhook: ``url`` (http or https) and ``secret`` (``whsec_`` + base64, as
+  Standard Webhooks prescribes; generate one with ``python -c "import base64, os;
+  print('whsec_' + base64.b64encode(os.urandom(24)).decode())"``), optional ``headers``;
+- apprise: ``urls`` (a list of apprise URLs).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import urlparse
+
+from threads.conf import countersign_settings
+
+EVENTS: Final = ("requested", "expiring", "decided", "escalated")
+KINDS: Final = ("email", "webhook", "apprise")
+_KEYS: Final = {
+    "email": {"name", "kind", "events", "to", "from"},
+    "webhook": {"name", "kind", "events", "url", "secret", "headers"},
+    "apprise": {"name", "kind", "events", "urls"},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One valid notification target (see the module docstring for the fields)."""
+
+    name: str
+    kind: str
+    events: frozenset[str]
+    to: tuple[str, ...] = ()
+    from_email: str = ""
+    url: str = ""
+    secret: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
+    urls: tuple[str, ...] = ()
+
+
+def target_problems(index: int, entry: Any) -> list[str]:
+    """Return what is wrong with target ``entry`` (position ``index``), ``[]`` if nothing.
+
+    Each message names the entry and the field, and says what to write instead.
+    """
+    where = f"COUNTERSIGN['NOTIFICATIONS'][{index}]"
+    if not isinstance(entry, dict):
+        return [f"{where} is {type(entry).__name__}, not a dict"]
+    kind = entry.get("kind")
+    if kind not in KINDS:
+        return [f"{where}['kind'] is {kind!r}; use one of {', '.join(KINDS)}"]
+    problems = [
+        f"{where} has unknown key {key!r} for kind {kind!r}; "
+        f"allowed: {', '.join(sorted(_KEYS[kind]))}"
+        for key in sorted(set(entry) - _KEYS[kind])
+    ]
+    events = entry.get("events", list(EVENTS))
+    if not isinstance(events, list) or not events or not set(events) <= set(EVENTS):
+        problems.append(
+            f"{where}['events'] is {events!r}; give a non-empty list of "
+            f"{', '.join(EVENTS)}"
+        )
+    name = entry.get("name", "")
+    if not isinstance(name, str) or len(name) > 100:
+        problems.append(f"{where}['name'] must be a string of at most 100 characters")
+    if kind == "email":
+        to = entry.get("to")
+        if not _strings(to) or not all("@" in a for a in to or ()):
+            problems.append(
+                f"{where}['to'] must be a non-empty list of email addresses"
+            )
+    elif kind == "webhook":
+        url = entry.get("url")
+        parsed = urlparse(url) if isinstance(url, str) else None
+        if (
+            parsed is None
+            or parsed.scheme not in ("http", "https")
+            or not parsed.netloc
+        ):
+            problems.append(f"{where}['url'] is {url!r}; give an http(s) URL")
+        if not _secret_ok(entry.get("secret")):
+            problems.append(
+                f"{where}['secret'] must be 'whsec_' followed by base64 of at least "
+                "24 random bytes (Standard Webhooks)"
+            )
+        headers = entry.get("headers", {})
+        if not isinstance(headers, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+        ):
+            problems.append(f"{where}['headers'] must map header names to strings")
+    elif not _strings(entry.get("urls")):
+        problems.append(f"{where}['urls'] must be a non-empty list of apprise URLs")
+    return problems
+
+
+def _strings(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(v, str) and v for v in value)
+    )
+
+
+def _secret_ok(secret: Any) -> bool:
+    if not isinstance(secret, str) or not secret.startswith("whsec_"):
+        return False
+    try:
+        return len(base64.b64decode(secret[len("whsec_") :], validate=True)) >= 24
+    except (binascii.Error, ValueError):
+        return False
+
+
+def target_name(index: int, entry: dict[str, Any]) -> str:
+    """Return the name of target ``entry`` at ``index``: its ``name``, else ``<kind>-<index>``."""
+    return str(entry.get("name") or f"{entry.get('kind')}-{index}")
+
+
+def configured_targets() -> list[Target]:
+    """Return the valid targets of ``COUNTERSIGN["NOTIFICATIONS"]``, in order.
+
+    Invalid entries are left out (the system checks report them at start-up), so a
+    bad entry never stops the others.
+    """
+    raw = countersign_settings.NOTIFICATIONS or []
+    targets: list[Target] = []
+    for index, entry in enumerate(raw if isinstance(raw, list) else []):
+        if target_problems(index, entry):
+            continue
+        targets.append(
+            Target(
+                name=target_name(index, entry),
+                kind=entry["kind"],
+                events=frozenset(entry.get("events", EVENTS)),
+                to=tuple(entry.get("to", ())),
+                from_email=str(entry.get("from", "")),
+                url=str(entry.get("url", "")),
+                secret=str(entry.get("secret", "")),
+                headers=tuple(sorted((entry.get("headers") or {}).items())),
+                urls=tuple(entry.get("urls", ())),
+            )
+        )
+    return targets
+
+
+def target_named(name: str) -> Target | None:
+    """Return the configured target called ``name``, or ``None``."""
+    return next((t for t in configured_targets() if t.name == name), None)

@@ -1,0 +1,61 @@
+"""What happens to approval requests, announced to whoever subscribes (Django signals).
+
+The services send these after their transaction commits (:func:`send_on_commit`),
+so a receiver only ever sees committed state and a rolled-back decision is never
+announced. Every signal has ``sender=ApprovalRequest`` and the keyword argument
+``approval`` (the :class:`~approvals.models.ApprovalRequest`); ``approval_escalated``
+also has ``group`` (the name of the group the request was escalated to).
+
+- ``approval_requested``: a new request is pending (a held call, a remote agent's
+  interrupt, an MCP server's input request, a re-approval).
+- ``approval_decided``: an operator approved or rejected it.
+- ``approval_expiring``: it is still pending and expires within
+  ``COUNTERSIGN["NOTIFY_EXPIRING_SECONDS"]`` (sent once per request by the beat task).
+- ``approval_escalated``: it was escalated to ``group`` (sent by governance).
+
+Receivers are called with ``send_robust``: a failing receiver is logged and never
+undoes or delays the decision. Outbound notifications (``approvals.notifications``)
+subscribe here.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+from django.dispatch import Signal
+
+logger = logging.getLogger(__name__)
+
+approval_requested = Signal()
+approval_decided = Signal()
+approval_expiring = Signal()
+approval_escalated = Signal()
+
+
+def send_now(signal: Signal, approval: Any, **kwargs: Any) -> None:
+    """Send ``signal`` for ``approval`` now, logging (not raising) receivers' errors."""
+    # Deferred: approvals.models imports threads.models, not importable at app loading.
+    from approvals.models import ApprovalRequest
+
+    for receiver, result in signal.send_robust(
+        sender=ApprovalRequest, approval=approval, **kwargs
+    ):
+        if isinstance(result, Exception):
+            logger.error(
+                "receiver %r of an approval signal failed for approval %s: %r",
+                receiver,
+                getattr(approval, "pk", None),
+                result,
+                exc_info=result,
+            )
+
+
+def send_on_commit(signal: Signal, approval: Any, **kwargs: Any) -> None:
+    """Send ``signal`` for ``approval`` once the current transaction commits.
+
+    Outside a transaction it is sent at once. ``kwargs`` are passed to receivers
+    (``group=`` for :data:`approval_escalated`).
+    """
+    transaction.on_commit(lambda: send_now(signal, approval, **kwargs), robust=True)
