@@ -38,6 +38,7 @@ from bench.common import (
     spawn,
     stop_process,
     uvicorn,
+    wait_port,
 )
 
 APPROVALS = int(os.environ.get("BENCH_APPROVALS") or 30)
@@ -187,7 +188,7 @@ def baseline_publish() -> list[float]:
         [PYTHON, "-m", "bench.raw_ws_server", str(port), REDIS_URL, channel],
         bench_env(),
     )
-    time.sleep(1.0)
+    wait_port(port)
     client = redis.Redis.from_url(REDIS_URL)
 
     async def run() -> list[float]:

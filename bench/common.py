@@ -193,6 +193,16 @@ def wait_http(url: str, timeout: float = 30, process: Any = None) -> float:
     raise TimeoutError(url)
 
 
+def wait_port(port: int, timeout: float = 30) -> None:
+    """Wait until something accepts TCP connections on 127.0.0.1:``port``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+            return
+        time.sleep(0.02)
+    raise TimeoutError(f"nothing listens on port {port}")
+
+
 def uvicorn(name: str, app: str = "config.asgi:application", **env: str) -> Server:
     """Start uvicorn like production (no permessage-deflate) and wait for /healthz."""
     port = free_port()
