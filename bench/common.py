@@ -203,6 +203,22 @@ def wait_port(port: int, timeout: float = 30) -> None:
     raise TimeoutError(f"nothing listens on port {port}")
 
 
+def celery_worker(name: str, *, hostname: str | None = None) -> subprocess.Popen[bytes]:
+    """Start a ``-P solo`` Countersign worker on all its queues; return once it is ready."""
+    argv = [PYTHON, "-m", "celery", "-A", "config", "worker", "-Q"]
+    argv += ["runs,tools,countersign", "--pool", "solo"]
+    argv += ["--without-gossip", "--without-mingle", "-l", "INFO"]
+    if hostname is not None:
+        argv += ["-n", hostname]
+    process, log = spawn(name, argv, bench_env(LOG_LEVEL="INFO"))
+    deadline = time.monotonic() + 60
+    while b" ready." not in log.read_bytes():
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"worker {name} did not start; see {log}")
+        time.sleep(0.05)
+    return process
+
+
 def uvicorn(name: str, app: str = "config.asgi:application", **env: str) -> Server:
     """Start uvicorn like production (no permessage-deflate) and wait for /healthz."""
     port = free_port()

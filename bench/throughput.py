@@ -30,15 +30,13 @@ import time
 from typing import Any
 
 from bench.common import (
-    PYTHON,
     Row,
-    bench_env,
     bench_user,
+    celery_worker,
     pct,
     print_rows,
     save_rows,
     setup_django,
-    spawn,
     stop_process,
     uvicorn,
 )
@@ -50,35 +48,9 @@ TIMEOUT = 120.0
 
 
 def _workers(count: int) -> list[Any]:
-    from bench.approval_latency import _wait
-
-    processes = []
-    for i in range(count):
-        process, log = spawn(
-            f"b7-worker-{i}",
-            [
-                PYTHON,
-                "-m",
-                "celery",
-                "-A",
-                "config",
-                "worker",
-                "-Q",
-                "runs,tools,countersign",
-                "--pool",
-                "solo",
-                "--without-gossip",
-                "--without-mingle",
-                "-n",
-                f"b7-{i}@%h",
-                "-l",
-                "INFO",
-            ],
-            bench_env(LOG_LEVEL="INFO"),
-        )
-        processes.append(process)
-        _wait(lambda log=log: b" ready." in log.read_bytes(), 60)
-    return processes
+    return [
+        celery_worker(f"b7-worker-{i}", hostname=f"b7-{i}@%h") for i in range(count)
+    ]
 
 
 def _stack(count: int) -> tuple[list[Any], list[Any]]:
