@@ -145,6 +145,7 @@ async def _drive(servers: list[Any], token: str) -> dict[str, Any]:
                 ToolExecution.objects.get, tool_call_id=approval.tool_call_id
             )
             await asyncio.to_thread(approval.refresh_from_db)
+            assert execution.started_at is not None  # the job completed
             started = execution.started_at.timestamp()
             segments["execute"].append(
                 (started - approval.decided_at.timestamp()) * 1000
