@@ -67,9 +67,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from jsonschema.exceptions import ValidationError, relevance
-
 if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
+
     from agentcore.tools import Tool
 
 __all__ = [
@@ -923,6 +923,10 @@ def _field(path: Iterable[Any]) -> str:
 
 def _schema_errors(tool: Tool, value: dict[str, Any]) -> str:
     """Describe up to three schema violations: which field, what was expected, what came."""
+    # Imported here: jsonschema is a large import only a failed validation needs
+    # (B6); the tool's compiled validator already holds the rest.
+    from jsonschema.exceptions import relevance
+
     errors = sorted(tool.validator.iter_errors(value), key=relevance)
     described = [_describe_error(e) for e in errors[:3]]
     more = len(errors) - len(described)

@@ -268,6 +268,9 @@ class _Execution:
         self.open_calls: list[_Call] = []
         self.deadline = 0.0
         self.cancel_waiter: asyncio.Future[Any] | None = None
+        # The task awaiting inside _race, and why _interrupt cancelled it.
+        self._racing: asyncio.Task[Any] | None = None
+        self._interrupted: str | None = None
 
     # -- the run ----------------------------------------------------------------------
 
@@ -277,7 +280,9 @@ class _Execution:
         self.deadline = loop.time() + self.agent.deadline_seconds
         if self.cancel is not None:
             self.cancel_waiter = asyncio.ensure_future(self.cancel.wait())
+            self.cancel_waiter.add_done_callback(self._on_cancel)
         yield run_started(self.input)
+        deadline_timer = loop.call_at(self.deadline, self._interrupt, "deadline")
         try:
             async for event in self._loop():
                 yield event
@@ -316,6 +321,7 @@ class _Execution:
                 usage=self._usage(),
             )
         finally:
+            deadline_timer.cancel()
             if self.cancel_waiter is not None:
                 self.cancel_waiter.cancel()
             if self.agent.owns_provider:
@@ -732,24 +738,45 @@ class _Execution:
 
         Raises :class:`_Cancelled` or :class:`_LimitReached` (the awaitable is then
         cancelled). Implements LP-06.
+
+        The awaitable runs in the caller's task: no task, timer nor ``asyncio.wait``
+        per awaited item (B3). The run's cancel event and its one deadline timer
+        reach it through :meth:`_interrupt`, which cancels this task while it is
+        inside a race; the cancellation is then taken back (``uncancel``) and raised
+        as the run's own exception.
         """
-        task: asyncio.Future[_T] = asyncio.ensure_future(awaitable)
-        remaining = self.deadline - asyncio.get_running_loop().time()
-        waiters: set[asyncio.Future[Any]] = {task}
-        if self.cancel_waiter is not None:
-            waiters.add(self.cancel_waiter)
-        if remaining > 0:
-            await asyncio.wait(
-                waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
-            )
-        if task.done():
-            return task.result()
-        task.cancel()
-        await asyncio.wait({task}, timeout=1.0)
-        if task.done() and not task.cancelled():
-            task.exception()  # retrieved: the run ends anyway
-        self._check_cancel()
-        raise self._deadline_error()
+        task = asyncio.current_task()
+        if self.cancel is not None and self.cancel.is_set():
+            _close_awaitable(awaitable)
+            raise _Cancelled()
+        if task is None or asyncio.get_running_loop().time() >= self.deadline:
+            _close_awaitable(awaitable)
+            raise self._deadline_error()
+        self._racing = task
+        self._interrupted = None
+        try:
+            return await awaitable
+        except asyncio.CancelledError:
+            reason = self._interrupted
+            if reason is None:
+                raise
+            task.uncancel()
+            if reason == "cancel":
+                raise _Cancelled() from None
+            raise self._deadline_error() from None
+        finally:
+            self._racing = None
+
+    def _interrupt(self, reason: str) -> None:
+        """Cancel the task racing an awaitable, for ``reason`` (``cancel``/``deadline``)."""
+        if self._racing is None or self._interrupted is not None:
+            return
+        self._interrupted = reason
+        self._racing.cancel()
+
+    def _on_cancel(self, waiter: asyncio.Future[Any]) -> None:
+        if not waiter.cancelled():
+            self._interrupt("cancel")
 
     def _check_cancel(self) -> None:
         """Raise :class:`_Cancelled` when the run's cancel event is set."""
@@ -846,6 +873,13 @@ async def _next_or_end(stream: AsyncIterator[_T]) -> _T | object:
         return await anext(stream)
     except StopAsyncIteration:
         return _END
+
+
+def _close_awaitable(awaitable: Awaitable[Any]) -> None:
+    """Close a coroutine that will never be awaited (no "never awaited" warning)."""
+    close = getattr(awaitable, "close", None)
+    if close is not None:
+        close()
 
 
 def _ids_in(messages: list[Any]) -> set[str]:

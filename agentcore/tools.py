@@ -22,14 +22,15 @@ import re
 import string
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, TypeAlias, get_args
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, get_args
 
 import ag_ui.core
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel
 
 from agentcore.providers.base import ToolSpec
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
 
 __all__ = [
     "NAME_PATTERN",
@@ -312,6 +313,10 @@ class Tool:
                 f'{{"type": "object", ...}}, got type {schema.get("type")!r}; wrap the '
                 "value in an object property (RT-04)"
             )
+        # Imported on the first tool definition, not with the package (B6).
+        from jsonschema import Draft202012Validator
+        from jsonschema.exceptions import SchemaError
+
         try:
             Draft202012Validator.check_schema(schema)
         except SchemaError as error:

@@ -23,6 +23,7 @@ BENCHES = {
     "b4": "bench.write_amplification",
     "b5": "bench.ws_memory",
     "b6": "bench.cold_start",
+    "b7": "bench.throughput",
 }
 
 

@@ -29,6 +29,7 @@ from bench.common import (
     Row,
     bench_env,
     bench_user,
+    celery_worker,
     free_port,
     pct,
     print_rows,
@@ -38,6 +39,7 @@ from bench.common import (
     spawn,
     stop_process,
     uvicorn,
+    wait_port,
 )
 
 APPROVALS = int(os.environ.get("BENCH_APPROVALS") or 30)
@@ -187,7 +189,7 @@ def baseline_publish() -> list[float]:
         [PYTHON, "-m", "bench.raw_ws_server", str(port), REDIS_URL, channel],
         bench_env(),
     )
-    time.sleep(1.0)
+    wait_port(port)
     client = redis.Redis.from_url(REDIS_URL)
 
     async def run() -> list[float]:
@@ -215,27 +217,7 @@ def main() -> list[Row]:
     token = Token.objects.get_or_create(user=user)[0].key
     cookie = session_for(user)
     server = uvicorn("b2-web")
-    worker, log = spawn(
-        "b2-worker",
-        [
-            PYTHON,
-            "-m",
-            "celery",
-            "-A",
-            "config",
-            "worker",
-            "-Q",
-            "runs,tools,countersign",
-            "--pool",
-            "solo",
-            "--without-gossip",
-            "--without-mingle",
-            "-l",
-            "INFO",
-        ],
-        bench_env(LOG_LEVEL="INFO"),
-    )
-    _wait(lambda: b" ready." in log.read_bytes(), 60)
+    worker = celery_worker("b2-worker")
     try:
         result = ours(server, token, cookie)
         http = baseline_http(server, token)

@@ -193,6 +193,32 @@ def wait_http(url: str, timeout: float = 30, process: Any = None) -> float:
     raise TimeoutError(url)
 
 
+def wait_port(port: int, timeout: float = 30) -> None:
+    """Wait until something accepts TCP connections on 127.0.0.1:``port``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+            return
+        time.sleep(0.02)
+    raise TimeoutError(f"nothing listens on port {port}")
+
+
+def celery_worker(name: str, *, hostname: str | None = None) -> subprocess.Popen[bytes]:
+    """Start a ``-P solo`` Countersign worker on all its queues; return once it is ready."""
+    argv = [PYTHON, "-m", "celery", "-A", "config", "worker", "-Q"]
+    argv += ["runs,tools,countersign", "--pool", "solo"]
+    argv += ["--without-gossip", "--without-mingle", "-l", "INFO"]
+    if hostname is not None:
+        argv += ["-n", hostname]
+    process, log = spawn(name, argv, bench_env(LOG_LEVEL="INFO"))
+    deadline = time.monotonic() + 60
+    while b" ready." not in log.read_bytes():
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"worker {name} did not start; see {log}")
+        time.sleep(0.05)
+    return process
+
+
 def uvicorn(name: str, app: str = "config.asgi:application", **env: str) -> Server:
     """Start uvicorn like production (no permessage-deflate) and wait for /healthz."""
     port = free_port()

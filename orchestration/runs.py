@@ -138,7 +138,10 @@ def drive_agent(*, agent: Any, run_input: Any, recorder: RunRecorder) -> None:
     (synchronous) thread does every database write, flushing coalesced deltas when
     their window closes even if the agent is silent, and passes a cancellation
     requested in the database (``Run.cancel_requested``) to the agent as an
-    ``asyncio.Event``. Implements DESIGN.md "one path for every event".
+    ``asyncio.Event``. When the inbox is empty (the agent paused) buffered deltas
+    are flushed at once, at most every ``COALESCE_PAUSE_MS``; a fast stream still
+    batches by the coalescing window. Implements DESIGN.md "one path for every
+    event".
     """
     inbox: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=10000)
     loop = asyncio.new_event_loop()
@@ -170,7 +173,8 @@ def drive_agent(*, agent: Any, run_input: Any, recorder: RunRecorder) -> None:
     last_cancel_check = time.monotonic()
     try:
         while True:
-            wait = recorder.seconds_until_flush()
+            # Waiting on an empty inbox: the agent paused (B1).
+            wait = recorder.seconds_until_flush(paused=True)
             try:
                 kind, item = inbox.get(
                     timeout=0.25 if wait is None else min(wait, 0.25)
@@ -191,7 +195,7 @@ def drive_agent(*, agent: Any, run_input: Any, recorder: RunRecorder) -> None:
                     )
             elif kind == "done":
                 break
-            if recorder.flush_due():
+            if recorder.flush_due(paused=inbox.empty()):
                 recorder.flush()
             now = time.monotonic()
             if now - last_cancel_check >= 0.2 and not cancel.is_set():

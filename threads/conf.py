@@ -16,6 +16,11 @@ DEFAULTS: Final[dict[str, Any]] = {
     # or bytes of buffered deltas.
     "COALESCE_MS": 50,
     "COALESCE_BYTES": 4096,
+    # A streaming worker also flushes as soon as the agent pauses (nothing else
+    # waiting to be recorded), at most once per this many milliseconds: a delta
+    # reaches sockets within about this long plus one write, while a fast stream
+    # still batches by the window above (B1, B4).
+    "COALESCE_PAUSE_MS": 10,
     # Agent loop limits (LP-06).
     "MAX_ITERATIONS": 10,
     "RUN_DEADLINE_SECONDS": 300.0,

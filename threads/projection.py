@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jsonpatch
+from django.db.models import Q
 from django.utils import timezone
 
 from agentcore.events import BaseEvent, EventType
@@ -32,10 +33,17 @@ _Handler = Callable[["Projection", Any, int], None]
 
 
 class Projection:
-    """Apply one flush's events to the rows of ``run`` (one write per touched row).
+    """Apply one flush's events to the rows of ``run`` (a batch of writes per flush).
 
     Use ``Projection(thread=..., run=...).apply(events, seqs)``; ``seqs`` are the
     events' log sequence numbers (they order messages and calls by ``position``).
+
+    The rows a flush touches are read in one query per table before the handlers
+    run; new rows are inserted with one ``bulk_create`` per table and changed rows
+    written with one statement per table, so a recorded call costs a fraction of
+    two statements however many calls a flush holds (B3). Pending inserts are
+    written before any handler that queries the rows themselves (the end of a
+    run, an input echo), so those queries see this flush's rows.
     """
 
     def __init__(self, *, thread: Thread, run: Run) -> None:
@@ -43,23 +51,68 @@ class Projection:
         self.run = run
         self.messages: dict[str, Message] = {}
         self.tool_calls: dict[str, ToolCall] = {}
+        #: Tool messages answering a call, by ``toolCallId`` (read up front).
+        self.answers: dict[str, Message] = {}
         self.dirty_messages: set[str] = set()
         self.dirty_calls: set[str] = set()
         self.run_fields: set[str] = set()
+        # Ids read up front: absent from the cache means absent from the table.
+        self._read_messages: set[str] = set()
+        self._read_calls: set[str] = set()
+        self._read_answers: set[str] = set()
+        self._new_messages: list[Message] = []
+        self._new_calls: list[ToolCall] = []
 
     def apply(self, events: list[BaseEvent], seqs: list[int]) -> None:
         """Apply ``events`` (with their ``seqs``) and write the touched rows back."""
+        self._read_ahead(events)
         for event, seq in zip(events, seqs, strict=True):
             handler = _HANDLERS.get(event.type)
             if handler is not None:
                 handler(self, event, seq)
         self._write_back()
 
+    def _read_ahead(self, events: list[BaseEvent]) -> None:
+        """Read every message, call and call answer the batch names, one query per table."""
+        message_ids: set[str] = set()
+        call_ids: set[str] = set()
+        answer_ids: set[str] = set()
+        for event in events:
+            kind = event.type
+            if kind in _MESSAGE_EVENTS:
+                message_ids.add(event.message_id)  # type: ignore[attr-defined]
+            elif kind in _CALL_EVENTS:
+                call_id = event.tool_call_id  # type: ignore[attr-defined]
+                call_ids.add(call_id)
+                if kind == EventType.TOOL_CALL_START:
+                    message_ids.add(event.parent_message_id or call_id)  # type: ignore[attr-defined]
+                elif kind == EventType.TOOL_CALL_RESULT:
+                    answer_ids.add(call_id)
+        if message_ids or answer_ids:
+            for row in Message.objects.filter(thread=self.thread).filter(
+                Q(message_id__in=message_ids)
+                | Q(role=Message.Role.TOOL, tool_call_id__in=answer_ids)
+            ):
+                if row.message_id in message_ids:
+                    self.messages[row.message_id] = row
+                if row.role == Message.Role.TOOL and row.tool_call_id in answer_ids:
+                    self.answers[row.tool_call_id] = row
+        if call_ids:
+            for call in ToolCall.objects.filter(
+                thread=self.thread, tool_call_id__in=call_ids
+            ):
+                self.tool_calls[call.tool_call_id] = call
+        self._read_messages = message_ids
+        self._read_calls = call_ids
+        self._read_answers = answer_ids
+
     # -- row cache ------------------------------------------------------------
 
     def message(self, message_id: str) -> Message | None:
         """Return the thread's message ``message_id`` (cached for this flush), or ``None``."""
         if message_id not in self.messages:
+            if message_id in self._read_messages:
+                return None
             found = Message.objects.filter(
                 thread=self.thread, message_id=message_id
             ).first()
@@ -71,6 +124,8 @@ class Projection:
     def tool_call(self, tool_call_id: str) -> ToolCall | None:
         """Return the thread's call ``tool_call_id`` (cached for this flush), or ``None``."""
         if tool_call_id not in self.tool_calls:
+            if tool_call_id in self._read_calls:
+                return None
             found = ToolCall.objects.filter(
                 thread=self.thread, tool_call_id=tool_call_id
             ).first()
@@ -78,6 +133,40 @@ class Projection:
                 return None
             self.tool_calls[tool_call_id] = found
         return self.tool_calls[tool_call_id]
+
+    def _answer(self, tool_call_id: str) -> Message | None:
+        """Return the tool message answering ``tool_call_id``, or ``None``."""
+        if tool_call_id in self.answers or tool_call_id in self._read_answers:
+            return self.answers.get(tool_call_id)
+        return Message.objects.filter(
+            thread=self.thread, role=Message.Role.TOOL, tool_call_id=tool_call_id
+        ).first()
+
+    def _new_message(self, **fields: Any) -> Message:
+        """Return a new message row of this thread, inserted at the next write."""
+        row = Message(thread=self.thread, **fields)
+        self.messages[row.message_id] = row
+        self._new_messages.append(row)
+        return row
+
+    def _insert_new(self) -> None:
+        """Insert the rows created since the last insert (messages first, then calls).
+
+        Their in-memory state is what gets inserted, so they are no longer dirty.
+        """
+        if self._new_messages:
+            Message.objects.bulk_create(self._new_messages)
+            self.dirty_messages.difference_update(
+                m.message_id for m in self._new_messages
+            )
+            self._new_messages = []
+        if self._new_calls:
+            now = timezone.now()
+            for call in self._new_calls:
+                call.updated_at = now
+            ToolCall.objects.bulk_create(self._new_calls)
+            self.dirty_calls.difference_update(c.tool_call_id for c in self._new_calls)
+            self._new_calls = []
 
     def _call_to(self, call: ToolCall, state: str) -> None:
         tool_call_transition(call=call, to=state, save=False)
@@ -89,6 +178,7 @@ class Projection:
         # The database state is read before this flush's write-back, so a call
         # answered earlier in the same flush is checked in memory and left alone.
         open_states = (ToolCall.State.STREAMING, ToolCall.State.COMPLETE)
+        self._insert_new()
         for row in ToolCall.objects.filter(run=self.run, state__in=open_states):
             cached = self.tool_calls.setdefault(row.tool_call_id, row)
             if cached.state in open_states:
@@ -101,14 +191,14 @@ class Projection:
         self.run.started_at = self.run.started_at or timezone.now()
         self.run_fields |= {"status", "started_at"}
         if event.input is not None:
+            self._insert_new()
             _project_input_messages(
                 thread=self.thread, run=self.run, run_input=event.input, seq=seq
             )
 
     def text_message_start(self, event: Any, seq: int) -> None:
         if self.message(event.message_id) is None:
-            self.messages[event.message_id] = Message.objects.create(
-                thread=self.thread,
+            self._new_message(
                 message_id=event.message_id,
                 role=event.role or "assistant",
                 content="",
@@ -128,8 +218,7 @@ class Projection:
     def tool_call_start(self, event: Any, seq: int) -> None:
         parent_id = event.parent_message_id or event.tool_call_id
         if self.message(parent_id) is None:
-            self.messages[parent_id] = Message.objects.create(
-                thread=self.thread,
+            self._new_message(
                 message_id=parent_id,
                 role=Message.Role.ASSISTANT,
                 content="",
@@ -138,7 +227,7 @@ class Projection:
             )
         existing = self.tool_call(event.tool_call_id)
         if existing is None:
-            self.tool_calls[event.tool_call_id] = ToolCall.objects.create(
+            call = ToolCall(
                 thread=self.thread,
                 run=self.run,
                 tool_call_id=event.tool_call_id,
@@ -149,6 +238,8 @@ class Projection:
                 position=seq,
                 metadata=event.metadata,
             )
+            self.tool_calls[event.tool_call_id] = call
+            self._new_calls.append(call)
         elif existing.state in (ToolCall.State.COMPLETE, ToolCall.State.STREAMING):
             # TC-06 reopen: arguments append, the original name is kept
             self._call_to(existing, ToolCall.State.STREAMING)
@@ -187,16 +278,14 @@ class Projection:
                 for part in content
             ]
         error = (event.metadata or {}).get("error") if event.metadata else None
-        existing = Message.objects.filter(
-            thread=self.thread, role=Message.Role.TOOL, tool_call_id=event.tool_call_id
-        ).first()
+        existing = self._answer(event.tool_call_id)
         if existing is not None:
             # The application's own answer, reported in this run (see RunRecorder).
-            if existing.run_id is None:
+            if existing.run_id is None and existing.pk is not None:
                 Message.objects.filter(pk=existing.pk).update(run=self.run)
+                existing.run = self.run
             return
-        Message.objects.create(
-            thread=self.thread,
+        self.answers[event.tool_call_id] = self._new_message(
             message_id=event.message_id,
             role=Message.Role.TOOL,
             content=content,
@@ -222,6 +311,7 @@ class Projection:
         run.outcome = outcome_type
         run.finished_at = timezone.now()
         pending: list[str] = []
+        self._insert_new()
         if outcome_type == Run.Outcome.CANCELLED:
             run_transition(run=run, to=Run.Status.CANCELLED, save=False)
             self._cancel_open_calls()
@@ -290,26 +380,39 @@ class Projection:
     # -- write-back -----------------------------------------------------------
 
     def _write_back(self) -> None:
-        for message_id in self.dirty_messages:
-            row = self.messages[message_id]
-            Message.objects.filter(pk=row.pk).update(content=row.content)
-        now = timezone.now()
-        for call_id in self.dirty_calls:
-            call = self.tool_calls[call_id]
-            call.updated_at = now
-            # Persists what the handlers (and tool_call_transition) set in memory.
-            call.save(
-                update_fields=[
-                    "arguments_text",
-                    "arguments",
-                    "state",
-                    "metadata",
-                    "updated_at",
-                ]
+        self._insert_new()
+        messages = [self.messages[m] for m in sorted(self.dirty_messages)]
+        if len(messages) == 1:
+            Message.objects.filter(pk=messages[0].pk).update(
+                content=messages[0].content
             )
+        elif messages:
+            Message.objects.bulk_update(messages, ["content"])
+        now = timezone.now()
+        calls = [self.tool_calls[c] for c in sorted(self.dirty_calls)]
+        for call in calls:
+            call.updated_at = now
+        # Persists what the handlers (and tool_call_transition) set in memory.
+        if len(calls) == 1:
+            calls[0].save(update_fields=_CALL_FIELDS)
+        elif calls:
+            ToolCall.objects.bulk_update(calls, _CALL_FIELDS)
         if self.run_fields:
             self.run.save(update_fields=sorted(self.run_fields))
 
+
+_MESSAGE_EVENTS = frozenset(
+    {EventType.TEXT_MESSAGE_START, EventType.TEXT_MESSAGE_CONTENT}
+)
+_CALL_EVENTS = frozenset(
+    {
+        EventType.TOOL_CALL_START,
+        EventType.TOOL_CALL_ARGS,
+        EventType.TOOL_CALL_END,
+        EventType.TOOL_CALL_RESULT,
+    }
+)
+_CALL_FIELDS = ["arguments_text", "arguments", "state", "metadata", "updated_at"]
 
 _HANDLERS: dict[str, _Handler] = {
     EventType.RUN_STARTED: Projection.run_started,

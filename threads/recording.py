@@ -145,7 +145,10 @@ class RunRecorder:
     order. Deltas (``TOOL_CALL_ARGS``, ``TEXT_MESSAGE_CONTENT``) are coalesced and
     written when ``coalesce_ms`` milliseconds have passed since the first buffered
     event or ``coalesce_bytes`` bytes of deltas are buffered, and at the run's
-    terminal event or an explicit :meth:`flush`.
+    terminal event or an explicit :meth:`flush`. A caller that knows the stream
+    paused (nothing else waiting) asks ``flush_due(paused=True)``: that also comes
+    due once ``pause_ms`` milliseconds have passed since the last flush, so a slow
+    stream's deltas are not held for the whole window (B1).
 
     On a fatal protocol violation the valid events before it are written, every
     item still open is closed, and the run ends with a ``RUN_ERROR`` whose message
@@ -160,6 +163,7 @@ class RunRecorder:
         *,
         coalesce_ms: float | None = None,
         coalesce_bytes: int | None = None,
+        pause_ms: float | None = None,
         publish: bool = True,
     ) -> None:
         self.run = run
@@ -172,7 +176,11 @@ class RunRecorder:
             if coalesce_bytes is None
             else coalesce_bytes
         )
+        self.pause_ms = (
+            countersign_settings.COALESCE_PAUSE_MS if pause_ms is None else pause_ms
+        )
         self.publish = publish
+        self._last_flush = 0.0
         self.violation: StreamViolation | None = None
         self.written: list[Event] = []
         self._buffer: list[BaseEvent] = []
@@ -319,21 +327,28 @@ class RunRecorder:
             self._hidden.add(id(event))
         return event
 
-    def flush_due(self) -> bool:
-        """Whether the buffer's age or size has reached the coalescing window."""
-        if not self._buffer:
-            return False
-        if self._buffer_bytes >= self.coalesce_bytes:
-            return True
-        assert self._buffer_since is not None
-        return (time.monotonic() - self._buffer_since) * 1000 >= self.coalesce_ms
+    def flush_due(self, *, paused: bool = False) -> bool:
+        """Whether the buffer's age or size has reached the coalescing window.
 
-    def seconds_until_flush(self) -> float | None:
-        """Seconds until the buffer must be flushed, or ``None`` when it is empty."""
+        With ``paused`` (nothing else waiting to be recorded) it is also due once
+        ``pause_ms`` has passed since the last flush.
+        """
+        return self.seconds_until_flush(paused=paused) == 0.0
+
+    def seconds_until_flush(self, *, paused: bool = False) -> float | None:
+        """Seconds until the buffer must be flushed, or ``None`` when it is empty.
+
+        ``paused`` as in :meth:`flush_due`.
+        """
         if not self._buffer or self._buffer_since is None:
             return None
-        elapsed = time.monotonic() - self._buffer_since
-        return max(0.0, self.coalesce_ms / 1000 - elapsed)
+        if self._buffer_bytes >= self.coalesce_bytes:
+            return 0.0
+        now = time.monotonic()
+        remaining = self.coalesce_ms / 1000 - (now - self._buffer_since)
+        if paused:
+            remaining = min(remaining, self.pause_ms / 1000 - (now - self._last_flush))
+        return max(0.0, remaining)
 
     def _buffer_event(self, event: BaseEvent) -> None:
         if self._buffer_since is None:
@@ -384,6 +399,7 @@ class RunRecorder:
         hidden = [id(event) in hidden_ids for event in batch]
         self._buffer_bytes = 0
         self._buffer_since = None
+        self._last_flush = time.monotonic()
         # PostgreSQL stores no NUL character: model output carrying one is kept
         # with U+FFFD instead, in the log and in the projection alike.
         payloads = []

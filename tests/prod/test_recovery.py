@@ -251,7 +251,12 @@ def test_redis_restarted_without_persistence_janitor_requeues_execution_and_cont
     assert ToolExecution.objects.get(tool_call=call).state == "queued"
     stack.redis.shutdown_nosave()
     stack.redis.start()
-    stack.worker("tools-worker-2", queues="tools")
+    # Frozen once the outcome (and the queued continuation) committed: the worker
+    # would otherwise run the continuation itself in the same task
+    # (orchestration.executions, one hop), and its message would not matter.
+    stack.worker(
+        "tools-worker-2", queues="tools", COUNTERSIGN_TEST_HANG_AT="after_outcome"
+    )
 
     # then the janitor enqueues it again and it runs once
     wait_until(

@@ -366,3 +366,130 @@ def test_dc01_flush_query_count_does_not_grow_with_deltas(
         "TOOL_CALL_END",
         "RUN_FINISHED",
     ]
+
+
+class GatedAgent:
+    """An agent that streams one delta, then pauses until ``gate`` is set (or 30 s pass)."""
+
+    def __init__(self, gate: threading.Event) -> None:
+        self.gate = gate
+        self.released = False
+
+    async def run(self, run_input: Any, *, cancel: Any = None) -> Any:
+        import asyncio
+
+        from agentcore.events import (
+            RunFinishedEvent,
+            RunStartedEvent,
+            TextMessageContentEvent,
+            TextMessageEndEvent,
+            TextMessageStartEvent,
+        )
+
+        ids = {"thread_id": run_input.thread_id, "run_id": run_input.run_id}
+        yield RunStartedEvent(**ids)
+        yield TextMessageStartEvent(message_id="m-paused", role="assistant")
+        yield TextMessageContentEvent(message_id="m-paused", delta="Hel")
+        self.released = await asyncio.to_thread(self.gate.wait, 30)
+        yield TextMessageContentEvent(message_id="m-paused", delta="lo")
+        yield TextMessageEndEvent(message_id="m-paused")
+        yield RunFinishedEvent(**ids)
+
+
+class GroupListener:
+    """A channel-layer member of a thread's group on its own loop, as a server's consumer is.
+
+    The loop is registered as the server loop (threads.realtime), so sends from the
+    recording thread reach it on every layer, the in-memory one included.
+    """
+
+    def __init__(self, thread: Thread) -> None:
+        import asyncio
+
+        from threads.realtime import register_server_loop, thread_group_name
+
+        self.group = thread_group_name(thread.pk)
+        self.events: list[dict[str, Any]] = []
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.runner = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.runner.start()
+        register_server_loop(self.loop)
+        asyncio.run_coroutine_threadsafe(self._listen(), self.loop)
+        assert self.ready.wait(10), "the listener never joined the thread's group"
+
+    async def _listen(self) -> None:
+        from channels.layers import get_channel_layer
+
+        layer = get_channel_layer()
+        channel = await layer.new_channel()
+        await layer.group_add(self.group, channel)
+        self.ready.set()
+        while True:
+            message = await layer.receive(channel)
+            self.events.extend(message.get("events", []))
+
+    def received(self, event_type: str) -> bool:
+        return any(e["type"] == event_type for e in self.events)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.runner.join(10)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_b1_a_paused_stream_is_written_and_published_before_its_window_closes(user):
+    """drive_agent flushes once the agent pauses, though the window (60 s) is still open.
+
+    The delta is in the log and on the thread's group while the agent waits, and
+    every event the group carried is a log row with the same seq and payload: a
+    client never holds an event the log does not have (it is published after the
+    row commits). Implements DC-01, DC-02.
+    """
+    run = running_run(user)
+    listener = GroupListener(run.thread)
+    gate = threading.Event()
+    agent = GatedAgent(gate)
+    run_input = RunAgentInput.model_validate(run_input_build(run=run))
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            recorder = RunRecorder(run, coalesce_ms=60_000, pause_ms=0)
+            drive_agent(agent=agent, run_input=run_input, recorder=recorder)
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    worker = threading.Thread(target=work, name="test-driver-paused")
+    worker.start()
+    try:
+        wait_for_event(run, "TEXT_MESSAGE_CONTENT")
+        deadline = time.monotonic() + 20
+        while not listener.received("TEXT_MESSAGE_CONTENT"):
+            assert time.monotonic() < deadline, listener.events
+            time.sleep(0.01)
+        gate.set()
+        worker.join(30)
+        deadline = time.monotonic() + 20
+        while not listener.received("RUN_FINISHED"):
+            assert time.monotonic() < deadline, listener.events
+            time.sleep(0.01)
+    finally:
+        gate.set()
+        listener.stop()
+
+    assert errors == []
+    assert agent.released  # the pause ended because the test saw the delta
+    log = {e.seq: e.payload for e in Event.objects.filter(thread=run.thread)}
+    received = {
+        e["seq"]: {k: v for k, v in e.items() if k != "seq"} for e in listener.events
+    }
+    assert received == {seq: log[seq] for seq in received}
+    assert [
+        log[s]["delta"] for s in sorted(log) if log[s]["type"] == "TEXT_MESSAGE_CONTENT"
+    ] == ["Hel", "lo"]
+    assert (
+        Message.objects.get(thread=run.thread, message_id="m-paused").content == "Hello"
+    )
