@@ -505,8 +505,26 @@ function showUndo(view, undoUntil) {
 
 // -- list ------------------------------------------------------------------------------
 
+const filters = new URLSearchParams(window.location.search);
+
+// The page's filters (server-side for the first render) applied to live additions too.
+function matchesFilters(ctx) {
+  const want = (name) => (filters.get(name) || "").trim();
+  if (want("tool") && ctx.tool !== want("tool")) return false;
+  if (want("agent") && ctx.agent !== want("agent")) return false;
+  if (want("requester") && ctx.requester !== want("requester")) return false;
+  if (want("risk") && (!ctx.risk || ctx.risk.level !== want("risk"))) return false;
+  const q = want("q").toLowerCase();
+  if (q) {
+    const hay = [ctx.tool, ctx.thread && ctx.thread.title, ctx.requester, ctx.reason, JSON.stringify(ctx.proposedArguments)].join(" ").toLowerCase();
+    if (!hay.includes(q)) return false;
+  }
+  return true;
+}
+
 function belongs(ctx) {
-  return viewName === "decided" ? ctx.status !== "pending" : ctx.status === "pending";
+  const inView = viewName === "decided" ? ctx.status !== "pending" : ctx.status === "pending";
+  return inView && matchesFilters(ctx);
 }
 
 function upsert(ctx) {
@@ -523,7 +541,13 @@ function upsert(ctx) {
   }
   const view = create(ctx);
   items.set(ctx.id, view);
-  list.append(view.el);
+  if (viewName === "decided") list.prepend(view.el); // newest decision first
+  else {
+    // Keep the page's order: soonest expiry (default) or oldest request first.
+    const field = (filters.get("sort") || "expires") === "expires" ? "expiresAt" : "requestedAt";
+    const after = [...items.values()].find((v) => v !== view && (v.ctx[field] || "") > (ctx[field] || ""));
+    list.insertBefore(view.el, after ? after.el : null);
+  }
   updateCounts();
   if (current === null) select(ctx.id, { focus: false });
 }
@@ -747,7 +771,11 @@ const socket = new ReconnectingSocket({
   onMessage: (data) => {
     if (!data) return;
     if (data.kind === "snapshot" && Array.isArray(data.approvals)) {
-      for (const a of data.approvals) if (a.status === "pending" && !items.has(a.id) && viewName === "pending") refresh(a.id, a);
+      if (viewName !== "pending") return;
+      // After a reconnect: add what is new, drop what was decided meanwhile.
+      const pending = new Set(data.approvals.filter((a) => a.status === "pending").map((a) => a.id));
+      for (const id of pending) if (!items.has(id)) refresh(id);
+      for (const [id, view] of [...items]) if (!pending.has(id) && !view.undoUntil) refresh(id);
     } else if (data.kind === "notification" && data.approval) refresh(data.approval.id, data.approval);
   },
 });

@@ -210,3 +210,53 @@ def test_authorization_for_anonymous_names_everything_missing(approver, pending_
     assert not result.can_reject
     assert result.missing == ("approvals.decide_approvalrequest", "demo.add_refund")
     assert "anonymous lacks" in result.reason
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ir12_resume_by_a_user_without_the_tools_permission_decides_nothing(
+    django_user_model, executor
+):
+    """IR-12 / SEC-02: an AG-UI resume approving a refund, sent by a user who may decide
+    but lacks demo.add_refund, is refused before anything is decided or run."""
+    from tests.approvals.test_interrupt_resume import approve, interrupted, resume_post
+
+    dora = _decider_without_tool_permission(django_user_model)
+    approval = interrupted(dora, executor, "ir12-tool-permission")
+
+    with pytest.raises(ApprovalNotAuthorized) as refused:
+        resume_post(dora, "ir12-tool-permission", "run-2", approve(approval))
+
+    assert refused.value.status == 403
+    assert "'demo.add_refund'" in str(refused.value)
+    approval.refresh_from_db()
+    assert approval.status == "pending"
+    assert not ToolExecution.objects.filter(tool_call=approval.tool_call).exists()
+    assert Refund.objects.count() == 0
+
+
+def test_janitor_does_not_take_a_deferred_execution_for_a_lost_message(
+    settings, approver, pending_refund, executor
+):
+    """An execution waiting out its undo window is not 'still queued': the janitor counts
+    from the window's end (then it is enqueued again, and still runs once)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from orchestration.janitor import lost_messages_requeue
+
+    settings.COUNTERSIGN = {**settings.COUNTERSIGN, "DECISION_UNDO_SECONDS": 20}
+    approval = ApprovalRequest.objects.get(tool_call=pending_refund)
+    approval_decide(
+        approval=approval, decided_by=approver, decision="approve", undo_seconds=20
+    )
+    old = timezone.now() - timedelta(seconds=120)
+    ToolExecution.objects.filter(tool_call=pending_refund).update(created_at=old)
+
+    assert lost_messages_requeue(stale_seconds=15)["executions_requeued"] == 0
+
+    ToolExecution.objects.filter(tool_call=pending_refund).update(not_before=old)
+    assert lost_messages_requeue(stale_seconds=15)["executions_requeued"] == 1
+    executor.settle(pending_refund.thread)
+    assert Refund.objects.count() == 1
+    assert ToolExecution.objects.get(tool_call=pending_refund).attempts == 1

@@ -15,11 +15,9 @@ import csv
 import io
 import json
 import re
-from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.utils import timezone
 from playwright.sync_api import expect
 
 from approvals.models import ApprovalRequest, AuditEntry, ToolExecution
@@ -27,8 +25,8 @@ from demo.models import Refund
 from tests.ui.axe import assert_no_axe_violations
 from tests.ui.conftest import make_user, screenshot
 from tests.ui.test_cockpit import no_horizontal_scroll, open_as, start_refund
-from threads.models import Message, Run, ToolCall
-from threads.services import thread_create
+from tests.ui.test_queue import _pending_request
+from threads.models import Message, ToolCall
 
 DESKTOP = {"width": 1400, "height": 900}
 WIDE = {"width": 1920, "height": 1080}
@@ -52,16 +50,20 @@ def quick_server(ui_server_factory):
 
 def _pending(owner: Any, *, call_id: str, amount: float, title: str) -> ApprovalRequest:
     """Return a pending refund request with the turn that led to it (as the demo leaves one)."""
-    thread = thread_create(owner=owner, title=title)
-    args = {"order_id": "A-1001", "amount": amount, "reason": "damaged parcel"}
-    run = Run.objects.create(
-        thread=thread,
-        status=Run.Status.AWAITING_TOOLS,
-        pending_tool_call_ids=[call_id],
-        input={"tools": [{"name": "lookup_order"}, {"name": "refund_order"}]},
-    )
+    approval = _pending_request(owner, call_id=call_id, amount=amount)
+    thread, run, call = approval.thread, approval.run, approval.tool_call
+    thread.title = title
+    thread.save(update_fields=["title"])
     Message.objects.create(
         thread=thread, role="user", content="Refund A-1001 please", position=1, run=run
+    )
+    ToolCall.objects.create(
+        thread=thread,
+        run=run,
+        tool_call_id=f"{call_id}-lookup",
+        name="lookup_order",
+        arguments={"order_id": "A-1001"},
+        state=ToolCall.State.SUCCEEDED,
     )
     Message.objects.create(
         thread=thread,
@@ -79,34 +81,8 @@ def _pending(owner: Any, *, call_id: str, amount: float, title: str) -> Approval
         position=4,
         run=run,
     )
-    ToolCall.objects.create(
-        thread=thread,
-        run=run,
-        tool_call_id=f"{call_id}-lookup",
-        name="lookup_order",
-        arguments={"order_id": "A-1001"},
-        state=ToolCall.State.SUCCEEDED,
-    )
-    call = ToolCall.objects.create(
-        thread=thread,
-        run=run,
-        tool_call_id=call_id,
-        parent_message_id=f"{call_id}-msg",
-        name="refund_order",
-        arguments_text=json.dumps(args),
-        arguments=args,
-        state=ToolCall.State.AWAITING_APPROVAL,
-    )
-    return ApprovalRequest.objects.create(
-        tool_call=call,
-        thread=thread,
-        run=run,
-        tool_name="refund_order",
-        is_destructive=True,
-        requested_by=owner,
-        expires_at=timezone.now() + timedelta(hours=1),
-        proposed_arguments=args,
-    )
+    ToolCall.objects.filter(pk=call.pk).update(parent_message_id=f"{call_id}-msg")
+    return approval
 
 
 def _status(approval: ApprovalRequest) -> str:
@@ -301,7 +277,7 @@ def test_dc03_schema_form_diff_decided_view_filters_and_csv(browser, quick_serve
         card.get_by_role("button", name="Edit as raw JSON").click()
         expect(card.get_by_label("Edited arguments", exact=False)).to_have_value(
             json.dumps(
-                {"order_id": "A-1001", "amount": 12.5, "reason": "damaged parcel"},
+                {"order_id": "A-1001", "amount": 12.5, "reason": "customer request"},
                 indent=2,
             )
         )
@@ -430,7 +406,9 @@ def test_dc03_admin_pending_changelist_decide_panel_and_audit_trail(
 
         # approve with an edit: the audit trail shows it first, with its diff
         page.get_by_label("Arguments to approve (edit to change)").fill(
-            json.dumps({"order_id": "A-1001", "amount": 20, "reason": "damaged parcel"})
+            json.dumps(
+                {"order_id": "A-1001", "amount": 20, "reason": "customer request"}
+            )
         )
         panel.get_by_role("button", name="Approve").click()
         expect(page.locator(".messagelist")).to_contain_text("approved")
