@@ -490,7 +490,7 @@ function renderPendingPanel(call) {
   const risk = context.risk || (a.isDestructive ? { level: "high", reasons: ["destructive"] } : null);
   const expiry = h("span", { class: "pending-expiry" });
   const meta = [];
-  if (context.requester) meta.push(`Requested by ${context.requester}`);
+  if (context.requester) meta.push(`Requested by ${context.requester}${context.agent ? ` through the agent ${context.agent}` : ""}`);
   meta.push(expiry);
   if (canSeeQueue && a.queueUrl) meta.push(h("a", { href: a.queueUrl, text: "Open in the approval queue" }));
   const metaEl = h("p", { class: "pending-meta" });
