@@ -445,6 +445,13 @@ function renderDecided(call) {
     call.decisionEl.hidden = true;
     return;
   }
+  const outcome = a.context && a.context.outcome;
+  const execution = outcome && outcome.execution;
+  // Re-rendered only when something it says changed: replacing a focused Undo
+  // button would drop the keyboard focus.
+  const key = JSON.stringify([a.status, a.decidedBy, a.decidedAt, a.reason, a.editedArguments, call.state, execution, call.undo && call.undo.until]);
+  if (!call.decisionEl.hidden && call.decisionEl.dataset.key === key) return;
+  call.decisionEl.dataset.key = key;
   const parts = [];
   const who = a.decidedBy ? ` by ${a.decidedBy}` : "";
   const edited = a.editedArguments !== null && a.editedArguments !== undefined;
