@@ -462,8 +462,11 @@ function renderDecided(call) {
   if (a.reason) parts.push(`: “${a.reason}”`);
   parts.push(". ");
   parts.push(executionSentence(call, a));
+  const focused = call.decisionEl.contains(document.activeElement) ? document.activeElement : null;
   call.decisionEl.replaceChildren(...parts);
   call.decisionEl.hidden = false;
+  // The Undo button is reused across renders; moving it must not drop the focus.
+  if (focused && call.decisionEl.contains(focused)) focused.focus({ preventScroll: true });
 }
 
 function executionSentence(call, approval) {
