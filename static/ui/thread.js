@@ -445,6 +445,13 @@ function renderDecided(call) {
     call.decisionEl.hidden = true;
     return;
   }
+  const outcome = a.context && a.context.outcome;
+  const execution = outcome && outcome.execution;
+  // Re-rendered only when something it says changed: replacing a focused Undo
+  // button would drop the keyboard focus.
+  const key = JSON.stringify([a.status, a.decidedBy, a.decidedAt, a.reason, a.editedArguments, call.state, execution, call.undo && call.undo.until]);
+  if (!call.decisionEl.hidden && call.decisionEl.dataset.key === key) return;
+  call.decisionEl.dataset.key = key;
   const parts = [];
   const who = a.decidedBy ? ` by ${a.decidedBy}` : "";
   const edited = a.editedArguments !== null && a.editedArguments !== undefined;
@@ -455,8 +462,11 @@ function renderDecided(call) {
   if (a.reason) parts.push(`: “${a.reason}”`);
   parts.push(". ");
   parts.push(executionSentence(call, a));
+  const focused = call.decisionEl.contains(document.activeElement) ? document.activeElement : null;
   call.decisionEl.replaceChildren(...parts);
   call.decisionEl.hidden = false;
+  // The Undo button is reused across renders; moving it must not drop the focus.
+  if (focused && call.decisionEl.contains(focused)) focused.focus({ preventScroll: true });
 }
 
 function executionSentence(call, approval) {
@@ -490,7 +500,7 @@ function renderPendingPanel(call) {
   const risk = context.risk || (a.isDestructive ? { level: "high", reasons: ["destructive"] } : null);
   const expiry = h("span", { class: "pending-expiry" });
   const meta = [];
-  if (context.requester) meta.push(`Requested by ${context.requester}`);
+  if (context.requester) meta.push(`Requested by ${context.requester}${context.agent ? ` through the agent ${context.agent}` : ""}`);
   meta.push(expiry);
   if (canSeeQueue && a.queueUrl) meta.push(h("a", { href: a.queueUrl, text: "Open in the approval queue" }));
   const metaEl = h("p", { class: "pending-meta" });

@@ -620,3 +620,68 @@ def test_approver_without_the_tools_permission_is_told_why_and_who_can(
         assert page.js_errors == []
     finally:
         context.close()
+
+
+def test_refused_execution_names_its_error_once_in_words(browser, ui_server):
+    """A call refused at execution shows "Execution refused" and the sentence once:
+    no upper-cased code, no JSON with the same words again."""
+    from django.db import transaction
+
+    from threads.answers import error_content, tool_message_write
+    from threads.models import Run, ToolCall
+    from threads.recording import RunRecorder
+    from threads.services import thread_create
+
+    # Given a call answered with the application's refusal
+    owner = make_user("olivia")
+    thread = thread_create(owner=owner, title="refused")
+    run = Run.objects.create(thread=thread, run_id="run-r", status=Run.Status.RUNNING)
+    recorder = RunRecorder(run, coalesce_ms=0, coalesce_bytes=0, publish=False)
+    recorder.record(
+        [
+            {"type": "RUN_STARTED", "threadId": thread.thread_id, "runId": "run-r"},
+            {
+                "type": "TOOL_CALL_START",
+                "toolCallId": "c-r",
+                "toolCallName": "lookup_order",
+            },
+            {
+                "type": "TOOL_CALL_ARGS",
+                "toolCallId": "c-r",
+                "delta": '{"order_id": "A-1"}',
+            },
+            {"type": "TOOL_CALL_END", "toolCallId": "c-r"},
+            {"type": "RUN_FINISHED", "threadId": thread.thread_id, "runId": "run-r"},
+        ]
+    )
+    recorder.flush()
+    detail = "the approver lacks the permission 'demo.add_refund'"
+    with transaction.atomic():
+        call = ToolCall.objects.select_for_update().get(tool_call_id="c-r")
+        tool_message_write(
+            call=call,
+            content=error_content(error="refused", detail=detail),
+            error="refused",
+            state=ToolCall.State.FAILED,
+        )
+    context, page = open_as(browser, ui_server, "olivia", viewport=PHONE)
+    try:
+        # When the owner opens the thread
+        page.goto(f"{ui_server.url}/threads/{thread.thread_id}/")
+        expect(page.locator("#thread")).to_have_attribute("data-ready", "1")
+
+        # Then the card says it in words, once
+        result = page.locator('[data-tool-call-id="c-r"] .call-result')
+        expect(result.locator(".result-head")).to_have_text("Execution refused")
+        expect(result.locator(".result-words")).to_have_text(detail)
+        text = result.inner_text()
+        assert text.count("demo.add_refund") == 1
+        assert "{" not in text
+        assert "ERROR" not in text
+        expect(page.locator('[data-tool-call-id="c-r"] .call-state')).to_have_text(
+            "failed"
+        )
+        no_horizontal_scroll(page)
+        assert_no_axe_violations(page)
+    finally:
+        context.close()

@@ -79,12 +79,16 @@ def test_dc05_refund_streams_waits_for_approval_and_finishes_without_reload(
         expect(item.locator(".req-args")).to_contain_text('"amount": 25')
         expect(item.locator(".verdict")).to_have_text("arguments valid")
         expect(item.locator(".req-expiry")).to_contain_text("expires in")
-        expect(item.get_by_role("link", name="Open thread")).to_be_visible()
+        expect(
+            item.get_by_role("link", name="Show the call in its thread")
+        ).to_be_visible()
         screenshot(queue, f"approval-queue-{executor.mode}")
 
-        # When the approver approves it
+        # When the approver approves it, confirming the destructive refund
         item.get_by_role("button", name="Approve", exact=True).click()
-        expect(item).to_have_count(0)
+        queue.get_by_role("dialog").get_by_role("button", name="Confirm").click()
+        # (the card goes when the undo window ends)
+        expect(item).to_have_count(0, timeout=30_000)
 
         # Then the first page, never reloaded, shows the call done and the agent's answer
         expect(refund.locator(".call-state")).to_have_text("done", timeout=30_000)
@@ -171,11 +175,13 @@ def test_dc05_edited_call_shows_both_versions_live(browser, ui_server):
         queue.goto(f"{ui_server.url}/approvals/")
         item = queue.locator(".req", has_text="refund_order")
         item.get_by_role("button", name="Edit & approve").click()
+        item.get_by_role("button", name="Edit as raw JSON").click()
         item.get_by_label("Edited arguments", exact=False).fill(
             '{"order_id": "A-1001", "amount": 20.0, "reason": "customer request"}'
         )
         item.get_by_role("button", name="Approve edited arguments").click()
-        expect(item).to_have_count(0)
+        queue.get_by_role("dialog").get_by_role("button", name="Confirm").click()
+        expect(item).to_have_count(0, timeout=30_000)
 
         # Then the requester's page marks the call edited, shows both versions, and ends done
         expect(card.locator(".badge-edited")).to_be_visible()

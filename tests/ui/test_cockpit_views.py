@@ -1,0 +1,78 @@
+"""The cockpit's server side without a browser: what ``/attention.json`` counts, and the
+permission page of the thread routes (403 with what is missing, 404 otherwise)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.ui.conftest import PASSWORD, make_user
+from tests.ui.test_queue import _pending_request
+from threads.services import thread_create
+
+pytestmark = pytest.mark.django_db
+
+
+def test_attention_counts_only_requests_the_user_can_authorize(client):
+    """The decide permission and the tool's own: bob (no demo.add_refund) counts 0."""
+    owner = make_user("olivia", "demo.add_refund")
+    make_user("alice", "approvals.decide_approvalrequest", "demo.add_refund")
+    make_user("bob", "approvals.decide_approvalrequest")
+    make_user("carol")
+    first = _pending_request(owner, call_id="c1", amount=10.0)
+    _pending_request(owner, call_id="c2", amount=20.0)
+
+    client.login(username="alice", password=PASSWORD)
+    data = client.get("/attention.json").json()
+    assert data["count"] == 2
+    assert [r["id"] for r in data["requests"]][:1] == [first.pk]
+    assert data["requests"][0]["url"] == f"/threads/{first.thread.thread_id}/#call-c1"
+    assert data["requests"][0]["tool"] == "refund_order"
+
+    client.login(username="bob", password=PASSWORD)
+    data = client.get("/attention.json").json()
+    assert data["count"] == 0
+    assert [r["canDecide"] for r in data["requests"]] == [False, False]
+
+    client.login(username="carol", password=PASSWORD)
+    assert client.get("/attention.json").json() == {"count": 0, "requests": []}
+
+
+def test_title_count_script_only_for_deciders(client):
+    """Every UI page of a decider loads attention.js and names its JSON; others do not."""
+    make_user("alice", "approvals.decide_approvalrequest")
+    make_user("carol")
+    client.login(username="alice", password=PASSWORD)
+    page = client.get("/").content.decode()
+    assert 'data-attention-url="/attention.json"' in page
+    assert "ui/attention.js" in page
+    assert 'id="notify-toggle"' in page
+    client.login(username="carol", password=PASSWORD)
+    page = client.get("/").content.decode()
+    assert "attention" not in page
+
+
+def test_thread_routes_answer_with_a_permission_page(client):
+    """View-only approver: 403 naming the permission and the owner; a plain user: 404
+    that reveals nothing; both the UI's page, not Django's."""
+    owner = make_user("olivia")
+    make_user("vera", "approvals.view_approvalrequest")
+    make_user("carol")
+    thread = thread_create(owner=owner, title="private")
+
+    client.login(username="vera", password=PASSWORD)
+    response = client.get(f"/threads/{thread.thread_id}/")
+    assert response.status_code == 403
+    text = response.content.decode()
+    assert "You can&#x27;t open this thread" in text
+    assert "approvals.decide_approvalrequest" in text
+    assert "olivia" in text
+    assert "private" not in text
+
+    client.login(username="carol", password=PASSWORD)
+    response = client.get(f"/threads/{thread.thread_id}/")
+    assert response.status_code == 404
+    text = response.content.decode()
+    assert "No such thread" in text
+    assert "olivia" not in text
+    assert "private" not in text
+    assert client.get("/threads/nope/").status_code == 404
