@@ -118,9 +118,14 @@ def approval_link(request: HttpRequest, token: str) -> HttpResponse:
         return _invalid(request, "expired", status=410)
     except signing.BadSignature:
         return _invalid(request, "invalid", status=400)
-    if not ApprovalRequest.objects.filter(pk=pk).exists():
+    status = (
+        ApprovalRequest.objects.filter(pk=pk).values_list("status", flat=True).first()
+    )
+    if status is None:
         return _invalid(request, "missing", status=404)
-    return redirect(f"{reverse('ui-approvals')}?approval={pk}#approval-{pk}")
+    # A request decided since the notification was sent is in the queue's decided view.
+    view = "" if status == ApprovalRequest.Status.PENDING else "?view=decided"
+    return redirect(f"{reverse('ui-approvals')}{view}#req-{pk}")
 
 
 def _invalid(request: HttpRequest, problem: str, *, status: int) -> HttpResponse:

@@ -782,6 +782,17 @@ const socket = new ReconnectingSocket({
 
 for (const ctx of readJsonScript("queue-initial") || []) upsert(ctx);
 updateCounts();
+// A link to one request (a notification's signed link, the thread page's "Open in the
+// approval queue") names its card in the fragment; the cards are built here, after the
+// browser's own fragment scroll, so focus it now.
+const linked = /^#req-(\d+)$/.exec(location.hash);
+if (linked) {
+  const card = document.getElementById(`req-${linked[1]}`);
+  if (card) {
+    card.scrollIntoView({ block: "center" });
+    card.focus({ preventScroll: true });
+  }
+}
 setInterval(() => {
   const now = Date.now();
   for (const view of items.values()) tick(view, now);

@@ -252,10 +252,7 @@ def test_notifications_reach_email_and_webhook_and_a_broken_target_is_recorded(
     client.force_login(approver)
     opened = client.get(link_path)
     assert opened.status_code == 302
-    assert (
-        opened["Location"]
-        == f"/approvals/?approval={approval.pk}#approval-{approval.pk}"
-    )
+    assert opened["Location"] == f"/approvals/#req-{approval.pk}"
 
     # Expiry approaching (the beat task's service), announced once.
     settings.COUNTERSIGN = {
@@ -299,6 +296,11 @@ def test_notifications_reach_email_and_webhook_and_a_broken_target_is_recorded(
     decided_hook = received.verified[received.events().index("approval.decided")]
     assert decided_hook["data"]["status"] == "approved"
     assert decided_hook["data"]["editedArguments"]["amount"] == 20.0
+    # The same link, once the request is decided, opens the queue's decided view.
+    assert (
+        client.get(link_path)["Location"]
+        == f"/approvals/?view=decided#req-{approval.pk}"
+    )
     # One message id per delivery, kept across retries.
     assert len(set(received.ids)) == len(received.ids)
 
