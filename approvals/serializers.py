@@ -11,6 +11,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from approvals.interrupts import interrupt_id
 from approvals.labels import approval_label
 from approvals.models import ApprovalRequest, ToolExecution
 
@@ -32,10 +33,15 @@ class ApprovalOutputSerializer(serializers.Serializer):
         source="call.tool_call_id", allow_null=True, default=None
     )
     kind = serializers.ChoiceField(choices=ApprovalRequest.Kind.choices)
-    interruptId = serializers.CharField(
+    interruptId = serializers.SerializerMethodField(
+        help_text="The AG-UI interrupt id an AG-UI client sees for this request "
+        "(`cs-approval-<id>`) and answers in `RunAgentInput.resume[].interruptId`.",
+    )
+    remoteInterruptId = serializers.CharField(
         source="interrupt_id_or_none",
         allow_null=True,
-        help_text="The remote agent's AG-UI interrupt id (kind 'interrupt').",
+        help_text="The remote agent's own interrupt id (kind 'interrupt'); it never "
+        "reaches AG-UI clients, and the agent gets its decision under it.",
     )
     message = serializers.CharField(
         allow_blank=True, help_text="What the agent or server asks (not tool_call)."
@@ -47,7 +53,11 @@ class ApprovalOutputSerializer(serializers.Serializer):
     )
     response = serializers.JSONField(allow_null=True)
     threadId = serializers.CharField(source="thread.thread_id")
-    runId = serializers.CharField(source="run.run_id")
+    runId = serializers.CharField(
+        source="run.wire_run.run_id",
+        help_text="The client-visible run the request belongs to (the runId its "
+        "AG-UI client saw).",
+    )
     tool = serializers.CharField(source="tool_name")
     # The response key is "label"; DRF's metaclass pops declared fields off the
     # class, so Field.label (set per instance) is not shadowed at run time.
@@ -94,6 +104,11 @@ class ApprovalOutputSerializer(serializers.Serializer):
         help_text="SHA-256 of the input schema the earlier approval covered.",
     )
     execution = serializers.SerializerMethodField()
+
+    @extend_schema_field(serializers.CharField())
+    def get_interruptId(self, approval: ApprovalRequest) -> str:
+        """Return ``cs-approval-<id>``, the one spelling of this request (IR-02)."""
+        return interrupt_id(approval)
 
     def get_label(self, approval: ApprovalRequest) -> str:
         """Return the tool's label for the call (for MCP tools: server, tool, claims)."""

@@ -28,7 +28,12 @@ from approvals.services import approval_snapshot
 from threads.agent_config import agent_toolset
 from threads.exceptions import UnknownAgent
 from threads.models import Message, Thread, ToolCall
-from threads.selectors import thread_status, thread_visible_to
+from threads.selectors import (
+    ClientRun,
+    thread_client_runs,
+    thread_status,
+    thread_visible_to,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +96,19 @@ def _approval_view(approval: Any) -> dict[str, Any]:
     }
 
 
+def _run_view(run: ClientRun) -> dict[str, Any]:
+    """One client-visible run as the thread page shows it (the story its client saw)."""
+    return {
+        "runId": run.run.run_id,
+        "status": run.status,
+        "outcome": run.outcome,
+        "pendingToolCallIds": run.pending_tool_call_ids,
+        "interruptIds": run.interrupt_ids,
+        "error": run.error,
+        "segments": [s.run_id for s in run.segments],
+    }
+
+
 def thread_ui_state(*, thread: Thread) -> dict[str, Any]:
     """Return what a thread page needs beyond the event log, as JSON-ready data.
 
@@ -98,7 +116,11 @@ def thread_ui_state(*, thread: Thread) -> dict[str, Any]:
     label), approval (with proposed and edited arguments) and result (the tool
     message's content and error); ``pendingUserMessages`` are user messages whose
     run has not started yet (their ``RUN_STARTED`` echo is not in the log);
-    ``status`` is :func:`threads.selectors.thread_status`.
+    ``status`` is :func:`threads.selectors.thread_status`; ``runs`` lists one entry
+    per client-visible run (one per POST or posted message: ``runId``, ``status``,
+    ``outcome``, ``pendingToolCallIds``, ``interruptIds``, ``error``, and the agent's
+    ``segments`` inside it), and each call's ``runId`` is the run that streamed it,
+    so the page tells the story the AG-UI client saw (issue 13.1).
     """
 
     try:
@@ -112,13 +134,14 @@ def thread_ui_state(*, thread: Thread) -> dict[str, Any]:
     calls: dict[str, Any] = {}
     for call in (
         ToolCall.objects.filter(thread=thread)
-        .select_related("approval", "approval__decided_by")
+        .select_related("run", "run__outer", "approval", "approval__decided_by")
         .order_by("position", "id")
     ):
         approval = getattr(call, "approval", None)
         result = results.get(call.tool_call_id)
         calls[call.tool_call_id] = {
             "name": call.name,
+            "runId": call.run.wire_run.run_id,
             # An operator's edit is what runs, so the label describes it.
             "label": _activity_label(
                 toolset,
@@ -147,6 +170,7 @@ def thread_ui_state(*, thread: Thread) -> dict[str, Any]:
         "status": status,
         "statusLabel": STATUS_LABELS.get(status, status),
         "calls": calls,
+        "runs": [_run_view(run) for run in thread_client_runs(thread=thread)],
         "pendingUserMessages": pending_users,
     }
 

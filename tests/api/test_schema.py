@@ -51,6 +51,7 @@ def test_dc05_schema_is_openapi_3_with_every_operation(api):
         "threads_messages_list",
         "threads_messages_create",
         "threads_events_list",
+        "threads_runs_list",
         "runs_retrieve",
         "runs_cancel",
         "tool_calls_list",
