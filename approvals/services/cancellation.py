@@ -69,8 +69,8 @@ def client_run_cancel(*, run: Run, cancelled_by: Any) -> Run:
             Run.objects.filter(pk=live.pk).update(cancel_requested=True)
             live.cancel_requested = True
             wire_run_close_cancelled(run=live)
-    if live.status in Run.ACTIVE_STATUSES:
-        run_cancel(run=live)
+        else:
+            run_cancel(run=live)
     wire.refresh_from_db()
     return wire
 

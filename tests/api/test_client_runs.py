@@ -246,6 +246,48 @@ def test_cancel_by_the_client_run_id_cancels_the_queued_later_segment(
     assert_valid_stream(events, what="the cancelled run's log")
 
 
+def test_cancel_by_the_client_run_id_while_the_later_segment_is_running(
+    api: Any, user: Any, monkeypatch: Any
+) -> None:
+    """The cancel arrives once a worker claimed the second segment: the run ends cancelled.
+
+    Whether the agent sees the cancel before it ends (its own cancelled
+    RUN_FINISHED) or hands the refund over first (then answered as cancelled,
+    never held for a person), the client's run ends ``{type:"cancelled"}``.
+    """
+    thread = thread_create(owner=user, title="refund", thread_id="t-cancel-running")
+    _, run = message_post(thread=thread, content=REFUND)
+    run_execute(run_pk=run.pk)
+    step(thread)  # lookup_order runs; the continuation segment is queued
+    segment = Run.objects.get(thread=thread, outer=run)
+    answers: list[Any] = []
+
+    def cancel_when_claimed(name: str) -> None:
+        if name == "after_run_claimed" and not answers:
+            answers.append(api.post(f"/api/runs/{run.run_id}/cancel/"))
+
+    monkeypatch.setattr(crashpoints, "crash_point", cancel_when_claimed)
+    run_execute(run_pk=segment.pk)
+    monkeypatch.undo()
+    drive(thread)
+
+    (cancelled,) = answers
+    assert cancelled.status_code == 200, cancelled.json()
+    assert (cancelled.json()["status"], cancelled.json()["cancelRequested"]) == (
+        "running",
+        True,
+    )
+    final = api.get(f"/api/runs/{run.run_id}/").json()
+    assert (final["status"], final["outcome"]) == ("cancelled", "cancelled")
+    assert not ApprovalRequest.objects.filter(thread=thread).exists()
+    assert not ToolExecution.objects.filter(tool_call__name="refund_order").exists()
+    events = log(thread)
+    assert [e["type"] for e in events].count("RUN_FINISHED") == 1
+    assert events[-1]["outcome"] == {"type": "cancelled"}
+    assert events[-1]["runId"] == run.run_id
+    assert_valid_stream(events, what="the cancelled run's log")
+
+
 def test_cancel_by_the_client_run_id_while_countersign_answers_its_calls(
     api: Any, user: Any
 ) -> None:
