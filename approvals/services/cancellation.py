@@ -38,7 +38,7 @@ def client_run_cancel(*, run: Run, cancelled_by: Any) -> Run:
     :func:`thread_pending_calls_cancel` (held approvals and pending calls answered
     as cancelled), calls already executing finish without a continuation
     (``Run.cancel_requested``), and the client's run ends with
-    ``{type:"cancelled"}`` at once. Returns the run as stored. Raises
+    ``{type:"cancelled"}`` at once. Returns the client's run as stored. Raises
     :class:`RunNotCancellable` once the client's run has ended and
     :class:`ApprovalPermissionDenied` as ``thread_pending_calls_cancel`` does.
     Implements IR-01 (a cancelled run ends ``cancelled``), issue 13.1.
@@ -47,8 +47,7 @@ def client_run_cancel(*, run: Run, cancelled_by: Any) -> Run:
     if not wire.managed:
         return run_cancel(run=run)
     with transaction.atomic():
-        run_lock(run_pk=wire.pk, thread_pk=wire.thread_id)
-        locked = Run.objects.select_related("thread").get(pk=wire.pk)
+        locked = run_lock(run_pk=wire.pk, thread_pk=wire.thread_id)
         if locked.wire_state != WIRE_OPEN:
             ended = client_run(run=locked).status
             raise RunNotCancellable(

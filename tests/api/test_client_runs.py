@@ -346,6 +346,30 @@ def _die_mid_execution(monkeypatch: Any, call: ToolCall) -> None:
     )
 
 
+def resolved_by_operator(
+    thread: Thread, call: ToolCall, operator: Any, content: str
+) -> list[dict[str, Any]]:
+    """Resolve ``call`` as having succeeded with ``content``; drive the thread; return its log.
+
+    Countersign's own run (a ``RUN_STARTED`` with no ``input``) reports the one
+    ``TOOL_CALL_RESULT`` of the call, and the log stays a valid AG-UI stream.
+    """
+    execution_resolve(
+        tool_call=call,
+        resolved_by=operator,
+        succeeded=True,
+        content=content,
+        reason="the ledger shows what happened",
+    )
+    drive(thread)
+    events = log(thread)
+    assert "input" not in [e for e in events if e["type"] == "RUN_STARTED"][-1]
+    results = [e["toolCallId"] for e in events if e["type"] == "TOOL_CALL_RESULT"]
+    assert results.count(call.tool_call_id) == 1
+    assert_valid_stream(events, what="the resolved thread's log")
+    return events
+
+
 def test_outcome_unknown_ends_the_client_run_with_run_error(
     api: Any, approver: Any, user: Any, fragile_agent: None, monkeypatch: Any
 ) -> None:
@@ -385,21 +409,13 @@ def test_outcome_unknown_ends_the_client_run_with_run_error(
     assert body["pendingToolCallIds"] == []
 
     # Then the operator resolves it and Countersign's own run streams the answer
-    execution_resolve(
-        tool_call=lookup,
-        resolved_by=approver,
-        succeeded=True,
-        content='{"order_id":"A-1001","status":"delivered","total":25.0}',
-        reason="the order system shows the lookup",
+    events = resolved_by_operator(
+        thread,
+        lookup,
+        approver,
+        '{"order_id":"A-1001","status":"delivered","total":25.0}',
     )
-    drive(thread)
-    events = log(thread)
-    started = [e for e in events if e["type"] == "RUN_STARTED"]
-    assert len(started) == 2
-    assert "input" not in started[-1]
-    results = [e for e in events if e["type"] == "TOOL_CALL_RESULT"]
-    assert [e["toolCallId"] for e in results] == [lookup.tool_call_id]
-    assert_valid_stream(events, what="the resolved thread's log")
+    assert [e["type"] for e in events].count("RUN_STARTED") == 2
     runs = api.get(f"/api/threads/{thread.thread_id}/runs/").json()["results"]
     assert [(r["status"], r["outcome"]) for r in runs] == [
         ("error", None),
@@ -465,20 +481,8 @@ def test_outcome_unknown_during_a_resume_ends_that_run_with_run_error(
     assert_valid_stream(events, what="the resumed run's log")
 
     # When the operator resolves the call, Countersign's own run answers it once
-    execution_resolve(
-        tool_call=call,
-        resolved_by=approver,
-        succeeded=True,
-        content="refunded 2.50 on A-1001",
-        reason="the ledger shows it",
-    )
-    drive(thread)
-    events = log(thread)
-    started = [e for e in events if e["type"] == "RUN_STARTED"]
-    assert len(started) == 3
-    assert "input" not in started[-1]
-    results = [e for e in events if e["type"] == "TOOL_CALL_RESULT"]
-    assert [e["toolCallId"] for e in results].count(call.tool_call_id) == 1
+    events = resolved_by_operator(thread, call, approver, "refunded 2.50 on A-1001")
+    assert [e["type"] for e in events].count("RUN_STARTED") == 3
     assert (
         Message.objects.filter(
             thread=thread, role="tool", tool_call_id=call.tool_call_id
@@ -487,4 +491,3 @@ def test_outcome_unknown_during_a_resume_ends_that_run_with_run_error(
     )
     assert events[-1]["type"] == "RUN_FINISHED"
     assert events[-1]["outcome"] == {"type": "success"}
-    assert_valid_stream(events, what="the resolved thread's log")
