@@ -12,6 +12,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from approvals.authorization import approval_authorization
+from approvals.interrupts import interrupt_id
 from approvals.labels import approval_label
 from approvals.models import ApprovalRequest, ToolExecution
 from approvals.selectors import approval_risk, approval_undo_until
@@ -75,10 +76,15 @@ class ApprovalOutputSerializer(serializers.Serializer):
         source="call.tool_call_id", allow_null=True, default=None
     )
     kind = serializers.ChoiceField(choices=ApprovalRequest.Kind.choices)
-    interruptId = serializers.CharField(
+    interruptId = serializers.SerializerMethodField(
+        help_text="The AG-UI interrupt id an AG-UI client sees for this request "
+        "(`cs-approval-<id>`) and answers in `RunAgentInput.resume[].interruptId`.",
+    )
+    remoteInterruptId = serializers.CharField(
         source="interrupt_id_or_none",
         allow_null=True,
-        help_text="The remote agent's AG-UI interrupt id (kind 'interrupt').",
+        help_text="The remote agent's own interrupt id (kind 'interrupt'); it never "
+        "reaches AG-UI clients, and the agent gets its decision under it.",
     )
     message = serializers.CharField(
         allow_blank=True, help_text="What the agent or server asks (not tool_call)."
@@ -90,7 +96,11 @@ class ApprovalOutputSerializer(serializers.Serializer):
     )
     response = serializers.JSONField(allow_null=True)
     threadId = serializers.CharField(source="thread.thread_id")
-    runId = serializers.CharField(source="run.run_id")
+    runId = serializers.CharField(
+        source="run.wire_run.run_id",
+        help_text="The client-visible run the request belongs to (the runId its "
+        "AG-UI client saw).",
+    )
     tool = serializers.CharField(source="tool_name")
     # The response key is "label"; DRF's metaclass pops declared fields off the
     # class, so Field.label (set per instance) is not shadowed at run time.
@@ -172,6 +182,11 @@ class ApprovalOutputSerializer(serializers.Serializer):
     @extend_schema_field(serializers.DateTimeField(allow_null=True))
     def get_undoUntil(self, approval: ApprovalRequest) -> str | None:
         return approval_undo_until(approval)
+
+    @extend_schema_field(serializers.CharField())
+    def get_interruptId(self, approval: ApprovalRequest) -> str:
+        """Return ``cs-approval-<id>``, the one spelling of this request (IR-02)."""
+        return interrupt_id(approval)
 
     def get_label(self, approval: ApprovalRequest) -> str:
         """Return the tool's label for the call (for MCP tools: server, tool, claims)."""

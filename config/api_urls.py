@@ -58,6 +58,11 @@ urlpatterns = [
         threads_api.ThreadEventsApi.as_view(),
         name="api-thread-events",
     ),
+    path(
+        "threads/<str:thread_id>/runs/",
+        threads_api.ThreadRunsApi.as_view(),
+        name="api-thread-runs",
+    ),
     path("runs/<str:run_id>/", threads_api.RunDetailApi.as_view(), name="api-run"),
     path(
         "runs/<str:run_id>/cancel/",

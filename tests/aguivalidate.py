@@ -80,7 +80,10 @@ def _answers_a_held_call(
     That is a call started in an earlier run of the stream which finished with the
     interrupt outcome, or any call when the result's own run resumes interrupts
     (its ``RUN_STARTED.input.resume`` is not empty: the held calls were started in
-    a stream the client read before).
+    a stream the client read before). A run that ended ``RUN_ERROR`` code
+    ``outcome_unknown`` holds its calls the same way: it told the client that an
+    operator establishes their outcome, which a later run then reports
+    (docs/agui.md "Outcome unknown").
     """
     if diagnostic.event_type != "TOOL_CALL_RESULT" or diagnostic.event_index is None:
         return False
@@ -99,6 +102,8 @@ def _answers_a_held_call(
             outcome = (event or {}).get("outcome") or {}
             if outcome.get("type") == "interrupt":
                 held |= started
+        elif kind == "RUN_ERROR" and (event or {}).get("code") == "outcome_unknown":
+            held |= started
     return resuming or str(result.get("toolCallId")) in held
 
 

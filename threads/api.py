@@ -31,7 +31,7 @@ from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
-from approvals.services import thread_pending_calls_cancel
+from approvals.services import client_run_cancel, thread_pending_calls_cancel
 from config.exception_handler import error_body
 from threads.agent_config import agent_settings
 from threads.exceptions import UnknownAgent
@@ -39,7 +39,9 @@ from threads.idempotency import MAX_KEY_LENGTH, idempotent_response
 from threads.models import Thread, ToolCall
 from threads.selectors import (
     agent_list,
+    client_run,
     run_get,
+    thread_client_runs,
     thread_events_after,
     thread_list,
     thread_messages_agui,
@@ -64,7 +66,7 @@ from threads.serializers import (
     ToolOutputSerializer,
     results_of,
 )
-from threads.services import message_post, run_cancel, thread_archive, thread_create
+from threads.services import message_post, thread_archive, thread_create
 
 #: Largest integer accepted in a query string (fits a signed 64-bit column).
 MAX_INT = 2**63 - 1
@@ -435,7 +437,9 @@ class ThreadMessagesApi(APIView):
             message, run = message_post(
                 thread=thread, content=data.validated_data["content"]
             )
-            body = self.OutputSerializer({"message": message, "run": run}).data
+            body = self.OutputSerializer(
+                {"message": message, "run": client_run(run=run)}
+            ).data
             return status.HTTP_201_CREATED, body
 
         return respond_idempotently(
@@ -504,8 +508,30 @@ def visible_run(request: Request, run_id: str) -> Any:
     return run
 
 
+class ThreadRunsApi(APIView):
+    """``GET /api/threads/<threadId>/runs/``: the thread's runs as its AG-UI clients saw them.
+
+    One entry per POST or posted message (and per run Countersign started itself),
+    oldest first, each with the agent's own runs inside it as ``segments``.
+    """
+
+    OutputSerializer = RunOutputSerializer
+
+    @extend_schema(
+        operation_id="threads_runs_list",
+        responses={200: results_of("RunList", RunOutputSerializer), **errors(404)},
+    )
+    def get(self, request: Request, thread_id: str) -> Response:
+        thread = visible_thread(request, thread_id)
+        runs = thread_client_runs(thread=thread)
+        return Response({"results": self.OutputSerializer(runs, many=True).data})
+
+
 class RunDetailApi(APIView):
-    """``GET /api/runs/<runId>/``."""
+    """``GET /api/runs/<runId>/``: a client-visible run, its segments nested.
+
+    A segment's own id (``segments[].runId``) answers the run it is part of.
+    """
 
     OutputSerializer = RunOutputSerializer
 
@@ -513,11 +539,18 @@ class RunDetailApi(APIView):
         operation_id="runs_retrieve", responses={200: OutputSerializer, **errors(404)}
     )
     def get(self, request: Request, run_id: str) -> Response:
-        return Response(self.OutputSerializer(visible_run(request, run_id)).data)
+        run = client_run(run=visible_run(request, run_id))
+        return Response(self.OutputSerializer(run).data)
 
 
 class RunCancelApi(APIView):
-    """``POST /api/runs/<runId>/cancel/``: stop a queued or running run."""
+    """``POST /api/runs/<runId>/cancel/``: stop a client's run, whatever part of it is live.
+
+    The run the client named by its ``runId`` is cancelled as a whole: the agent
+    segment running or queued inside it is stopped, calls Countersign has not
+    started yet are answered as cancelled, and its stream ends with
+    ``{type:"cancelled"}``; 409 once it has ended.
+    """
 
     OutputSerializer = RunOutputSerializer
 
@@ -527,8 +560,10 @@ class RunCancelApi(APIView):
         responses={200: OutputSerializer, **errors(404, 409)},
     )
     def post(self, request: Request, run_id: str) -> Response:
-        run = run_cancel(run=visible_run(request, run_id))
-        return Response(self.OutputSerializer(run).data)
+        run = client_run_cancel(
+            run=visible_run(request, run_id), cancelled_by=request.user
+        )
+        return Response(self.OutputSerializer(client_run(run=run)).data)
 
 
 # -- tool calls ----------------------------------------------------------------------

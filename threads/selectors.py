@@ -5,6 +5,9 @@ Implements FT-05 (pending derived from rows, never read from absence) and DC-01.
 
 from __future__ import annotations
 
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 from django.conf import settings
@@ -26,6 +29,7 @@ from agentcore.tools import Tool
 from threads.agent_config import agent_settings, agent_toolset
 from threads.exceptions import UnknownAgent
 from threads.models import Event, Message, Run, Thread, ToolCall
+from threads.recording import WIRE_OPEN, WIRE_SEGMENT
 from threads.snapshots import REMOTE_ID
 
 ThreadStatus = Literal[
@@ -82,14 +86,20 @@ def thread_unanswered_calls(*, thread: Thread) -> list[ToolCall]:
 def thread_status(*, thread: Thread) -> ThreadStatus:
     """Derive the thread's status from its runs and calls.
 
-    ``running`` while a run is queued or running; ``waiting_for_approval`` when a
+    ``running`` while a run is queued or running or a client's run is still
+    streaming (:class:`ClientRun`); ``waiting_for_approval`` when a
     pending call or a remote agent's interrupt (IR-18) awaits an operator; ``waiting_for_tools`` when calls are pending
     execution; ``failed`` when the last run ended in error; else ``idle``.
     """
     run = thread_latest_run(thread=thread)
     if run is None:
         return "idle"
-    if run.status in Run.ACTIVE_STATUSES:
+    if (
+        run.status in Run.ACTIVE_STATUSES
+        # A client's run is running while its stream is open, whatever its
+        # segments do inside (issue 13.1: the story the client saw).
+        or Run.objects.filter(thread=thread, wire_state=WIRE_OPEN).exists()
+    ):
         return "running"
     if run.status == Run.Status.AWAITING_TOOLS:
         states = set(
@@ -217,11 +227,17 @@ def thread_list(
                 )
             ),
             has_unanswered=Exists(unanswered),
+            wire_open=Exists(
+                Run.objects.filter(thread=OuterRef("pk"), wire_state=WIRE_OPEN)
+            ),
         )
         .annotate(
             status_value=Case(
                 When(latest_run_status__isnull=True, then=Value("idle")),
-                When(latest_run_status__in=Run.ACTIVE_STATUSES, then=Value("running")),
+                When(
+                    Q(latest_run_status__in=Run.ACTIVE_STATUSES) | Q(wire_open=True),
+                    then=Value("running"),
+                ),
                 When(
                     Q(
                         latest_run_status=Run.Status.AWAITING_TOOLS,
@@ -246,6 +262,172 @@ def thread_list(
     if status is not None:
         threads = threads.filter(status_value=status)
     return threads.order_by("-id")
+
+
+_WIRE_TERMINALS = ("RUN_FINISHED", "RUN_ERROR")
+
+
+@dataclass(frozen=True)
+class ClientRun:
+    """One client-visible run as its AG-UI client saw it (docs/agui.md "one run per request").
+
+    ``run`` is the run whose ``runId`` the client sent (or Countersign chose);
+    ``segments`` are the agent's own runs streamed inside it, in order, the first
+    being ``run`` itself (empty for an unmanaged run, whose row is its wire);
+    ``terminal`` is the payload of the wire's ``RUN_FINISHED``/``RUN_ERROR`` (``None``
+    while the run is still streaming) and ``terminal_at`` when it was written.
+    Every status, outcome and list below is read off what the client was sent, so
+    the REST API and the operator UI tell the same story as the stream. Implements
+    issue 13.1 (one run per request, in every view).
+    """
+
+    run: Run
+    segments: list[Run] = field(default_factory=list)
+    terminal: dict[str, Any] | None = None
+    terminal_at: datetime | None = None
+
+    @property
+    def streaming(self) -> bool:
+        """Whether the client's stream of this run is still open."""
+        return self.run.wire_state == WIRE_OPEN
+
+    @property
+    def status(self) -> str:
+        """``Run.Status`` of the run as the client sees it.
+
+        ``queued`` until any part of it starts, then ``running`` while its stream is
+        open (whatever its segments do inside: waiting for Countersign's own calls
+        is still running); ``error`` after a ``RUN_ERROR``, ``cancelled`` after a
+        cancelled outcome (calls already executing may still finish); otherwise the last
+        segment's status (``awaiting_tools`` while what it handed over is
+        unanswered, ``finished`` once answered, ``cancelled``).
+        """
+        if not self.segments:
+            return self.run.status
+        if self.streaming:
+            if all(s.status == Run.Status.QUEUED for s in self.segments):
+                return Run.Status.QUEUED
+            return Run.Status.RUNNING
+        if self.terminal is not None and self.terminal.get("type") == "RUN_ERROR":
+            return Run.Status.ERROR
+        if self.outcome == Run.Outcome.CANCELLED:
+            return Run.Status.CANCELLED
+        return self.segments[-1].status
+
+    @property
+    def outcome(self) -> str | None:
+        """The ``RUN_FINISHED.outcome.type`` the client got, or ``None``."""
+        if not self.segments:
+            return self.run.outcome or None
+        if self.terminal is None or self.terminal.get("type") != "RUN_FINISHED":
+            return None
+        return str((self.terminal.get("outcome") or {}).get("type") or "success")
+
+    @property
+    def pending_tool_call_ids(self) -> list[str]:
+        """The calls the client was told to answer (``outcome.pendingToolCallIds``)."""
+        if not self.segments:
+            return list(self.run.pending_tool_call_ids)
+        outcome = (self.terminal or {}).get("outcome") or {}
+        return list(outcome.get("pendingToolCallIds") or [])
+
+    @property
+    def interrupt_ids(self) -> list[str]:
+        """The ids of the interrupts the run ended with (``cs-approval-<id>``, IR-02)."""
+        if not self.segments:
+            return [str(i.get("id")) for i in self.run.interrupts or []]
+        outcome = (self.terminal or {}).get("outcome") or {}
+        return [str(i.get("id")) for i in outcome.get("interrupts") or []]
+
+    @property
+    def error(self) -> dict[str, str] | None:
+        """``{"code", "message"}`` of the ``RUN_ERROR`` the client got, or ``None``."""
+        if not self.segments:
+            if not self.run.error_code and not self.run.error_message:
+                return None
+            return {"code": self.run.error_code, "message": self.run.error_message}
+        if self.terminal is None or self.terminal.get("type") != "RUN_ERROR":
+            return None
+        return {
+            "code": str(self.terminal.get("code") or ""),
+            "message": str(self.terminal.get("message") or ""),
+        }
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Whether cancellation of the run (any segment of it) was requested."""
+        return any(s.cancel_requested for s in self.segments or [self.run])
+
+    @property
+    def continues(self) -> str | None:
+        """The client-visible ``runId`` whose pending calls this run continues."""
+        previous = self.run.continues
+        return previous.wire_run.run_id if previous is not None else None
+
+    @property
+    def finished_at(self) -> datetime | None:
+        """When the client's run ended (its terminal event was written)."""
+        if not self.segments:
+            return self.run.finished_at
+        return self.terminal_at
+
+
+def _client_runs(runs: list[Run]) -> list[ClientRun]:
+    """Return one :class:`ClientRun` per client-visible run among ``runs`` (a thread's)."""
+    by_outer: dict[int, list[Run]] = defaultdict(list)
+    for run in runs:
+        if run.wire_state == WIRE_SEGMENT and run.outer_id is not None:
+            by_outer[run.outer_id].append(run)
+    visible = [r for r in runs if r.wire_state != WIRE_SEGMENT]
+    pks = [r.pk for r in runs]
+    last: dict[int, Event] = {}
+    for event in Event.objects.filter(
+        run_id__in=pks, type__in=_WIRE_TERMINALS
+    ).order_by("seq"):
+        last[event.run_id] = event  # type: ignore[index]
+    result = []
+    for run in visible:
+        if not run.managed:
+            result.append(ClientRun(run=run))
+            continue
+        segments = [run, *sorted(by_outer[run.pk], key=lambda s: (s.created_at, s.pk))]
+        ends = [last[s.pk] for s in segments if s.pk in last]
+        terminal = max(ends, key=lambda e: e.seq) if ends else None
+        result.append(
+            ClientRun(
+                run=run,
+                segments=segments,
+                terminal=terminal.payload if terminal is not None else None,
+                terminal_at=terminal.created_at if terminal is not None else None,
+            )
+        )
+    return result
+
+
+def client_run(*, run: Run) -> ClientRun:
+    """Return the client-visible run ``run`` belongs to (itself, or the wire run of a segment)."""
+    wire = run.wire_run
+    runs = list(
+        Run.objects.filter(Q(pk=wire.pk) | Q(outer_id=wire.pk)).select_related(
+            "thread", "continues"
+        )
+    )
+    return _client_runs(runs)[0]
+
+
+def thread_client_runs(*, thread: Thread) -> list[ClientRun]:
+    """Return ``thread``'s client-visible runs, oldest first, each with its segments.
+
+    One entry per POST (or posted message, or run Countersign started itself), as
+    ``GET /agui/threads/<id>/events`` replays them; a segment is never an entry of
+    its own. Implements issue 13.1.
+    """
+    runs = list(
+        Run.objects.filter(thread=thread)
+        .select_related("thread", "continues", "continues__outer")
+        .order_by("created_at", "id")
+    )
+    return _client_runs(runs)
 
 
 def run_visible_to(*, user: Any) -> QuerySet[Run]:
@@ -278,7 +460,7 @@ def tool_call_list(
     """Return the tool calls on threads ``user`` may see, newest first, filtered."""
     calls = ToolCall.objects.filter(
         thread__in=thread_visible_to(user=user)
-    ).select_related("thread", "run", "approval", "approval__decided_by")
+    ).select_related("thread", "run", "run__outer", "approval", "approval__decided_by")
     if thread_id is not None:
         calls = calls.filter(thread__thread_id=thread_id)
     if state is not None:

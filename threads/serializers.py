@@ -287,40 +287,74 @@ class RunErrorSerializer(serializers.Serializer):
     message = serializers.CharField()
 
 
-class RunOutputSerializer(serializers.Serializer):
-    """A run: status, outcome, pending calls, error and timestamps."""
+class RunSegmentSerializer(serializers.Serializer):
+    """One of the agent's own runs inside a client-visible run (never a run of its own)."""
 
-    runId = serializers.CharField(source="run_id")
-    threadId = serializers.CharField(source="thread.thread_id")
-    agent = serializers.CharField()
-    status = serializers.ChoiceField(choices=Run.Status.choices)
-    outcome = serializers.SerializerMethodField()
-    pendingToolCallIds = serializers.ListField(
-        source="pending_tool_call_ids", child=serializers.CharField()
+    runId = serializers.CharField(
+        source="run_id",
+        help_text="The agent's run id for this segment (the first segment's is the "
+        "client's runId); it names no client-visible run.",
     )
-    error = serializers.SerializerMethodField()
-    cancelRequested = serializers.BooleanField(source="cancel_requested")
-    continues = serializers.SerializerMethodField()
+    status = serializers.ChoiceField(choices=Run.Status.choices)
+    pendingToolCallIds = serializers.ListField(
+        source="pending_tool_call_ids",
+        child=serializers.CharField(),
+        help_text="The calls this segment handed over (Countersign's, held and the "
+        "client's alike).",
+    )
     createdAt = serializers.DateTimeField(source="created_at")
     startedAt = serializers.DateTimeField(source="started_at", allow_null=True)
     finishedAt = serializers.DateTimeField(source="finished_at", allow_null=True)
 
-    @extend_schema_field(
-        serializers.ChoiceField(choices=Run.Outcome.choices, allow_null=True)
+
+class RunOutputSerializer(serializers.Serializer):
+    """A client-visible run (one per AG-UI POST or posted message), as its client saw it.
+
+    Serializes a :class:`threads.selectors.ClientRun`: status, outcome, pending
+    calls, interrupts and error are those of the stream the client received; the
+    agent's own runs inside it are ``segments``.
+    """
+
+    runId = serializers.CharField(source="run.run_id")
+    threadId = serializers.CharField(source="run.thread.thread_id")
+    agent = serializers.CharField(source="run.agent")
+    status = serializers.ChoiceField(
+        choices=Run.Status.choices,
+        help_text="`running` while the client's stream is open (whatever the agent's "
+        "segments do inside it); `awaiting_tools` while calls it ended with "
+        "(the client's, or held for a person) are unanswered.",
     )
-    def get_outcome(self, run: Run) -> str | None:
-        return run.outcome or None
-
-    @extend_schema_field(RunErrorSerializer(allow_null=True))
-    def get_error(self, run: Run) -> dict[str, str] | None:
-        if not run.error_code and not run.error_message:
-            return None
-        return {"code": run.error_code, "message": run.error_message}
-
-    @extend_schema_field(serializers.CharField(allow_null=True))
-    def get_continues(self, run: Run) -> str | None:
-        """Return the ``runId`` whose pending calls this run continues."""
-        return run.continues.run_id if run.continues is not None else None
+    outcome = serializers.ChoiceField(
+        choices=Run.Outcome.choices,
+        allow_null=True,
+        help_text="The `RUN_FINISHED.outcome.type` the client got; null while "
+        "streaming or after a `RUN_ERROR`.",
+    )
+    pendingToolCallIds = serializers.ListField(
+        source="pending_tool_call_ids",
+        child=serializers.CharField(),
+        help_text="The client's own calls the run left for it to answer.",
+    )
+    interruptIds = serializers.ListField(
+        source="interrupt_ids",
+        child=serializers.CharField(),
+        help_text="The interrupts the run ended with (`cs-approval-<id>`, the ids of "
+        "/api/approvals/<id>/).",
+    )
+    error = RunErrorSerializer(allow_null=True)
+    cancelRequested = serializers.BooleanField(source="cancel_requested")
+    continues = serializers.CharField(
+        allow_null=True,
+        help_text="The runId whose pending calls or interrupts this run continues.",
+    )
+    createdAt = serializers.DateTimeField(source="run.created_at")
+    startedAt = serializers.DateTimeField(source="run.started_at", allow_null=True)
+    finishedAt = serializers.DateTimeField(source="finished_at", allow_null=True)
+    segments = RunSegmentSerializer(
+        many=True,
+        help_text="The agent's own runs streamed inside this one, in order (empty "
+        "for a run recorded as is, e.g. an import).",
+    )
 
 
 # -- threads -------------------------------------------------------------------------
@@ -407,7 +441,11 @@ class ToolCallOutputSerializer(serializers.Serializer):
 
     toolCallId = serializers.CharField(source="tool_call_id")
     threadId = serializers.CharField(source="thread.thread_id")
-    runId = serializers.CharField(source="run.run_id")
+    runId = serializers.CharField(
+        source="run.wire_run.run_id",
+        help_text="The client-visible run that streamed the call (the runId its "
+        "AG-UI client saw), also when an internal segment of it made the call.",
+    )
     name = serializers.CharField()
     state = serializers.ChoiceField(choices=ToolCall.State.choices)
     argumentsText = serializers.CharField(source="arguments_text", allow_blank=True)

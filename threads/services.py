@@ -55,6 +55,7 @@ from threads.selectors import (
 from threads.transitions import run_transition
 from threads.wire import (
     wire_results_report,
+    wire_run_close_cancelled,
     wire_run_close_if_waiting,
     wire_run_open,
 )
@@ -405,10 +406,18 @@ def continuation_maybe_start(*, run: Run) -> Run | None:
             return None
         reserved = Run.objects.filter(continues=locked).first()
         if reserved is not None:
-            if run_finish_if_answered(run=locked) and reserved.status == (
-                Run.Status.QUEUED
-            ):
-                enqueue(RUN_TASK, run_pk=reserved.pk)
+            if run_finish_if_answered(run=locked):
+                if reserved.status == Run.Status.QUEUED:
+                    enqueue(RUN_TASK, run_pk=reserved.pk)
+            elif reserved.status == Run.Status.QUEUED and reserved.managed:
+                # A resumed call whose outcome became unknown ends the client's run.
+                wire_run_close_if_waiting(run=locked, wire=reserved)
+            return None
+        if locked.cancel_requested:
+            # The client cancelled its run while Countersign answered these calls
+            # (approvals.services.cancellation.client_run_cancel): no continuation.
+            run_finish_if_answered(run=locked)
+            wire_run_close_cancelled(run=locked)
             return None
         if not run_finish_if_answered(run=locked):
             wire_run_close_if_waiting(run=locked)

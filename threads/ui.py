@@ -33,7 +33,12 @@ from threads.agent_config import agent_toolset
 from threads.conf import countersign_settings
 from threads.exceptions import UnknownAgent
 from threads.models import Message, Thread, ToolCall
-from threads.selectors import thread_status, thread_visible_to
+from threads.selectors import (
+    ClientRun,
+    thread_client_runs,
+    thread_status,
+    thread_visible_to,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +110,19 @@ def _approval_view(approval: Any, user: Any = None) -> dict[str, Any]:
     }
 
 
+def _run_view(run: ClientRun) -> dict[str, Any]:
+    """One client-visible run as the thread page shows it (the story its client saw)."""
+    return {
+        "runId": run.run.run_id,
+        "status": run.status,
+        "outcome": run.outcome,
+        "pendingToolCallIds": run.pending_tool_call_ids,
+        "interruptIds": run.interrupt_ids,
+        "error": run.error,
+        "segments": [s.run_id for s in run.segments],
+    }
+
+
 def thread_ui_state(*, thread: Thread, user: Any = None) -> dict[str, Any]:
     """Return what a thread page needs beyond the event log, as JSON-ready data.
 
@@ -114,7 +132,11 @@ def thread_ui_state(*, thread: Thread, user: Any = None) -> dict[str, Any]:
     risk, whether they may authorize it, how the execution ended) and result
     (the tool message's content and error); ``pendingUserMessages`` are user messages whose
     run has not started yet (their ``RUN_STARTED`` echo is not in the log);
-    ``status`` is :func:`threads.selectors.thread_status`.
+    ``status`` is :func:`threads.selectors.thread_status`; ``runs`` lists one entry
+    per client-visible run (one per POST or posted message: ``runId``, ``status``,
+    ``outcome``, ``pendingToolCallIds``, ``interruptIds``, ``error``, and the agent's
+    ``segments`` inside it), and each call's ``runId`` is the run that streamed it,
+    so the page tells the story the AG-UI client saw (issue 13.1).
     """
 
     try:
@@ -129,6 +151,8 @@ def thread_ui_state(*, thread: Thread, user: Any = None) -> dict[str, Any]:
     for call in (
         ToolCall.objects.filter(thread=thread)
         .select_related(
+            "run",
+            "run__outer",
             "approval",
             "approval__decided_by",
             "approval__requested_by",
@@ -139,6 +163,7 @@ def thread_ui_state(*, thread: Thread, user: Any = None) -> dict[str, Any]:
         result = results.get(call.tool_call_id)
         calls[call.tool_call_id] = {
             "name": call.name,
+            "runId": call.run.wire_run.run_id,
             # An operator's edit is what runs, so the label describes it.
             "label": _activity_label(
                 toolset,
@@ -169,6 +194,7 @@ def thread_ui_state(*, thread: Thread, user: Any = None) -> dict[str, Any]:
         "status": status,
         "statusLabel": STATUS_LABELS.get(status, status),
         "calls": calls,
+        "runs": [_run_view(run) for run in thread_client_runs(thread=thread)],
         "pendingUserMessages": pending_users,
     }
 

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from agentcore.events import PROTOCOL_VERSION, ToolCallResultEvent
 from threads.locks import run_lock
@@ -32,6 +33,7 @@ from threads.recording import (
     unreported_application_results,
     wire_usage,
 )
+from threads.transitions import run_transition
 
 #: Functions returning the open interrupts (AG-UI ``Interrupt`` JSON objects) of an
 #: ``awaiting_tools`` run; the approval workflow registers one (approvals.apps).
@@ -109,18 +111,23 @@ def wire_results_report(*, thread: Thread) -> int:
     return len(events)
 
 
-def wire_run_close_if_waiting(*, run: Run) -> bool:
+def wire_run_close_if_waiting(*, run: Run, wire: Run | None = None) -> bool:
     """End the wire run of ``awaiting_tools`` ``run`` once only a human or the client can go on.
 
-    Returns whether it wrote the ``RUN_FINISHED``. While Countersign is still
-    answering one of the run's calls (approved, executing) the wire run stays open.
-    Open approval requests end it with ``{type:"interrupt", interrupts}`` (IR-01);
-    otherwise the client's frontend calls still unanswered are its
-    ``pendingToolCallIds`` (FT-04). Must run holding ``run``'s lock.
+    Returns whether it wrote the wire's terminal event. ``wire`` is the open wire
+    run to end, by default ``run``'s own; a resume's continuation, created before
+    the resumed calls were answered, is passed here. While Countersign is still
+    answering one of the run's calls (approved, executing) the wire run stays
+    open. A call whose outcome became unknown (its worker died mid-execution of a
+    tool that may not run twice) ends it with ``RUN_ERROR`` code
+    ``outcome_unknown`` (:func:`wire_run_fail_outcome_unknown`). Open approval
+    requests end it with ``{type:"interrupt", interrupts}`` (IR-01); otherwise
+    the client's frontend calls still unanswered are its ``pendingToolCallIds``
+    (FT-04). Must run holding ``run``'s lock.
     """
     if not run.managed:
         return False
-    wire = run_lock(run_pk=run.wire_run.pk)
+    wire = run_lock(run_pk=(wire or run.wire_run).pk)
     if wire.wire_state != WIRE_OPEN:
         return False
     calls = {
@@ -130,6 +137,13 @@ def wire_run_close_if_waiting(*, run: Run) -> bool:
         ).unanswered()
     }
     if any(c.state in _ANSWERING_STATES for c in calls.values()):
+        return False
+    unknown = [c for c in calls.values() if c.state == ToolCall.State.OUTCOME_UNKNOWN]
+    if unknown:
+        wire_run_fail_outcome_unknown(wire=wire, calls=unknown)
+        return True
+    if wire.pk != run.wire_run.pk:
+        # A resume's continuation waits for its calls' answers, and gets them.
         return False
     interrupts = open_interrupts(run=run)
     outcome: dict[str, Any]
@@ -144,9 +158,20 @@ def wire_run_close_if_waiting(*, run: Run) -> bool:
         outcome = {"type": "success"}
         if pending:
             outcome["pendingToolCallIds"] = pending
+    wire_run_finish(wire=wire, outcome=outcome)
+    return True
+
+
+def wire_run_finish(*, wire: Run, outcome: dict[str, Any]) -> None:
+    """Write open wire run ``wire``'s ``RUN_FINISHED`` with ``outcome`` and close it.
+
+    ``outcome`` is an AG-UI outcome object (``{"type": "success"|"interrupt"|
+    "cancelled", ...}``); the token usage of every segment is summed in. Must run
+    holding ``wire``'s lock, with every item of its segments closed.
+    """
     finished: dict[str, Any] = {
         "type": "RUN_FINISHED",
-        "threadId": run.thread.thread_id,
+        "threadId": wire.thread.thread_id,
         "runId": wire.run_id,
         "outcome": outcome,
     }
@@ -156,4 +181,71 @@ def wire_run_close_if_waiting(*, run: Run) -> bool:
     with transaction.atomic():
         record_wire_events(run=wire, events=[finished])
         Run.objects.filter(pk=wire.pk).update(wire_state=WIRE_CLOSED)
+    wire.wire_state = WIRE_CLOSED
+
+
+def wire_run_close_cancelled(*, run: Run) -> bool:
+    """End the open wire run of ``run`` with ``{type:"cancelled"}``; return whether it did.
+
+    For a client's run cancelled while Countersign answered its calls (no segment
+    is running to write its own cancelled ``RUN_FINISHED``). IR-01: no interrupts.
+    Must run inside a transaction; takes the wire run's lock.
+    """
+    if not run.managed:
+        return False
+    wire = run_lock(run_pk=run.wire_run.pk)
+    if wire.wire_state != WIRE_OPEN:
+        return False
+    wire_run_finish(wire=wire, outcome={"type": "cancelled"})
     return True
+
+
+#: ``RUN_ERROR.code`` of a client's run that cannot go on because a call's outcome is unknown.
+OUTCOME_UNKNOWN_CODE = "outcome_unknown"
+
+
+def wire_run_fail_outcome_unknown(*, wire: Run, calls: list[ToolCall]) -> None:
+    """End open wire run ``wire`` with ``RUN_ERROR`` code ``outcome_unknown`` for ``calls``.
+
+    Nobody knows whether the calls' side effects happened, so the run neither
+    succeeds nor asks the client: it fails, saying which calls, and that an
+    operator establishes what happened (``POST /api/approvals/<id>/resolve/``),
+    after which Countersign continues the thread in a run of its own (followed
+    on ``GET /agui/threads/<threadId>/events``). A resume's continuation that
+    never started (``wire`` itself still ``queued``) ends in ``error`` and stops
+    waiting for the calls, so that later run is the one continuing them. Must run
+    holding ``wire``'s lock. Implements docs/agui.md "Outcome unknown", IR-01.
+    """
+    names = ", ".join(f"{c.name} ({c.tool_call_id})" for c in calls)
+    message = (
+        f"The outcome of {names} is unknown: the worker executing it stopped "
+        "mid-call and the tool may not run twice. An operator must find out whether "
+        "it happened and resolve it in the approval queue; the thread continues in "
+        "a new run after that (follow GET /agui/threads/"
+        f"{wire.thread.thread_id}/events)."
+    )
+    with transaction.atomic():
+        record_wire_events(
+            run=wire,
+            events=[
+                {"type": "RUN_ERROR", "message": message, "code": OUTCOME_UNKNOWN_CODE}
+            ],
+        )
+        Run.objects.filter(pk=wire.pk).update(wire_state=WIRE_CLOSED)
+        wire.wire_state = WIRE_CLOSED
+        if wire.status == Run.Status.QUEUED:
+            run_transition(run=wire, to=Run.Status.RUNNING, save=False)
+            run_transition(run=wire, to=Run.Status.ERROR, save=False)
+            wire.error_code = OUTCOME_UNKNOWN_CODE
+            wire.error_message = message
+            wire.finished_at = timezone.now()
+            wire.continues = None
+            wire.save(
+                update_fields=[
+                    "status",
+                    "error_code",
+                    "error_message",
+                    "finished_at",
+                    "continues",
+                ]
+            )

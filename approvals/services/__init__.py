@@ -19,7 +19,10 @@ from __future__ import annotations
 
 from approvals.models import DECIDE_PERMISSION
 from approvals.services.audit import audit_append, audit_verify
-from approvals.services.cancellation import thread_pending_calls_cancel
+from approvals.services.cancellation import (
+    client_run_cancel,
+    thread_pending_calls_cancel,
+)
 from approvals.services.decisions import (
     Decision,
     approval_decide,
@@ -52,6 +55,7 @@ __all__ = [
     "audit_append",
     "audit_verify",
     "call_answer_refused",
+    "client_run_cancel",
     "execution_create",
     "execution_resolve",
     "notify_call_changed",

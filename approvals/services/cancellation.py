@@ -1,10 +1,11 @@
-"""Abandoning a thread's pending calls (FT-06, BC20, BC21)."""
+"""Abandoning a thread's pending calls, and cancelling a client's run (FT-06, BC20, BC21, IR-01)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from approvals.exceptions import ApprovalPermissionDenied
@@ -15,10 +16,62 @@ from approvals.services.dispatch import call_answer_refused
 from approvals.services.notify import notify_approval_changed, notify_call_changed
 from approvals.transitions import approval_transition
 from threads.answers import run_finish_if_answered
+from threads.exceptions import RunNotCancellable
 from threads.locks import calls_lock, run_lock, thread_lock
 from threads.models import Run, Thread, ToolCall
-from threads.services import run_resume_record
+from threads.recording import WIRE_OPEN
+from threads.selectors import client_run
+from threads.services import run_cancel, run_resume_record
 from threads.transitions import tool_call_transition
+from threads.wire import wire_run_close_cancelled
+
+
+def client_run_cancel(*, run: Run, cancelled_by: Any) -> Run:
+    """Cancel the client-visible run ``run`` stands for, whatever part of it is live.
+
+    ``run`` is the run a client named by its ``runId`` (or one of its segments).
+    A segment that is queued or running is cancelled as any run is
+    (:func:`threads.services.run_cancel`: a queued one ends at once, a running one
+    at its worker's next event boundary), and its cancelled ``RUN_FINISHED`` ends
+    the client's run. While Countersign is answering the calls a segment handed
+    over, the parts not yet under way are abandoned through
+    :func:`thread_pending_calls_cancel` (held approvals and pending calls answered
+    as cancelled), calls already executing finish without a continuation
+    (``Run.cancel_requested``), and the client's run ends with
+    ``{type:"cancelled"}`` at once. Returns the client's run as stored. Raises
+    :class:`RunNotCancellable` once the client's run has ended and
+    :class:`ApprovalPermissionDenied` as ``thread_pending_calls_cancel`` does.
+    Implements IR-01 (a cancelled run ends ``cancelled``), issue 13.1.
+    """
+    wire = run.wire_run
+    if not wire.managed:
+        return run_cancel(run=run)
+    with transaction.atomic():
+        locked = run_lock(run_pk=wire.pk, thread_pk=wire.thread_id)
+        if locked.wire_state != WIRE_OPEN:
+            ended = client_run(run=locked).status
+            raise RunNotCancellable(
+                f"run {locked.run_id!r} already ended ({ended}); nothing to cancel"
+            )
+        live = run_lock(
+            run_pk=Run.objects.filter(Q(pk=wire.pk) | Q(outer=wire))
+            .order_by("-created_at", "-id")
+            .values_list("pk", flat=True)[0]
+        )
+        if live.status not in Run.ACTIVE_STATUSES:
+            thread_pending_calls_cancel(
+                thread=locked.thread,
+                cancelled_by=cancelled_by,
+                reason=f"the client's run {locked.run_id!r} was cancelled by "
+                f"{getattr(cancelled_by, 'username', None) or 'its client'}",
+            )
+            Run.objects.filter(pk=live.pk).update(cancel_requested=True)
+            live.cancel_requested = True
+            wire_run_close_cancelled(run=live)
+        else:
+            run_cancel(run=live)
+    wire.refresh_from_db()
+    return wire
 
 
 def thread_pending_calls_cancel(

@@ -177,7 +177,9 @@ def pending_calls_dispatch(*, run: Run) -> None:
     error tool message; a name that was not advertised for the run, arguments
     that do not validate, or a call cut off by the token limit → an error tool
     message, never executed. Policies that depend on the arguments are evaluated
-    on the validated arguments. Idempotent (only ``pending`` calls are handled).
+    on the validated arguments. A run whose cancellation was requested gets every
+    pending call answered as cancelled instead. Idempotent (only ``pending`` calls
+    are handled).
     Implements FT-06, SEC-01, SEC-04, LP-01.
     """
     toolset, advertised = run_tools(run)
@@ -191,9 +193,22 @@ def pending_calls_dispatch(*, run: Run) -> None:
             ),
         )
         by_id = {c.tool_call_id: c for c in calls}
+        # Read under the thread's lock: a cancel takes it too (client_run_cancel).
+        cancelled = Run.objects.filter(pk=run.pk, cancel_requested=True).exists()
         for call_id in run.pending_tool_call_ids:
             call = by_id.get(call_id)
             if call is None or call.state != ToolCall.State.PENDING:
+                continue
+            if cancelled:
+                # Cancelled while its agent was finishing (client_run_cancel): the
+                # calls it handed over are answered as cancelled, never run or held.
+                call_answer_refused(
+                    call=call,
+                    status="cancelled",
+                    reason="the run was cancelled before this call ran",
+                    error="cancelled",
+                    state=ToolCall.State.CANCELLED,
+                )
                 continue
             _dispatch_one(call=call, run=run, toolset=toolset, advertised=advertised)
         for interrupt in run.interrupts or []:

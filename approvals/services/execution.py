@@ -212,7 +212,11 @@ def tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
 
 
 def _give_up_unknown(*, call: ToolCall, execution: ToolExecution) -> None:
-    """A dead worker's reservation of a non-idempotent tool: an operator decides (BC32)."""
+    """A dead worker's reservation of a non-idempotent tool: an operator decides (BC32).
+
+    The client's run waiting on the call ends with ``RUN_ERROR`` code
+    ``outcome_unknown`` (:func:`threads.wire.wire_run_close_if_waiting`).
+    """
     execution_transition(execution=execution, to=ToolExecution.State.OUTCOME_UNKNOWN)
     tool_call_transition(call=call, to=ToolCall.State.OUTCOME_UNKNOWN)
     audit_append(
@@ -222,6 +226,7 @@ def _give_up_unknown(*, call: ToolCall, execution: ToolExecution) -> None:
         after={"attempts": execution.attempts},
     )
     notify_call_changed(call, approval=getattr(call, "approval", None))
+    continuation_maybe_start(run=call.run)
 
 
 def _refuse(*, call: ToolCall, execution: ToolExecution, detail: str) -> None:

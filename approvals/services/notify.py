@@ -10,6 +10,7 @@ from typing import Any
 
 from django.db import transaction
 
+from approvals.interrupts import interrupt_id
 from approvals.labels import approval_label
 from approvals.models import ApprovalRequest
 from threads.models import ToolCall
@@ -25,7 +26,10 @@ def approval_snapshot(approval: ApprovalRequest) -> dict[str, Any]:
         "id": approval.pk,
         "toolCallId": getattr(approval.call, "tool_call_id", None),
         "kind": approval.kind,
-        "interruptId": approval.interrupt_id_or_none,
+        # One spelling (issue 13.8): the id AG-UI clients see and resume; the
+        # remote agent's own id, when there is one, stays apart.
+        "interruptId": interrupt_id(approval),
+        "remoteInterruptId": approval.interrupt_id_or_none,
         "message": approval.message,
         "responseSchema": approval.response_schema,
         "response": approval.response,

@@ -388,6 +388,7 @@ function setApproval(call, approval) {
 function applyKnown(call) {
   const info = model.known.get(call.id);
   if (!info) return;
+  if (info.runId) call.el.dataset.runId = info.runId; // the client-visible run (issue 13.1)
   if (info.label) call.labelEl.textContent = info.label;
   if (info.result) setResult(call, info.result);
   if (info.state) forceCallState(call, info.state);

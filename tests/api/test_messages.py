@@ -19,12 +19,25 @@ def _run_view(run: Run) -> dict:
         "status": "queued",
         "outcome": None,
         "pendingToolCallIds": [],
+        "interruptIds": [],
         "error": None,
         "cancelRequested": False,
         "continues": None,
         "createdAt": run.created_at.isoformat().replace("+00:00", "Z"),
         "startedAt": None,
         "finishedAt": None,
+        # The posted message's run is a client-visible run; its first segment is
+        # the agent's run under the same id (issue 13.1).
+        "segments": [
+            {
+                "runId": run.run_id,
+                "status": "queued",
+                "pendingToolCallIds": [],
+                "createdAt": run.created_at.isoformat().replace("+00:00", "Z"),
+                "startedAt": None,
+                "finishedAt": None,
+            }
+        ],
     }
 
 

@@ -88,7 +88,10 @@ def test_pydantic_ai_interrupt_is_queued_approved_resumed_once_and_continues(
     assert first_run.pending_tool_call_ids == []
     listed = approver_api.get(f"/api/approvals/{approval.pk}/").json()
     assert listed["kind"] == "interrupt"
-    assert listed["interruptId"] == "int-pai_delete_1"
+    # One spelling: the id the AG-UI client saw; the remote's own id kept apart.
+    assert listed["interruptId"] == f"cs-approval-{approval.pk}"
+    assert listed["remoteInterruptId"] == "int-pai_delete_1"
+    assert listed["runId"] == first_run.run_id
     assert listed["toolCallId"] == "pai_delete_1"
     assert listed["message"] == 'Approve delete_file({"path":"/srv/report.txt"})?'
     assert listed["responseSchema"]["properties"]["approved"] == {"type": "boolean"}

@@ -31,12 +31,14 @@ def test_dc05_run_retrieve_shows_status_pending_calls_and_timestamps(api, user):
         "status": "awaiting_tools",
         "outcome": "success",
         "pendingToolCallIds": ["t-refund-call"],
+        "interruptIds": [],
         "error": None,
         "cancelRequested": False,
         "continues": None,
         "createdAt": _stamp(run.created_at),
         "startedAt": _stamp(run.started_at),
         "finishedAt": _stamp(run.finished_at),
+        "segments": [],
     }
 
 

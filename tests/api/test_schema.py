@@ -51,6 +51,7 @@ def test_dc05_schema_is_openapi_3_with_every_operation(api):
         "threads_messages_list",
         "threads_messages_create",
         "threads_events_list",
+        "threads_runs_list",
         "runs_retrieve",
         "runs_cancel",
         "tool_calls_list",
@@ -74,6 +75,35 @@ def test_dc05_schema_is_openapi_3_with_every_operation(api):
     assert {"400", "404", "409", "422", "429"} <= set(post_message["responses"])
     assert any(p["name"] == "Idempotency-Key" for p in post_message["parameters"])
     assert set(schema["components"]["securitySchemes"]) == {"tokenAuth", "cookieAuth"}
+
+
+def test_schema_documents_one_run_per_request_and_one_interrupt_spelling(api):
+    """Runs carry their segments and interruptIds; approvals name both interrupt ids (issue 13)."""
+    schema = api.get(
+        "/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json"
+    ).json()
+    components = schema["components"]["schemas"]
+
+    run = components["RunOutput"]
+    approval = components["ApprovalOutput"]["properties"]
+
+    assert run["properties"]["segments"]["items"] == {
+        "$ref": "#/components/schemas/RunSegment"
+    }
+    assert run["properties"]["interruptIds"]["items"] == {"type": "string"}
+    assert {"segments", "interruptIds"} <= set(run["required"])
+    assert approval["interruptId"]["type"] == "string"
+    assert "nullable" not in approval["interruptId"]
+    assert "cs-approval-<id>" in approval["interruptId"]["description"]
+    assert approval["remoteInterruptId"] == {
+        "type": "string",
+        "nullable": True,
+        "description": approval["remoteInterruptId"]["description"],
+    }
+    runs = schema["paths"]["/api/threads/{thread_id}/runs/"]["get"]
+    assert runs["responses"]["200"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/RunList"
+    }
 
 
 def test_dc05_docs_page_loads_no_external_assets(client):

@@ -22,6 +22,11 @@ RECORD_STATES = """() => {
     }
   }).observe(transcript, { subtree: true, attributes: true, attributeFilter: ["data-state"] });
 }"""
+#: The thread page's state read (threads.ui.thread_ui_state), fetched as the page does.
+STATE_READ = """async () => {
+  const url = document.getElementById("thread").dataset.stateUrl;
+  return (await fetch(url, { credentials: "same-origin" })).json();
+}"""
 RANK = {
     "streaming": 0,
     "complete": 1,
@@ -71,6 +76,16 @@ def test_dc05_refund_streams_waits_for_approval_and_finishes_without_reload(
         expect(page.locator("#composer-send")).to_be_disabled()
         expect(page.locator("#composer-reason")).to_contain_text("approve")
         expect(page.locator("#thread-status")).to_have_text("waiting for approval")
+        # and both calls belong to the one run the message started, shown as one
+        # run with the agent's two segments inside (issue 13.1)
+        expect(lookup).to_have_attribute("data-run-id", re.compile(r".+"))
+        run_id = lookup.get_attribute("data-run-id")
+        expect(refund).to_have_attribute("data-run-id", run_id or "")
+        state = page.evaluate(STATE_READ)
+        assert [(r["runId"], r["outcome"]) for r in state["runs"]] == [
+            (run_id, "interrupt")
+        ]
+        assert len(state["runs"][0]["segments"]) == 2
         screenshot(page, f"thread-pending-approval-{executor.mode}")
 
         # and the request arrives live in the approver's queue
@@ -97,6 +112,12 @@ def test_dc05_refund_streams_waits_for_approval_and_finishes_without_reload(
         expect(final).to_have_count(1, timeout=30_000)
         expect(page.locator("#thread-status")).to_have_text("idle")
         expect(page.locator("#composer-send")).to_be_enabled()
+        # The approval's continuation is Countersign's own run, the second one shown
+        runs = page.evaluate(STATE_READ)["runs"]
+        assert (runs[0]["runId"], runs[0]["outcome"]) == (run_id, "interrupt")
+        assert [(r["status"], r["outcome"]) for r in runs[1:]] == [
+            ("finished", "success")
+        ]
         assert page.evaluate("window.__marker") == 1
         states = page.evaluate("window.__states")["refund_order"]
         assert states[0] == "streaming", states
