@@ -19,6 +19,7 @@ class ApprovalsConfig(AppConfig):
 
     def ready(self) -> None:
         # Deferred: threads.wire imports models, importable only once the registry is ready.
+        from approvals import checks  # noqa: F401  (registers system checks)
         from threads.wire import interrupt_source_register
 
         # A wire run held for an operator ends with the run's approval requests

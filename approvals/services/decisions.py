@@ -23,11 +23,14 @@ from approvals.exceptions import (
     InvalidResponse,
     ReasonRequired,
 )
+from approvals.governance import call_policy, decider_refusal
 from approvals.locks import approval_lock
 from approvals.models import DECIDE_PERMISSION, ApprovalRequest, arguments_hash
 from approvals.services.audit import audit_append
 from approvals.services.dispatch import call_answer_refused, execution_create, run_tools
+from approvals.services.grants import grant_create
 from approvals.services.notify import notify_approval_changed
+from approvals.services.votes import VoteOutcome, vote_record
 from approvals.transitions import approval_transition
 from threads.models import Run, ToolCall
 from threads.services import continuation_maybe_start, run_resume_record
@@ -44,8 +47,17 @@ def approval_decide(
     reason: str = "",
     edited_arguments: dict[str, Any] | None = None,
     response: Any = None,
+    grant: dict[str, Any] | None = None,
 ) -> ApprovalRequest:
     """Record an operator's decision on ``approval`` and act on it; return the request.
+
+    A tool-call request is decided through :func:`approvals.services.votes.vote_record`:
+    the deciding user must be allowed (:func:`approvals.governance.decider_refusal`:
+    approver group, not the requester), and the call runs only once
+    ``approvals_required`` distinct approvers approved the same arguments (one
+    rejection rejects unless ``rejections_required`` says more); ``grant`` (an
+    approver's scoped "always allow", :func:`approvals.services.grants.grant_create`)
+    is made with the approval. Until then the request stays pending.
 
     An ``interrupt`` request (a remote agent's, IR-18) is answered with one AG-UI
     resume entry sent to that agent once, in the input of the run's continuation:
@@ -130,13 +142,28 @@ def approval_decide(
             )
         else:
             assert call is not None  # a tool_call request always has its call
+            # Four-eyes / N of M (issue 16): a vote decides only once enough agree.
+            outcome = _vote(
+                approval=locked,
+                call=call,
+                voter=decided_by,
+                decision=decision,
+                reason=reason,
+                edited_arguments=edited_arguments,
+                grant=grant,
+            )
+            if outcome.repeated:
+                return locked
+            if not outcome.final:
+                notify_approval_changed(locked, call=call)
+                return locked
             _decide_locked(
                 approval=locked,
                 call=call,
                 decided_by=decided_by,
                 decision=decision,
                 reason=reason,
-                edited_arguments=edited_arguments,
+                edited_arguments=locked.edited_arguments,
             )
         notify_approval_changed(locked, call=call)
         if expired or decision == "reject" or interrupt:
@@ -147,6 +174,36 @@ def approval_decide(
             "the agent was told it expired"
         )
     return locked
+
+
+def _vote(
+    *,
+    approval: ApprovalRequest,
+    call: ToolCall,
+    voter: Any,
+    decision: Decision,
+    reason: str,
+    edited_arguments: dict[str, Any] | None,
+    grant: dict[str, Any] | None,
+) -> VoteOutcome:
+    """Check ``voter`` may decide, validate an edit, record the vote and any grant (issue 16)."""
+    refusal = decider_refusal(approval=approval, user=voter)
+    if refusal is not None:
+        raise ApprovalPermissionDenied(refusal)
+    if edited_arguments is not None:
+        edited_arguments = _validate_edit(
+            call=call, run=approval.run, edited=edited_arguments
+        )
+    outcome = vote_record(
+        approval=approval,
+        voter=voter,
+        decision=decision,
+        reason=reason,
+        edited_arguments=edited_arguments,
+    )
+    if grant is not None and decision == "approve" and not outcome.repeated:
+        grant_create(approval=approval, call=call, granted_by=voter, spec=grant)
+    return outcome
 
 
 def _decide_locked(
@@ -366,7 +423,12 @@ def _validate_edit(*, call: ToolCall, run: Run, edited: Any) -> dict[str, Any]:
         detail = (parsed.error or "").split(" Expected parameters:")[0]
         raise InvalidEditedArguments(f"edited arguments are invalid: {detail}")
     params = parsed.params or {}
-    if tool.policy_for(params) == "deny":
+    if (
+        call_policy(
+            thread=call.thread, agent=run.agent, tool=tool, arguments=params
+        ).action
+        == "deny"
+    ):
         # Edited arguments go through policy again (IR-11): an edit cannot make a
         # call the policy refuses.
         raise InvalidEditedArguments(
