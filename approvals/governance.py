@@ -193,19 +193,19 @@ def assigned_to(
 ) -> QuerySet[ApprovalRequest]:
     """Return the pending requests of ``approvals`` assigned to ``user``.
 
-    Claimed by ``user``, or routed to one of ``user``'s groups and not claimed by
-    someone else; never requests ``user`` made when the requester may not
+    Claimed by ``user``, or routed to one of ``user``'s groups (or to no group,
+    for a holder of the decide permission) and not claimed by anyone; never requests ``user`` made when the requester may not
     approve. Implements DC-03 ("assigned to me").
     """
     if not getattr(user, "is_authenticated", False):
         return approvals.none()
-    mine = Q(claimed_by=user) | (
-        Q(approver_groups__in=user.groups.all())
-        & (Q(claimed_by__isnull=True) | Q(claimed_by=user))
-    )
+    routed = Q(approver_groups__in=user.groups.all())
+    if user.has_perm(DECIDE_PERMISSION):
+        # A request routed to no group is every decider's.
+        routed |= Q(approver_groups__isnull=True)
+    mine = Q(claimed_by=user) | (routed & Q(claimed_by__isnull=True))
     return (
         approvals.filter(status=ApprovalRequest.Status.PENDING)
         .filter(mine)
         .exclude(Q(requested_by=user) & Q(requester_may_approve=False))
-        .distinct()
     )

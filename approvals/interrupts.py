@@ -20,6 +20,7 @@ from django.db.models import F, Q
 
 from approvals.labels import approval_label
 from approvals.models import ApprovalRequest, arguments_hash
+from approvals.services.votes import approvals_progress
 from threads.agent_config import agent_toolset
 from threads.ids import RESERVED_PREFIX
 from threads.models import Run
@@ -111,6 +112,7 @@ def interrupt_for(approval: ApprovalRequest) -> dict[str, Any]:
     Implements IR-02, IR-03, IR-05.
     """
     call = approval.call
+    progress = approvals_progress(approval)
     if call is None:
         # A remote agent's question or an MCP server's input request (IR-18): its
         # own message and schema, no call to hold.
@@ -141,6 +143,13 @@ def interrupt_for(approval: ApprovalRequest) -> dict[str, Any]:
             "tool": approval.tool_name,
             "argumentsHash": arguments_hash(approval.proposed_arguments),
             "risk": interrupt_risk(approval),
+            # Governance (issue 16 item 6): the same state the REST API shows.
+            "approvals": {
+                key: progress[key] for key in ("required", "given", "by", "reset")
+            },
+            "approverGroups": sorted(g.name for g in approval.approver_groups.all()),
+            "riskLevel": approval.risk_level,
+            "riskReason": approval.risk_reason,
         },
     }
 

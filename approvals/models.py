@@ -435,10 +435,16 @@ class ToolPolicy(models.Model):
 
     def declaration(self) -> dict[str, Any]:
         """Return this row as a policy declaration (see :mod:`agentcore.policy`)."""
+        return {
+            **self.declaration_without_groups(),
+            "groups": sorted(g.name for g in self.groups.all()),
+        }
+
+    def declaration_without_groups(self) -> dict[str, Any]:
+        """Return the row's declaration but ``groups`` (usable before the row is saved)."""
         declared: dict[str, Any] = {
             "action": self.action,
             "reason": self.reason,
-            "groups": sorted(g.name for g in self.groups.all()),
             "approvals_required": self.approvals_required,
             "rejections_required": self.rejections_required,
             "requester_may_approve": self.requester_may_approve,

@@ -9,10 +9,11 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import Case, IntegerField, QuerySet, Value, When
+from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 from django.utils import timezone
 
-from approvals.models import DECIDE_PERMISSION, ApprovalRequest
+from approvals.governance import assigned_to
+from approvals.models import DECIDE_PERMISSION, ApprovalGrant, ApprovalRequest
 from threads.selectors import thread_visible_to
 
 VIEW_PERMISSION = "approvals.view_approvalrequest"
@@ -31,7 +32,8 @@ def approval_visible_to(*, user: Any) -> QuerySet[ApprovalRequest]:
         "decided_by",
         "supersedes",
         "superseded_by__tool_call",
-    )
+        "claimed_by",
+    ).prefetch_related("approver_groups", "votes__voter")
     if not getattr(user, "is_authenticated", False):
         return approvals.none()
     if (
@@ -50,12 +52,21 @@ def approval_list(
     thread_id: str | None = None,
     status: str | None = None,
     older_than: float | None = None,
+    assigned_to_me: bool = False,
 ) -> QuerySet[ApprovalRequest]:
     """Return the requests ``user`` may see: pending first, then newest first.
 
-    ``older_than`` (seconds) keeps requests made at least that long ago.
+    ``older_than`` (seconds) keeps requests made at least that long ago;
+    ``assigned_to_me`` only the pending ones ``user`` may work on now
+    (:func:`approvals.governance.assigned_to`).
     """
     approvals = approval_visible_to(user=user)
+    if assigned_to_me:
+        approvals = approvals.filter(
+            pk__in=assigned_to(
+                user=user, approvals=ApprovalRequest.objects.all()
+            ).values("pk")
+        )
     if tool is not None:
         approvals = approvals.filter(tool_name=tool)
     if thread_id is not None:
@@ -78,3 +89,32 @@ def approval_list(
 def approval_get(*, user: Any, pk: int) -> ApprovalRequest | None:
     """Return request ``pk`` if ``user`` may see it, else ``None``."""
     return approval_visible_to(user=user).filter(pk=pk).first()
+
+
+def grant_list(
+    *, user: Any, tool: str | None = None, active: bool | None = None
+) -> QuerySet[ApprovalGrant]:
+    """Return the scoped grants ``user`` may see, newest first (deciders and viewers see all).
+
+    ``active`` true keeps the unrevoked, unexpired ones; false the others.
+    """
+    grants = ApprovalGrant.objects.select_related(
+        "thread", "user", "granted_by", "revoked_by"
+    )
+    if not getattr(user, "is_authenticated", False) or not (
+        user.is_staff
+        or user.has_perm(DECIDE_PERMISSION)
+        or user.has_perm(VIEW_PERMISSION)
+    ):
+        return grants.none()
+    if tool is not None:
+        grants = grants.filter(tool_name=tool)
+    if active is not None:
+        live = Q(revoked_at__isnull=True, expires_at__gt=timezone.now())
+        grants = grants.filter(live) if active else grants.exclude(live)
+    return grants
+
+
+def grant_get(*, user: Any, pk: int) -> ApprovalGrant | None:
+    """Return grant ``pk`` if ``user`` may see it, else ``None``."""
+    return grant_list(user=user).filter(pk=pk).first()

@@ -11,8 +11,10 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from approvals.governance import decider_refusal
 from approvals.labels import approval_label
-from approvals.models import ApprovalRequest, ToolExecution
+from approvals.models import ApprovalGrant, ApprovalRequest, ToolExecution
+from approvals.services.votes import approvals_progress, claim_refusal
 
 
 class ExecutionOutputSerializer(serializers.Serializer):
@@ -22,6 +24,21 @@ class ExecutionOutputSerializer(serializers.Serializer):
     authorizedBy = serializers.CharField(source="authorized_by")
     attempts = serializers.IntegerField()
     error = serializers.CharField(allow_blank=True)
+
+
+class ApprovalsProgressSerializer(serializers.Serializer):
+    """N of M: how many distinct approvals the call needs, which are given, which an edit reset."""
+
+    # The key is "required"; DRF pops declared fields off the class (see "label").
+    required = serializers.IntegerField()  # type: ignore[assignment]
+    given = serializers.IntegerField()
+    by = serializers.ListField(child=serializers.CharField())
+    rejections = serializers.ListField(child=serializers.DictField())
+    rejectionsRequired = serializers.IntegerField()
+    reset = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="Approvals an edit by a later approver reset: {by, reason, at}.",
+    )
 
 
 class ApprovalOutputSerializer(serializers.Serializer):
@@ -94,6 +111,52 @@ class ApprovalOutputSerializer(serializers.Serializer):
         help_text="SHA-256 of the input schema the earlier approval covered.",
     )
     execution = serializers.SerializerMethodField()
+    approvals = serializers.SerializerMethodField()
+    approverGroups = serializers.SerializerMethodField()
+    requesterMayApprove = serializers.BooleanField(source="requester_may_approve")
+    escalation = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="The policy's escalation steps: {groups, after_seconds}.",
+    )
+    escalationStep = serializers.IntegerField(source="escalation_step")
+    stepDeadline = serializers.DateTimeField(source="step_deadline", allow_null=True)
+    riskLevel = serializers.CharField(source="risk_level", allow_blank=True)
+    riskReason = serializers.CharField(source="risk_reason", allow_blank=True)
+    policySource = serializers.CharField(
+        source="policy_source",
+        allow_blank=True,
+        help_text="Where the policy came from: tool, settings, admin, fail_closed.",
+    )
+    claimedBy = serializers.CharField(
+        source="claimed_by.username", allow_null=True, default=None
+    )
+    claimedAt = serializers.DateTimeField(source="claimed_at", allow_null=True)
+    canDecide = serializers.SerializerMethodField()
+
+    @extend_schema_field(ApprovalsProgressSerializer)
+    def get_approvals(self, approval: ApprovalRequest) -> dict[str, Any]:
+        return approvals_progress(approval)
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_approverGroups(self, approval: ApprovalRequest) -> list[str]:
+        return sorted(g.name for g in approval.approver_groups.all())
+
+    @extend_schema_field(
+        serializers.BooleanField(
+            allow_null=True,
+            help_text="Whether the requesting user may decide it now (false: "
+            "read-only for them); null outside a request.",
+        )
+    )
+    def get_canDecide(self, approval: ApprovalRequest) -> bool | None:
+        request = self.context.get("request")
+        if request is None:
+            return None
+        return (
+            approval.status == ApprovalRequest.Status.PENDING
+            and decider_refusal(approval=approval, user=request.user) is None
+            and claim_refusal(approval=approval, user=request.user) is None
+        )
 
     def get_label(self, approval: ApprovalRequest) -> str:
         """Return the tool's label for the call (for MCP tools: server, tool, claims)."""
@@ -118,3 +181,28 @@ class ApprovalOutputSerializer(serializers.Serializer):
         return (
             ExecutionOutputSerializer(execution).data if execution is not None else None
         )
+
+
+class GrantOutputSerializer(serializers.Serializer):
+    """A scoped grant ("always allow") and whether it is still live."""
+
+    id = serializers.IntegerField()
+    tool = serializers.CharField(source="tool_name")
+    agent = serializers.CharField()
+    scope = serializers.ChoiceField(choices=ApprovalGrant.Scope.choices)
+    threadId = serializers.CharField(
+        source="thread.thread_id", allow_null=True, default=None
+    )
+    user = serializers.CharField(source="user.username", allow_null=True, default=None)
+    constraint = serializers.DictField(
+        help_text="JSON Schema the arguments must satisfy."
+    )
+    grantedBy = serializers.CharField(source="granted_by.username")
+    approvalId = serializers.IntegerField(source="approval_id", allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at")
+    expiresAt = serializers.DateTimeField(source="expires_at")
+    revokedAt = serializers.DateTimeField(source="revoked_at", allow_null=True)
+    revokedBy = serializers.CharField(
+        source="revoked_by.username", allow_null=True, default=None
+    )
+    revokeReason = serializers.CharField(source="revoke_reason", allow_blank=True)

@@ -164,7 +164,7 @@ def approvals_progress(approval: ApprovalRequest) -> dict[str, Any]:
     shape the REST API, the admin and the AG-UI interrupt metadata show.
     """
     current = arguments_hash(approval.approved_arguments)
-    votes = list(approval.votes.select_related("voter"))
+    votes = list(approval.votes.all())  # prefetched (with voters) by the selectors
     by = [
         v.voter.username
         for v in votes
@@ -191,4 +191,33 @@ def approvals_progress(approval: ApprovalRequest) -> dict[str, Any]:
             for v in votes
             if v.reset_at is not None
         ],
+    }
+
+
+def _stamp(value: Any) -> str | None:
+    # The REST API's DateTimeField form, so the snapshot and the API agree.
+    return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+def governance_snapshot(approval: ApprovalRequest) -> dict[str, Any]:
+    """Return ``approval``'s routing, N-of-M, escalation, risk and claim state (camelCase).
+
+    Part of :func:`approvals.services.notify.approval_snapshot` and of the REST
+    output (issue 16 item 6): ``approvals`` (:func:`approvals_progress`),
+    ``approverGroups``, ``requesterMayApprove``, ``escalation``,
+    ``escalationStep``, ``stepDeadline``, ``riskLevel``, ``riskReason``,
+    ``policySource``, ``claimedBy``, ``claimedAt``.
+    """
+    return {
+        "approvals": approvals_progress(approval),
+        "approverGroups": sorted(g.name for g in approval.approver_groups.all()),
+        "requesterMayApprove": approval.requester_may_approve,
+        "escalation": approval.escalation or [],
+        "escalationStep": approval.escalation_step,
+        "stepDeadline": _stamp(approval.step_deadline),
+        "riskLevel": approval.risk_level,
+        "riskReason": approval.risk_reason,
+        "policySource": approval.policy_source,
+        "claimedBy": getattr(approval.claimed_by, "username", None),
+        "claimedAt": _stamp(approval.claimed_at),
     }

@@ -39,7 +39,12 @@ def test_dc05_approval_retrieve_mirrors_the_snapshot(api, approval):
     snapshot.update(
         requestedAt=_stamp(approval.requested_at), expiresAt=_stamp(approval.expires_at)
     )
-    assert response.json() == {**snapshot, "runId": "t-refund-run", "execution": None}
+    assert response.json() == {
+        **snapshot,
+        "runId": "t-refund-run",
+        "execution": None,
+        "canDecide": False,  # olivia holds no decide permission
+    }
     assert response.json()["proposedArguments"] == PROPOSED
     assert response.json()["status"] == "pending"
 
