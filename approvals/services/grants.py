@@ -178,19 +178,20 @@ def grant_create(
         raise GrantRefused(
             f"grant 'scope' must be one of {ApprovalGrant.Scope.values}, got {scope!r}"
         )
+    constraint = grant_constraint(spec)
+    now = timezone.now()
+    expires_at = _expiry(spec, now)
     tool = run_tools(approval.run)[0].resolve(approval.tool_name)
     refusal = _granter_refusal(
         user=granted_by, tool=tool, approvals_required=approval.approvals_required
     )
     if refusal is not None:
         raise GrantRefused(f"cannot grant: {refusal}")
-    constraint = grant_constraint(spec)
     if not Draft202012Validator(constraint).is_valid(approval.approved_arguments):
         raise GrantRefused(
             "the grant's constraint does not cover the call being approved; "
             "widen it or approve without a grant"
         )
-    now = timezone.now()
     thread = call.thread
     grant = ApprovalGrant.objects.create(
         tool_name=approval.tool_name,
@@ -201,7 +202,7 @@ def grant_create(
         constraint=constraint,
         granted_by=granted_by,
         approval=approval,
-        expires_at=_expiry(spec, now),
+        expires_at=expires_at,
     )
     audit_append(
         actor=granted_by,
