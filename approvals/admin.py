@@ -102,15 +102,25 @@ def _decide_many(
     done = 0
     for approval in queryset:
         try:
-            approval_decide(
+            decided = approval_decide(
                 approval=approval,
                 decided_by=request.user,
                 decision=decision,
                 reason=reason,
             )
-            done += 1
         except ApprovalError as error:
             messages.error(request, f"{approval}: {error}")
+            continue
+        if decided.status == ApprovalRequest.Status.PENDING:
+            # N of M: the vote counts, the call waits for more approvers.
+            state = approvals_progress(decided)
+            messages.info(
+                request,
+                f"{approval}: your {decision} is recorded; "
+                f"{state['given']} of {state['required']} approvals given",
+            )
+            continue
+        done += 1
     if done:
         verb = "approved" if decision == "approve" else "rejected"
         messages.success(request, f"{done} call(s) {verb}.")

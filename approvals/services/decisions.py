@@ -202,7 +202,13 @@ def _vote(
         edited_arguments=edited_arguments,
     )
     if grant is not None and decision == "approve" and not outcome.repeated:
-        grant_create(approval=approval, call=call, granted_by=voter, spec=grant)
+        grant_create(
+            approval=approval,
+            call=call,
+            tool=run_tools(approval.run)[0].resolve(call.name),
+            granted_by=voter,
+            spec=grant,
+        )
     return outcome
 
 

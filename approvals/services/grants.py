@@ -156,19 +156,23 @@ def _granter_refusal(
 
 
 def grant_create(
-    *, approval: ApprovalRequest, call: ToolCall, granted_by: Any, spec: Any
+    *,
+    approval: ApprovalRequest,
+    call: ToolCall,
+    tool: Tool | None,
+    granted_by: Any,
+    spec: Any,
 ) -> ApprovalGrant:
     """Create the scoped grant ``spec`` that ``granted_by`` makes while approving ``approval``.
 
-    ``spec``: ``{"scope": "thread"|"user"|"agent", "exact"?, "ranges"?, "schema"?,
+    ``tool`` is the call's tool (its permission bounds the grant). ``spec``:
+    ``{"scope": "thread"|"user"|"agent", "exact"?, "ranges"?, "schema"?,
     "expiresAt"? | "durationSeconds"?}`` (see :func:`grant_constraint`). The
     approved call itself must satisfy the constraint. Raises
     :class:`GrantRefused` for a bad spec, or one exceeding the granter's own
     rights (the tool's permission; a request needing more than one approval).
     Runs under the request's lock; audited ``grant.created``. Implements SEC-02.
     """
-    from approvals.services.dispatch import run_tools
-
     if not isinstance(spec, dict) or set(spec) - GRANT_KEYS:
         raise GrantRefused(
             f"grant must be an object with the keys {sorted(GRANT_KEYS)}"
@@ -181,7 +185,6 @@ def grant_create(
     constraint = grant_constraint(spec)
     now = timezone.now()
     expires_at = _expiry(spec, now)
-    tool = run_tools(approval.run)[0].resolve(approval.tool_name)
     refusal = _granter_refusal(
         user=granted_by, tool=tool, approvals_required=approval.approvals_required
     )
