@@ -130,6 +130,11 @@ async def test_ir05_ir07_ir15_resume_approves_and_continues_in_the_same_stream(
             "tool": "refund_order",
             "argumentsHash": arguments_hash(approval.proposed_arguments),
             "risk": "destructive",
+            # Governance (issue 16): one approval by anyone allowed, none given yet.
+            "approvals": {"required": 1, "given": 0, "by": [], "reset": []},
+            "approverGroups": [],
+            "riskLevel": "",
+            "riskReason": "",
         }
         schema = interrupt["responseSchema"]
         assert schema["required"] == ["approved"]
