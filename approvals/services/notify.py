@@ -12,6 +12,7 @@ from django.db import transaction
 
 from approvals.labels import approval_label
 from approvals.models import ApprovalRequest
+from approvals.services.votes import governance_snapshot
 from threads.models import ToolCall
 from threads.realtime import group_send, publish_notification
 
@@ -46,6 +47,7 @@ def approval_snapshot(approval: ApprovalRequest) -> dict[str, Any]:
         "decidedAt": approval.decided_at.isoformat() if approval.decided_at else None,
         "reason": approval.reason,
         **reapproval_snapshot(approval),
+        **governance_snapshot(approval),
     }
 
 
