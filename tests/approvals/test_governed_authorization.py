@@ -17,17 +17,11 @@ from approvals.models import ApprovalRequest, ApprovalVote, AuditEntry, ToolExec
 from approvals.services import approval_undo
 from approvals.services.claims import approval_claim
 from demo.models import Refund
-from tests.approvals.test_governance import _approve, _decider, _held, _policy
+from tests.approvals.test_governance import _approve, _held, _policy
+from tests.approvals.test_governance_routing import finance
 
-
-@pytest.fixture
-def people(django_user_model):
-    """Return deciders ada and grace (finance) and linus (support)."""
-    return (
-        _decider(django_user_model, "ada", "finance"),
-        _decider(django_user_model, "grace", "finance"),
-        _decider(django_user_model, "linus", "support"),
-    )
+#: Deciders ada and grace (finance) and linus (support), as in the routing tests.
+people = finance
 
 
 def test_outsider_is_told_the_groups_and_who_can_over_rest(
