@@ -315,6 +315,8 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         "approvals_required",
         "risk_level",
         "risk_reason",
+        # Notification bookkeeping (issue 15), not a field to edit.
+        "expiry_announced_at",
     )
 
     class Media:
