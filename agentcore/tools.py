@@ -27,6 +27,13 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, get_args
 import ag_ui.core
 from pydantic import BaseModel
 
+from agentcore.policy import (
+    PolicyContext,
+    PolicyDecision,
+    PolicyError,
+    decision_from,
+    policy_evaluate,
+)
 from agentcore.providers.base import ToolSpec
 
 if TYPE_CHECKING:
@@ -61,7 +68,8 @@ logger = logging.getLogger(__name__)
 ExecutionMode = Literal["parallel", "sequential"]
 RunsOn = Literal["agent", "application"]
 Policy = Literal["auto", "require_approval", "deny"]
-PolicyFn: TypeAlias = Callable[[dict[str, Any]], Policy]
+#: A policy callable: ``(params)`` or ``(params, context)`` (see :mod:`agentcore.policy`).
+PolicyFn: TypeAlias = Callable[..., Any]
 #: Sanitized error types a tool result may carry (SEC-06). ``arguments_truncated``
 #: and ``unknown_tool`` are refinements of "bad arguments" used by the cases.
 ErrorType = Literal[
@@ -226,7 +234,7 @@ class Tool:
     is_read_only: bool = False
     is_destructive: bool = False
     runs_on: RunsOn = "agent"
-    policy: Policy | PolicyFn | None = None
+    policy: Policy | PolicyFn | PolicyDecision | Mapping[str, Any] | None = None
     timeout: float = 30.0
     max_result_bytes: int = 64 * 1024
     idempotent: bool = False
@@ -275,10 +283,17 @@ class Tool:
         if self.policy is None:
             policy: Policy = "require_approval" if self.is_destructive else "auto"
             object.__setattr__(self, "policy", policy)
+        elif not callable(self.policy) and not isinstance(self.policy, str):
+            try:
+                decision_from(self.policy)
+            except PolicyError as error:
+                raise ToolDefinitionError(
+                    f"tool {name!r}: policy declaration is invalid: {error}"
+                ) from error
         elif not callable(self.policy) and self.policy not in _POLICIES:
             raise ToolDefinitionError(
                 f"tool {name!r}: policy {self.policy!r} must be one of "
-                f"{sorted(_POLICIES)} or a callable(params) returning one"
+                f"{sorted(_POLICIES)}, a declaration, or a callable(params[, context])"
             )
         if isinstance(self.timeout, bool) or not (
             isinstance(self.timeout, int | float) and self.timeout > 0
@@ -342,27 +357,38 @@ class Tool:
             name=self.name, description=self.description, parameters=self.parameters
         )
 
-    def policy_for(self, params: dict[str, Any]) -> Policy:
-        """Return the approval policy for validated ``params``.
+    def policy_for(
+        self, params: dict[str, Any], context: PolicyContext | None = None
+    ) -> Policy:
+        """Return the approval action (``auto | require_approval | deny``) for validated ``params``.
 
         A callable policy that raises or returns something else fails closed to
         ``require_approval`` (a person decides), and the problem is logged.
         Implements LP-01.
         """
-        policy = self.policy
-        if not callable(policy):
-            return policy  # type: ignore[return-value]  # normalized in __post_init__
-        try:
-            decided = policy(params)
-        except Exception:
-            logger.exception("policy of tool %r raised; requiring approval", self.name)
-            return "require_approval"
-        if decided not in _POLICIES:
-            logger.error(
-                "policy of tool %r returned %r; requiring approval", self.name, decided
-            )
-            return "require_approval"
-        return decided
+        return self.policy_decide(params, context).action
+
+    def policy_decide(
+        self, params: dict[str, Any], context: PolicyContext | None = None
+    ) -> PolicyDecision:
+        """Return the full :class:`agentcore.policy.PolicyDecision` for validated ``params``.
+
+        ``context`` (requesting user, thread, agent, tool properties) is passed to
+        a policy callable of two parameters. Fails closed like :meth:`policy_for`.
+        Implements LP-01.
+        """
+        return policy_evaluate(self.policy, params, context, tool_name=self.name)
+
+    def properties(self) -> dict[str, Any]:
+        """Return the tool's declared properties a policy context carries."""
+        return {
+            "name": self.name,
+            "is_destructive": self.is_destructive,
+            "is_read_only": self.is_read_only,
+            "idempotent": self.idempotent,
+            "permission": self.permission,
+            "runs_on": self.runs_on,
+        }
 
     def describe_activity(self, params: dict[str, Any]) -> str:
         """Return a short progress label such as ``"Checking the weather in Oslo"``. Implements RT-01."""

@@ -30,18 +30,24 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.timesince import timesince
 
+from agentcore.policy import PolicyError, decision_from
 from approvals.authorization import approval_authorization
 from approvals.exceptions import ApprovalError
 from approvals.models import (
+    ApprovalGrant,
     ApprovalRequest,
+    ApprovalVote,
     AuditEntry,
     JanitorSweep,
     NotificationDelivery,
     ToolExecution,
+    ToolPolicy,
 )
 from approvals.selectors import approval_context, approval_risk, arguments_diff
 from approvals.services import DECIDE_PERMISSION, approval_decide
 from approvals.services.decisions import Decision
+from approvals.services.grants import grant_revoke
+from approvals.services.votes import approvals_progress
 from threads.answers import compact_json
 from threads.validation import JSONInputError, parse_json
 
@@ -162,15 +168,25 @@ def _decide_many(
     done = 0
     for approval in queryset:
         try:
-            approval_decide(
+            decided = approval_decide(
                 approval=approval,
                 decided_by=request.user,
                 decision=decision,
                 reason=reason,
             )
-            done += 1
         except ApprovalError as error:
             messages.error(request, f"{approval}: {error}")
+            continue
+        if decided.status == ApprovalRequest.Status.PENDING:
+            # N of M: the vote counts, the call waits for more approvers.
+            state = approvals_progress(decided)
+            messages.info(
+                request,
+                f"{approval}: your {decision} is recorded; "
+                f"{state['given']} of {state['required']} approvals given",
+            )
+            continue
+        done += 1
     if done:
         verb = "approved" if decision == "approve" else "rejected"
         messages.success(request, f"{done} call(s) {verb}.")
@@ -206,6 +222,30 @@ class StatusFilter(admin.SimpleListFilter):
         return queryset if chosen == self.ALL else queryset.filter(status=chosen)
 
 
+class ApprovalVoteInline(admin.TabularInline):
+    """Each approver's vote (four-eyes, N of M), read-only; reset votes say why."""
+
+    model = ApprovalVote
+    extra = 0
+    can_delete = False
+    fields = (
+        "voter",
+        "decision",
+        "arguments_hash",
+        "reason",
+        "created_at",
+        "reset_at",
+        "reset_reason",
+    )
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(ApprovalRequest)
 class ApprovalRequestAdmin(admin.ModelAdmin):
     # Status and decider first: they are what a reviewer scans for (issue 15).
@@ -214,15 +254,19 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         "status",
         "decided_by",
         "decided_at_seconds",
-        "risk_level",
+        "risk",
         "thread_link",
         "requested_by",
         "age",
         "expires_at",
+        "progress",
+        "groups_label",
+        "claimed_by",
         "schema_verdict",
         "arguments_pretty",
     )
-    list_filter = (StatusFilter, "tool_name", "is_destructive")
+    list_filter = (StatusFilter, "tool_name", "is_destructive", "approver_groups")
+    inlines = [ApprovalVoteInline]
     search_fields = ("tool_name", "thread__thread_id", "tool_call__tool_call_id")
     actions = ["approve_selected", "reject_selected"]
     readonly_fields = (
@@ -250,8 +294,30 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         "schema_errors",
         "reapproval_note",
         "superseded_by",
+        "progress",
+        "groups_label",
+        "requester_may_approve",
+        "rejections_required",
+        "escalation",
+        "escalation_step",
+        "step_deadline",
+        "risk",
+        "policy_source",
+        "claimed_by",
+        "claimed_at",
     )
-    exclude = ("proposed_arguments", "edited_arguments", "response_schema", "response")
+    exclude = (
+        "proposed_arguments",
+        "edited_arguments",
+        "response_schema",
+        "response",
+        "approver_groups",
+        "approvals_required",
+        "risk_level",
+        "risk_reason",
+        # Notification bookkeeping (issue 15), not a field to edit.
+        "expiry_announced_at",
+    )
 
     class Media:
         css = {"all": ("ui/admin-approvals.css",)}
@@ -272,7 +338,8 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         return _seconds(obj.decided_at)
 
     @admin.display(description="risk")
-    def risk_level(self, obj: ApprovalRequest) -> str:
+    def risk(self, obj: ApprovalRequest) -> str:
+        """The unified risk (:func:`approvals.selectors.approval_risk`: computed and policy)."""
         risk = approval_risk(obj)
         return format_html(
             '<span title="{}">{}</span>', "; ".join(risk["reasons"]), risk["level"]
@@ -292,7 +359,7 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
             return format_html("no: {}", authorization.reason)
 
         shown = list(super().get_list_display(request))
-        shown.insert(shown.index("risk_level") + 1, you_can_authorize)
+        shown.insert(shown.index("risk") + 1, you_can_authorize)
         return shown
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -310,6 +377,17 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
     def has_decide_permission(self, request: HttpRequest) -> bool:
         """Return whether the user may decide (``approvals.decide_approvalrequest``)."""
         return request.user.has_perm(DECIDE_PERMISSION)
+
+    @admin.display(description="approvals")
+    def progress(self, obj: ApprovalRequest) -> str:
+        """``"1 of 2 (ada)"``: the same state the REST API and the interrupts show."""
+        state = approvals_progress(obj)
+        by = f" ({', '.join(state['by'])})" if state["by"] else ""
+        return f"{state['given']} of {state['required']}{by}"
+
+    @admin.display(description="approver groups")
+    def groups_label(self, obj: ApprovalRequest) -> str:
+        return ", ".join(sorted(g.name for g in obj.approver_groups.all())) or "anyone"
 
     @admin.display(description="tool", ordering="tool_name")
     def tool_badge(self, obj: ApprovalRequest) -> str:
@@ -627,3 +705,113 @@ class NotificationDeliveryAdmin(ReadOnlyAdmin):
             "admin:approvals_approvalrequest_change", args=[delivery.approval_id]
         )
         return format_html('<a href="{}">#{}</a>', url, delivery.approval_id)
+
+
+class ToolPolicyForm(forms.ModelForm):
+    """Validates a policy row as a declaration (:func:`agentcore.policy.decision_from`)."""
+
+    class Meta:
+        model = ToolPolicy
+        fields = (
+            "agent",
+            "tool_name",
+            "enabled",
+            "action",
+            "reason",
+            "groups",
+            "approvals_required",
+            "rejections_required",
+            "requester_may_approve",
+            "expiry_seconds",
+            "escalation",
+            "risk_level",
+            "risk_reason",
+        )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        row = ToolPolicy(
+            **{
+                k: v
+                for k, v in data.items()
+                if k != "groups" and k in {f.name for f in ToolPolicy._meta.fields}
+            }
+        )
+        declared = row.declaration_without_groups()
+        declared["groups"] = sorted(g.name for g in data.get("groups") or [])
+        try:
+            decision_from(declared, source="admin")
+        except PolicyError as error:
+            raise forms.ValidationError(f"invalid policy: {error}") from error
+        return data
+
+
+@admin.register(ToolPolicy)
+class ToolPolicyAdmin(admin.ModelAdmin):
+    """Static tool policies, editable without code; they override settings and code."""
+
+    form = ToolPolicyForm
+    list_display = (
+        "tool_name",
+        "agent",
+        "enabled",
+        "action",
+        "approvals_required",
+        "requester_may_approve",
+        "expiry_seconds",
+        "risk_level",
+    )
+    list_filter = ("enabled", "action", "agent")
+    filter_horizontal = ("groups",)
+
+
+@admin.register(ApprovalGrant)
+class ApprovalGrantAdmin(ReadOnlyAdmin):
+    """Scoped grants ("always allow"): listed read-only, revocable with an action."""
+
+    list_display = (
+        "tool_name",
+        "agent",
+        "scope",
+        "thread",
+        "user",
+        "granted_by",
+        "created_at",
+        "expires_at",
+        "revoked_at",
+    )
+    list_filter = ("scope", "tool_name", "agent")
+    readonly_fields = (
+        "tool_name",
+        "agent",
+        "scope",
+        "thread",
+        "user",
+        "constraint",
+        "granted_by",
+        "approval",
+        "created_at",
+        "expires_at",
+        "revoked_at",
+        "revoked_by",
+        "revoke_reason",
+    )
+    actions = ["revoke_selected"]
+
+    def has_revoke_permission(self, request: HttpRequest) -> bool:
+        """Return whether the user may revoke grants (the decide permission)."""
+        return request.user.has_perm(DECIDE_PERMISSION)
+
+    @admin.action(permissions=["revoke"], description="Revoke selected grants")
+    def revoke_selected(
+        self, request: HttpRequest, queryset: QuerySet[ApprovalGrant]
+    ) -> None:
+        revoked = 0
+        for grant in queryset.filter(revoked_at__isnull=True):
+            try:
+                grant_revoke(grant=grant, revoked_by=request.user, reason="admin")
+            except ApprovalError as error:
+                self.message_user(request, str(error), messages.ERROR)
+                continue
+            revoked += 1
+        self.message_user(request, f"{revoked} grant(s) revoked", messages.SUCCESS)

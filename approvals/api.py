@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+from typing import Any
 
 from django.http import Http404, HttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -20,10 +21,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.exceptions import ApprovalAlreadyDecided, InvalidEditedArguments
-from approvals.models import ApprovalRequest, ToolExecution
-from approvals.selectors import approval_get, approval_list
-from approvals.serializers import ApprovalOutputSerializer
+from approvals.models import ApprovalGrant, ApprovalRequest, ToolExecution
+from approvals.selectors import approval_get, approval_list, grant_get, grant_list
+from approvals.serializers import ApprovalOutputSerializer, GrantOutputSerializer
 from approvals.services import approval_decide, approval_undo, execution_resolve
+from approvals.services.claims import approval_claim, approval_release
+from approvals.services.grants import grant_revoke
 from threads.answers import compact_json
 from threads.api import (
     BoundedLimitOffsetPagination,
@@ -53,6 +56,32 @@ def visible_approval(request: Request, pk: int) -> ApprovalRequest:
     return approval
 
 
+class GrantInputSerializer(StrictSerializer):
+    """A scoped grant made while approving (issue 16 item 5)."""
+
+    scope = serializers.ChoiceField(choices=ApprovalGrant.Scope.choices)
+    exact = serializers.DictField(
+        required=False,
+        help_text='Arguments that must equal these values: {"order_id": "A-1"}.',
+    )
+    ranges = serializers.DictField(
+        child=serializers.DictField(child=serializers.FloatField()),
+        required=False,
+        help_text='Numeric bounds (min, max, gt, lt): {"amount": {"max": 50}}.',
+    )
+    schema = serializers.DictField(
+        required=False,
+        help_text="A JSON Schema 2020-12 fragment the arguments must satisfy.",
+    )
+    expiresAt = serializers.DateTimeField(required=False)
+    durationSeconds = serializers.FloatField(required=False, min_value=1)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "expiresAt" in attrs:
+            attrs["expiresAt"] = attrs["expiresAt"].isoformat()
+        return attrs
+
+
 class ApprovalListApi(APIView):
     """``GET /api/approvals/``: pending first, then newest; filter by tool, thread, status, age."""
 
@@ -69,6 +98,12 @@ class ApprovalListApi(APIView):
             min_value=0,
             max_value=MAX_AGE_SECONDS,
             help_text="Only requests made at least this many seconds ago.",
+        )
+        assigned = serializers.ChoiceField(
+            choices=["me"],
+            required=False,
+            help_text="`me`: only pending requests routed to one of your groups "
+            "(or to no group) or claimed by you, and not claimed by someone else.",
         )
 
     OutputSerializer = ApprovalOutputSerializer
@@ -97,6 +132,7 @@ class ApprovalListApi(APIView):
             thread_id=values.get("thread"),
             status=values.get("status"),
             older_than=values.get("older_than"),
+            assigned_to_me=values.get("assigned") == "me",
         )
         paginator = BoundedLimitOffsetPagination()
         page = paginator.paginate_queryset(approvals, request, view=self)
@@ -155,16 +191,23 @@ class ApprovalApproveApi(APIView):
             "that `POST .../undo/` can take the approval back until `undoUntil` "
             "(the operator UI sends true); false executes at once.",
         )
+        grant = GrantInputSerializer(
+            required=False,
+            help_text="Also allow future calls of this tool within a constraint "
+            '("always allow"); made with this approval.',
+        )
 
     OutputSerializer = ApprovalOutputSerializer
 
     @extend_schema(
         operation_id="approvals_approve",
         request=InputSerializer,
-        responses={200: OutputSerializer, **errors(400, 404, 409)},
+        responses={200: OutputSerializer, **errors(400, 403, 404, 409)},
         description="403 `permission_denied` without the decide permission; 403 "
-        "`not_authorized` without the tool's own permission (the request stays "
-        "pending; `GET` it for `authorization.whoCan`).",
+        "`not_authorized` when you may not approve it (the tool's own permission, "
+        "its approver groups, four-eyes; the request stays pending; `GET` it for "
+        "`authorization.reason` and `authorization.whoCan`); 409 `claimed` while "
+        "another approver holds a claim.",
     )
     def post(self, request: Request, pk: int) -> Response:
         approval = visible_approval(request, pk)
@@ -185,6 +228,7 @@ class ApprovalApproveApi(APIView):
                 undo_seconds=float(countersign_settings.DECISION_UNDO_SECONDS)
                 if values["undo"]
                 else 0.0,
+                grant=values.get("grant"),
             )
         except InvalidEditedArguments as error:
             # Name the field as the client spelled it.
@@ -206,7 +250,7 @@ class ApprovalRejectApi(APIView):
     @extend_schema(
         operation_id="approvals_reject",
         request=InputSerializer,
-        responses={200: OutputSerializer, **errors(400, 404, 409)},
+        responses={200: OutputSerializer, **errors(400, 403, 404, 409)},
     )
     def post(self, request: Request, pk: int) -> Response:
         approval = visible_approval(request, pk)
@@ -228,7 +272,8 @@ class ApprovalUndoApi(APIView):
 
     Only while ``undoUntil`` is in the future (the approval was made with
     ``undo: true``) and no worker has claimed the execution; the request is
-    pending again. 409 ``undo_too_late`` otherwise.
+    pending again. Under N of M it withdraws the deciding (N-th) approval only:
+    the earlier approvals still count. 409 ``undo_too_late`` otherwise.
     """
 
     OutputSerializer = ApprovalOutputSerializer
@@ -386,3 +431,123 @@ class ApprovalResolveApi(APIView):
         return Response(
             self.OutputSerializer(approval, context={"request": request}).data
         )
+
+
+class ApprovalClaimApi(APIView):
+    """``POST /api/approvals/<id>/claim/``: take the request so no other approver works on it.
+
+    Other approvers' decisions are refused (409) while the claim holds; it
+    lapses after ``APPROVAL_CLAIM_SECONDS``. Claiming again renews it.
+    """
+
+    OutputSerializer = ApprovalOutputSerializer
+
+    @extend_schema(
+        operation_id="approvals_claim",
+        request=None,
+        responses={200: OutputSerializer, **errors(403, 404, 409)},
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        claimed = approval_claim(
+            approval=visible_approval(request, pk), user=request.user
+        )
+        return Response(
+            self.OutputSerializer(claimed, context={"request": request}).data
+        )
+
+
+class ApprovalReleaseApi(APIView):
+    """``POST /api/approvals/<id>/release/``: give up your claim (staff may release anyone's)."""
+
+    OutputSerializer = ApprovalOutputSerializer
+
+    @extend_schema(
+        operation_id="approvals_release",
+        request=None,
+        responses={200: OutputSerializer, **errors(404, 409)},
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        released = approval_release(
+            approval=visible_approval(request, pk), user=request.user
+        )
+        return Response(
+            self.OutputSerializer(released, context={"request": request}).data
+        )
+
+
+def visible_grant(request: Request, pk: int) -> ApprovalGrant:
+    """Return grant ``pk`` if the user may see it; raise 404 otherwise."""
+    grant = grant_get(user=request.user, pk=pk)
+    if grant is None:
+        raise Http404(f"grant {pk!r} not found")
+    return grant
+
+
+class GrantListApi(APIView):
+    """``GET /api/grants/``: scoped grants ("always allow"), newest first."""
+
+    class FilterSerializer(QueryFilterSerializer):
+        tool = serializers.CharField(required=False, max_length=200)
+        active = serializers.BooleanField(
+            required=False,
+            allow_null=True,
+            default=None,
+            help_text="true: live grants only; false: revoked or expired ones.",
+        )
+
+    @extend_schema(
+        operation_id="grants_list",
+        parameters=[FilterSerializer, limit_parameter(), offset_parameter()],
+        responses={
+            200: results_of(
+                "PaginatedGrantList", GrantOutputSerializer, paginated="offset"
+            ),
+            **errors(400),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        values = filters.validated_data
+        grants = grant_list(
+            user=request.user, tool=values.get("tool"), active=values.get("active")
+        )
+        paginator = BoundedLimitOffsetPagination()
+        page = paginator.paginate_queryset(grants, request, view=self)
+        return paginator.get_paginated_response(
+            GrantOutputSerializer(page, many=True).data
+        )
+
+
+class GrantDetailApi(APIView):
+    """``GET /api/grants/<id>/``."""
+
+    @extend_schema(
+        operation_id="grants_retrieve",
+        responses={200: GrantOutputSerializer, **errors(404)},
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(GrantOutputSerializer(visible_grant(request, pk)).data)
+
+
+class GrantRevokeApi(APIView):
+    """``POST /api/grants/<id>/revoke/``: revoke a grant; calls queued under it are refused at execution."""
+
+    class InputSerializer(StrictSerializer):
+        reason = serializers.CharField(
+            required=False, allow_blank=True, max_length=MAX_REASON_CHARS, default=""
+        )
+
+    @extend_schema(
+        operation_id="grants_revoke",
+        request=InputSerializer,
+        responses={200: GrantOutputSerializer, **errors(400, 403, 404, 409)},
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        grant = visible_grant(request, pk)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        revoked = grant_revoke(
+            grant=grant, revoked_by=request.user, reason=data.validated_data["reason"]
+        )
+        return Response(GrantOutputSerializer(revoked).data)

@@ -41,6 +41,21 @@ class ApprovalAlreadyDecided(ApprovalError):
     status = 409
 
 
+class ApprovalClaimed(ApprovalError):
+    """Another approver holds a live claim on the request; wait or ask them to release it."""
+
+    code = "claimed"
+    status = 409
+
+
+class GrantRefused(ApprovalError):
+    """A scoped grant that cannot be made (scope, constraint or the granter's rights)."""
+
+    code = "invalid_grant"
+    status = 400
+    field = "grant"
+
+
 class ApprovalExpired(ApprovalError):
     """The request expired before the decision arrived; it was answered as expired."""
 

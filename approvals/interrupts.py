@@ -20,6 +20,8 @@ from django.db.models import F, Q
 
 from approvals.labels import approval_label
 from approvals.models import ApprovalRequest, arguments_hash
+from approvals.selectors import approval_risk
+from approvals.services.votes import approvals_progress
 from threads.agent_config import agent_toolset
 from threads.ids import RESERVED_PREFIX
 from threads.models import Run
@@ -56,14 +58,6 @@ def _tool(approval: ApprovalRequest) -> Any:
         return agent_toolset(approval.run.agent).resolve(approval.tool_name)
     except Exception:
         return None
-
-
-def interrupt_risk(approval: ApprovalRequest) -> str:
-    """Return ``"destructive"``, ``"read_only"`` or ``"write"`` for ``approval``'s tool."""
-    if approval.is_destructive:
-        return "destructive"
-    tool = _tool(approval)
-    return "read_only" if tool is not None and tool.is_read_only else "write"
 
 
 def response_schema(approval: ApprovalRequest) -> dict[str, Any]:
@@ -111,6 +105,7 @@ def interrupt_for(approval: ApprovalRequest) -> dict[str, Any]:
     Implements IR-02, IR-03, IR-05.
     """
     call = approval.call
+    progress = approvals_progress(approval)
     if call is None:
         # A remote agent's question or an MCP server's input request (IR-18): its
         # own message and schema, no call to hold.
@@ -140,7 +135,13 @@ def interrupt_for(approval: ApprovalRequest) -> dict[str, Any]:
             "approvalId": approval.pk,
             "tool": approval.tool_name,
             "argumentsHash": arguments_hash(approval.proposed_arguments),
-            "risk": interrupt_risk(approval),
+            # The same {level, reasons} the REST API, queue and admin show.
+            "risk": approval_risk(approval),
+            # Governance (issue 16 item 6): the same state the REST API shows.
+            "approvals": {
+                key: progress[key] for key in ("required", "given", "by", "reset")
+            },
+            "approverGroups": sorted(g.name for g in approval.approver_groups.all()),
         },
     }
 

@@ -132,11 +132,41 @@ class ApprovalRequest(models.Model):
     schema_errors = models.TextField(blank=True, default="")
     #: When ``approval_expiring`` was sent for this request (once), or null.
     expiry_announced_at = models.DateTimeField(null=True, blank=True)
+    # -- governance (issue 16): routing, N of M, escalation, claims -------------
+    #: The Django groups whose members may decide now (empty: anyone holding the
+    #: decide permission); replaced by each escalation step.
+    approver_groups = models.ManyToManyField("auth.Group", blank=True, related_name="+")
+    #: Distinct approvals needed before the call runs (N of M; 1 = one approver).
+    approvals_required = models.PositiveSmallIntegerField(default=1)
+    #: Distinct rejections that reject the request (1: one rejection rejects).
+    rejections_required = models.PositiveSmallIntegerField(default=1)
+    requester_may_approve = models.BooleanField(default=False)
+    #: The policy's escalation steps: ``[{"groups": [...], "after_seconds": n}]``.
+    escalation = models.JSONField(default=list, blank=True)
+    #: How many escalation steps were taken (0 = still with the first groups).
+    escalation_step = models.PositiveSmallIntegerField(default=0)
+    #: When the current step ends and the request moves on (null: no further step).
+    step_deadline = models.DateTimeField(null=True, blank=True)
+    risk_level = models.CharField(max_length=20, blank=True, default="")
+    risk_reason = models.TextField(blank=True, default="")
+    #: Where the policy decision came from: tool, settings, admin, fail_closed.
+    policy_source = models.CharField(max_length=20, blank=True, default="")
+    claimed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    claimed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["requested_at", "id"]
         permissions = [("decide_approvalrequest", "Can approve or reject tool calls")]
-        indexes = [models.Index(fields=["status", "expires_at"])]
+        indexes = [
+            models.Index(fields=["status", "expires_at"]),
+            models.Index(fields=["status", "step_deadline"]),
+        ]
         constraints = [
             # One request per interrupt a run ended with (IR-18).
             models.UniqueConstraint(
@@ -202,8 +232,18 @@ class ToolExecution(models.Model):
         ToolCall, on_delete=models.CASCADE, related_name="execution"
     )
     state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
-    #: ``approval`` (an operator approved) or ``policy`` (the tool's policy is auto).
+    #: ``approval`` (an operator approved), ``policy`` (the tool's policy is auto)
+    #: or ``grant`` (a scoped grant allowed it, ``grant`` below).
     authorized_by = models.CharField(max_length=20)
+    #: The scoped grant an ``authorized_by="grant"`` execution runs under; checked
+    #: again at execution, so revoking it stops calls already queued.
+    grant = models.ForeignKey(
+        "ApprovalGrant",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="executions",
+    )
     arguments = models.JSONField()
     arguments_hash = models.CharField(max_length=64)
     idempotency_key = models.CharField(max_length=300, unique=True)
@@ -371,3 +411,174 @@ class NotificationDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event} -> {self.target} ({self.status})"
+
+
+class ApprovalVote(models.Model):
+    """One approver's approval or rejection of a request (four-eyes, N of M).
+
+    ``arguments_hash`` is what the approver approved; an edit by a later approver
+    resets (``reset_at``, ``reset_reason``) the approvals of the earlier arguments.
+    One live vote per approver and request (database constraint). Implements SEC-02.
+    """
+
+    class Decision(models.TextChoices):
+        APPROVE = "approve", "approve"
+        REJECT = "reject", "reject"
+
+    approval = models.ForeignKey(
+        ApprovalRequest, on_delete=models.CASCADE, related_name="votes"
+    )
+    voter = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    decision = models.CharField(max_length=10, choices=Decision.choices)
+    arguments_hash = models.CharField(max_length=64, blank=True, default="")
+    edited_arguments = models.JSONField(null=True, blank=True)
+    reason = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    reset_at = models.DateTimeField(null=True, blank=True)
+    reset_reason = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["approval", "voter"],
+                condition=models.Q(reset_at__isnull=True),
+                name="uniq_live_vote_per_approver",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.voter} {self.decision}s approval {self.approval_id}"
+
+
+class ToolPolicy(models.Model):
+    """A static policy for one tool, edited in the admin without code (issue 16 item 1).
+
+    Takes precedence over ``COUNTERSIGN_AGENTS[agent]["policies"]`` and the tool's
+    own policy. ``agent`` blank applies to every agent; an agent-specific row wins
+    over a blank one. ``groups`` and ``escalation`` use Django group names.
+    """
+
+    class Action(models.TextChoices):
+        AUTO = "auto", "auto"
+        REQUIRE_APPROVAL = "require_approval", "require approval"
+        DENY = "deny", "deny"
+
+    agent = models.CharField(max_length=200, blank=True, default="")
+    tool_name = models.CharField(max_length=200)
+    enabled = models.BooleanField(default=True)
+    action = models.CharField(
+        max_length=20, choices=Action.choices, default=Action.REQUIRE_APPROVAL
+    )
+    reason = models.TextField(
+        blank=True, default="", help_text="For deny: what the model is told."
+    )
+    groups = models.ManyToManyField("auth.Group", blank=True, related_name="+")
+    approvals_required = models.PositiveSmallIntegerField(default=1)
+    rejections_required = models.PositiveSmallIntegerField(default=1)
+    requester_may_approve = models.BooleanField(default=False)
+    expiry_seconds = models.PositiveIntegerField(null=True, blank=True)
+    escalation = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='[{"groups": ["leads"], "after_seconds": 3600}, ...]',
+    )
+    risk_level = models.CharField(max_length=20, blank=True, default="")
+    risk_reason = models.TextField(blank=True, default="")
+
+    class Meta:
+        verbose_name_plural = "tool policies"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["agent", "tool_name"], name="uniq_tool_policy_per_agent"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent or '*'}:{self.tool_name} {self.action}"
+
+    def declaration(self) -> dict[str, Any]:
+        """Return this row as a policy declaration (see :mod:`agentcore.policy`)."""
+        return {
+            **self.declaration_without_groups(),
+            "groups": sorted(g.name for g in self.groups.all()),
+        }
+
+    def declaration_without_groups(self) -> dict[str, Any]:
+        """Return the row's declaration but ``groups`` (usable before the row is saved)."""
+        declared: dict[str, Any] = {
+            "action": self.action,
+            "reason": self.reason,
+            "approvals_required": self.approvals_required,
+            "rejections_required": self.rejections_required,
+            "requester_may_approve": self.requester_may_approve,
+            "escalation": self.escalation or [],
+            "risk_level": self.risk_level,
+            "risk_reason": self.risk_reason,
+        }
+        if self.expiry_seconds:
+            declared["expiry_seconds"] = self.expiry_seconds
+        return declared
+
+
+class ApprovalGrant(models.Model):
+    """A scoped "always allow": future calls of one tool run without asking (issue 16 item 5).
+
+    Scope ``thread`` (this thread), ``user`` (the requesting user's threads) or
+    ``agent`` (every thread of ``agent``); ``constraint`` is a JSON Schema the
+    call's arguments must satisfy (exact values become ``const``, ranges
+    ``minimum``/``maximum``); valid until ``expires_at`` unless revoked. Checked
+    at policy time and again at execution. Implements SEC-02, LP-01.
+    """
+
+    class Scope(models.TextChoices):
+        THREAD = "thread", "this thread"
+        USER = "user", "this user"
+        AGENT = "agent", "this agent"
+
+    tool_name = models.CharField(max_length=200)
+    agent = models.CharField(max_length=200)
+    scope = models.CharField(max_length=10, choices=Scope.choices)
+    thread = models.ForeignKey(
+        Thread, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    #: The JSON Schema (2020-12) the arguments must satisfy.
+    constraint = models.JSONField(default=dict)
+    granted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    #: The request being approved when the grant was made.
+    approval = models.ForeignKey(
+        ApprovalRequest,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="grants",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    revoke_reason = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["tool_name", "agent", "revoked_at"])]
+
+    def __str__(self) -> str:
+        return f"grant {self.pk} {self.tool_name} ({self.scope})"

@@ -14,7 +14,13 @@ from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 from django.utils import timezone
 
 from approvals.authorization import approval_authorization, approval_tool
-from approvals.models import DECIDE_PERMISSION, ApprovalRequest, ToolExecution
+from approvals.governance import assigned_to
+from approvals.models import (
+    DECIDE_PERMISSION,
+    ApprovalGrant,
+    ApprovalRequest,
+    ToolExecution,
+)
 from approvals.services.notify import approval_snapshot
 from threads.conf import countersign_settings
 from threads.models import Message, ToolCall
@@ -36,7 +42,8 @@ def approval_visible_to(*, user: Any) -> QuerySet[ApprovalRequest]:
         "decided_by",
         "supersedes",
         "superseded_by__tool_call",
-    )
+        "claimed_by",
+    ).prefetch_related("approver_groups", "votes__voter")
     if not getattr(user, "is_authenticated", False):
         return approvals.none()
     if (
@@ -55,12 +62,21 @@ def approval_list(
     thread_id: str | None = None,
     status: str | None = None,
     older_than: float | None = None,
+    assigned_to_me: bool = False,
 ) -> QuerySet[ApprovalRequest]:
     """Return the requests ``user`` may see: pending first, then newest first.
 
-    ``older_than`` (seconds) keeps requests made at least that long ago.
+    ``older_than`` (seconds) keeps requests made at least that long ago;
+    ``assigned_to_me`` only the pending ones ``user`` may work on now
+    (:func:`approvals.governance.assigned_to`).
     """
     approvals = approval_visible_to(user=user)
+    if assigned_to_me:
+        approvals = approvals.filter(
+            pk__in=assigned_to(
+                user=user, approvals=ApprovalRequest.objects.all()
+            ).values("pk")
+        )
     if tool is not None:
         approvals = approvals.filter(tool_name=tool)
     if thread_id is not None:
@@ -183,18 +199,28 @@ def approval_based_on(approval: ApprovalRequest) -> list[dict[str, Any]]:
     ]
 
 
-def approval_risk(approval: ApprovalRequest) -> dict[str, Any]:
-    """Return ``{"level": "high"|"medium"|"low", "reasons": [str]}`` for ``approval``.
+#: Risk levels from least to most; the policy's ``risk_level`` uses the same words.
+RISK_LEVELS = ("low", "medium", "high", "critical")
 
-    High: the tool declares itself destructive, or a numeric argument is over the
-    threshold ``COUNTERSIGN["RISK_THRESHOLDS"][tool][argument]`` (policy). Low: a
-    read-only tool. Medium: any other write. Implements LP-01 (high-risk writes
-    are confirmed).
+
+def approval_risk(approval: ApprovalRequest) -> dict[str, Any]:
+    """Return ``{"level": "critical"|"high"|"medium"|"low", "reasons": [str]}`` for ``approval``.
+
+    The one risk every surface shows (REST ``risk``, queue, admin, thread page,
+    AG-UI interrupt metadata). High: the tool declares itself destructive, or a
+    numeric argument is over ``COUNTERSIGN["RISK_THRESHOLDS"][tool][argument]``.
+    Low: a read-only tool. Medium: any other write. A policy's declared
+    ``risk_level`` / ``risk_reason`` (stored on the request when it was routed,
+    issue 16) joins them: the level is the higher of the declared and the
+    computed one (a policy cannot talk a destructive call down), its reason
+    (``"policy: ..."``) listed last. Implements LP-01 (high-risk writes are confirmed).
     """
     tool = approval_tool(approval)
     reasons = []
+    computed = "medium"
     if approval.is_destructive or getattr(tool, "is_destructive", False):
         reasons.append("destructive: the tool declares that it changes or deletes data")
+        computed = "high"
     thresholds = (countersign_settings.RISK_THRESHOLDS or {}).get(
         approval.tool_name, {}
     )
@@ -204,11 +230,19 @@ def approval_risk(approval: ApprovalRequest) -> dict[str, Any]:
         numeric = isinstance(value, int | float) and not isinstance(value, bool)
         if numeric and value > limit:
             reasons.append(f"{name} {value:g} is over the policy threshold {limit:g}")
-    if reasons:
-        return {"level": "high", "reasons": reasons}
-    if getattr(tool, "is_read_only", False):
-        return {"level": "low", "reasons": ["read-only: the tool changes nothing"]}
-    return {"level": "medium", "reasons": ["the tool writes; its policy asks a person"]}
+            computed = "high"
+    if computed == "medium" and getattr(tool, "is_read_only", False):
+        computed = "low"
+        reasons.append("read-only: the tool changes nothing")
+    elif computed == "medium":
+        reasons.append("the tool writes; its policy asks a person")
+    declared = approval.risk_level if approval.risk_level in RISK_LEVELS else ""
+    level = max((computed, declared or computed), key=RISK_LEVELS.index)
+    if approval.risk_reason:
+        reasons.append(f"policy: {approval.risk_reason}")
+    elif level != computed:
+        reasons.append(f"policy: {declared} risk")
+    return {"level": level, "reasons": reasons}
 
 
 def arguments_diff(proposed: Any, edited: Any) -> list[dict[str, Any]]:
@@ -461,3 +495,32 @@ def approval_queue_facets(*, user: Any) -> dict[str, list[str]]:
         "agents": sorted({a for a in agents if a}),
         "requesters": sorted({r for r in requesters if r}),
     }
+
+
+def grant_list(
+    *, user: Any, tool: str | None = None, active: bool | None = None
+) -> QuerySet[ApprovalGrant]:
+    """Return the scoped grants ``user`` may see, newest first (deciders and viewers see all).
+
+    ``active`` true keeps the unrevoked, unexpired ones; false the others.
+    """
+    grants = ApprovalGrant.objects.select_related(
+        "thread", "user", "granted_by", "revoked_by"
+    )
+    if not getattr(user, "is_authenticated", False) or not (
+        user.is_staff
+        or user.has_perm(DECIDE_PERMISSION)
+        or user.has_perm(VIEW_PERMISSION)
+    ):
+        return grants.none()
+    if tool is not None:
+        grants = grants.filter(tool_name=tool)
+    if active is not None:
+        live = Q(revoked_at__isnull=True, expires_at__gt=timezone.now())
+        grants = grants.filter(live) if active else grants.exclude(live)
+    return grants
+
+
+def grant_get(*, user: Any, pk: int) -> ApprovalGrant | None:
+    """Return grant ``pk`` if ``user`` may see it, else ``None``."""
+    return grant_list(user=user).filter(pk=pk).first()

@@ -14,8 +14,9 @@ from rest_framework import serializers
 from approvals.authorization import approval_authorization
 from approvals.interrupts import interrupt_id
 from approvals.labels import approval_label
-from approvals.models import ApprovalRequest, ToolExecution
-from approvals.selectors import approval_risk, approval_undo_until
+from approvals.models import ApprovalGrant, ApprovalRequest, ToolExecution
+from approvals.selectors import RISK_LEVELS, approval_risk, approval_undo_until
+from approvals.services.votes import approvals_progress
 
 
 class ExecutionOutputSerializer(serializers.Serializer):
@@ -44,23 +45,52 @@ class AuthorizationOutputSerializer(serializers.Serializer):
         help_text="The decide permission and the tool's own permission, if any.",
     )
     missingPermissions = serializers.ListField(child=serializers.CharField())
+    refusals = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Governance rules keeping the user out: not in the approver "
+        "groups, the requester (four-eyes).",
+    )
+    claimedBy = serializers.CharField(
+        allow_null=True, help_text="Who else holds a live claim, if anyone."
+    )
     reason = serializers.CharField(
         allow_blank=True,
         help_text="Why the user may not authorize it (empty if they may).",
     )
-    whoCan = WhoCanSerializer(help_text="Active users and groups holding them all.")
+    whoCan = WhoCanSerializer(
+        help_text="Active users and groups holding them all who pass the "
+        "governance rules."
+    )
 
 
 class RiskOutputSerializer(serializers.Serializer):
     """The request's risk level and why (destructive tool, policy threshold)."""
 
-    level = serializers.ChoiceField(choices=["high", "medium", "low"])
+    level = serializers.ChoiceField(
+        choices=list(RISK_LEVELS),
+        help_text="The higher of the computed level and the policy's declared one.",
+    )
     reasons = serializers.ListField(child=serializers.CharField())
 
 
 def _request_user(serializer: serializers.Serializer) -> Any:
     request = serializer.context.get("request")
     return getattr(request, "user", None)
+
+
+class ApprovalsProgressSerializer(serializers.Serializer):
+    """N of M: how many distinct approvals the call needs, which are given, which an edit reset."""
+
+    # The key is "required"; DRF pops declared fields off the class (see "label").
+    required = serializers.IntegerField()  # type: ignore[assignment]
+    given = serializers.IntegerField()
+    by = serializers.ListField(child=serializers.CharField())
+    rejections = serializers.ListField(child=serializers.DictField())
+    rejectionsRequired = serializers.IntegerField()
+    reset = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="Approvals an edit by a later approver reset: {by, reason, at}.",
+    )
 
 
 class ApprovalOutputSerializer(serializers.Serializer):
@@ -147,9 +177,28 @@ class ApprovalOutputSerializer(serializers.Serializer):
         help_text="SHA-256 of the input schema the earlier approval covered.",
     )
     execution = serializers.SerializerMethodField()
+    approvals = serializers.SerializerMethodField()
+    approverGroups = serializers.SerializerMethodField()
+    requesterMayApprove = serializers.BooleanField(source="requester_may_approve")
+    escalation = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="The policy's escalation steps: {groups, after_seconds}.",
+    )
+    escalationStep = serializers.IntegerField(source="escalation_step")
+    stepDeadline = serializers.DateTimeField(source="step_deadline", allow_null=True)
+    policySource = serializers.CharField(
+        source="policy_source",
+        allow_blank=True,
+        help_text="Where the policy came from: tool, settings, admin, fail_closed.",
+    )
+    claimedBy = serializers.CharField(
+        source="claimed_by.username", allow_null=True, default=None
+    )
+    claimedAt = serializers.DateTimeField(source="claimed_at", allow_null=True)
+
     canAuthorize = serializers.SerializerMethodField(
         help_text="Whether you may approve it: the decide permission and the tool's "
-        "own permission (SEC-02)."
+        "own permission, its approver groups, four-eyes and claims (SEC-02, DC-03)."
     )
     authorization = serializers.SerializerMethodField()
     risk = serializers.SerializerMethodField()
@@ -188,6 +237,14 @@ class ApprovalOutputSerializer(serializers.Serializer):
         """Return ``cs-approval-<id>``, the one spelling of this request (IR-02)."""
         return interrupt_id(approval)
 
+    @extend_schema_field(ApprovalsProgressSerializer)
+    def get_approvals(self, approval: ApprovalRequest) -> dict[str, Any]:
+        return approvals_progress(approval)
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_approverGroups(self, approval: ApprovalRequest) -> list[str]:
+        return sorted(g.name for g in approval.approver_groups.all())
+
     def get_label(self, approval: ApprovalRequest) -> str:
         """Return the tool's label for the call (for MCP tools: server, tool, claims)."""
         return approval_label(approval)
@@ -211,3 +268,28 @@ class ApprovalOutputSerializer(serializers.Serializer):
         return (
             ExecutionOutputSerializer(execution).data if execution is not None else None
         )
+
+
+class GrantOutputSerializer(serializers.Serializer):
+    """A scoped grant ("always allow") and whether it is still live."""
+
+    id = serializers.IntegerField()
+    tool = serializers.CharField(source="tool_name")
+    agent = serializers.CharField()
+    scope = serializers.ChoiceField(choices=ApprovalGrant.Scope.choices)
+    threadId = serializers.CharField(
+        source="thread.thread_id", allow_null=True, default=None
+    )
+    user = serializers.CharField(source="user.username", allow_null=True, default=None)
+    constraint = serializers.DictField(
+        help_text="JSON Schema the arguments must satisfy."
+    )
+    grantedBy = serializers.CharField(source="granted_by.username")
+    approvalId = serializers.IntegerField(source="approval_id", allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at")
+    expiresAt = serializers.DateTimeField(source="expires_at")
+    revokedAt = serializers.DateTimeField(source="revoked_at", allow_null=True)
+    revokedBy = serializers.CharField(
+        source="revoked_by.username", allow_null=True, default=None
+    )
+    revokeReason = serializers.CharField(source="revoke_reason", allow_blank=True)

@@ -4,14 +4,16 @@ The services send these after their transaction commits (:func:`send_on_commit`)
 so a receiver only ever sees committed state and a rolled-back decision is never
 announced. Every signal has ``sender=ApprovalRequest`` and the keyword argument
 ``approval`` (the :class:`~approvals.models.ApprovalRequest`); ``approval_escalated``
-also has ``group`` (the name of the group the request was escalated to).
+also has ``group`` (the name of the first group the request was escalated to),
+``groups`` (all the new groups' names) and ``step`` (the escalation step taken, 1-based).
 
 - ``approval_requested``: a new request is pending (a held call, a remote agent's
   interrupt, an MCP server's input request, a re-approval).
 - ``approval_decided``: an operator approved or rejected it.
 - ``approval_expiring``: it is still pending and expires within
   ``COUNTERSIGN["NOTIFY_EXPIRING_SECONDS"]`` (sent once per request by the beat task).
-- ``approval_escalated``: it was escalated to ``group`` (sent by governance).
+- ``approval_escalated``: it was escalated to ``groups`` (sent by
+  :mod:`approvals.services.escalation` on the beat; issue 16 item 4).
 
 Receivers are called with ``send_robust``: a failing receiver is logged and never
 undoes or delays the decision. Outbound notifications (``approvals.notifications``)

@@ -6,6 +6,7 @@ from celery import shared_task
 
 from approvals.notifications.delivery import deliveries_requeue, notification_deliver
 from approvals.services import approvals_expire
+from approvals.services.escalation import approvals_escalate
 from approvals.services.expiring import approvals_expiring_announce
 from orchestration.executions import tool_call_execute_supervised
 
@@ -27,7 +28,11 @@ def execute_tool_call(*, tool_call_pk: int) -> None:
 
 @shared_task(name="approvals.tasks.expire_approvals", ignore_result=True)
 def expire_approvals() -> int:
-    """Expire pending approval requests past their deadline (run by Celery beat)."""
+    """Escalate requests past their step's time, then expire those past their final deadline.
+
+    Run by Celery beat (or the embedded beat); returns how many expired.
+    """
+    approvals_escalate()
     return approvals_expire()
 
 

@@ -83,7 +83,7 @@ def approval_queue_page(request: HttpRequest) -> HttpResponse:
             "view": view,
             "filters": filters,
             "facets": approval_queue_facets(user=request.user),
-            "risks": ["high", "medium", "low"],
+            "risks": ["critical", "high", "medium", "low"],
             "can_decide": request.user.has_perm(DECIDE_PERMISSION),
             "undo_seconds": float(countersign_settings.DECISION_UNDO_SECONDS),
             "can_see_queue": True,

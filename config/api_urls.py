@@ -106,6 +106,23 @@ urlpatterns = [
         approvals_api.ApprovalResolveApi.as_view(),
         name="api-approval-resolve",
     ),
+    path(
+        "approvals/<pk:pk>/claim/",
+        approvals_api.ApprovalClaimApi.as_view(),
+        name="api-approval-claim",
+    ),
+    path(
+        "approvals/<pk:pk>/release/",
+        approvals_api.ApprovalReleaseApi.as_view(),
+        name="api-approval-release",
+    ),
+    path("grants/", approvals_api.GrantListApi.as_view(), name="api-grants"),
+    path("grants/<pk:pk>/", approvals_api.GrantDetailApi.as_view(), name="api-grant"),
+    path(
+        "grants/<pk:pk>/revoke/",
+        approvals_api.GrantRevokeApi.as_view(),
+        name="api-grant-revoke",
+    ),
     path("tools/", threads_api.ToolListApi.as_view(), name="api-tools"),
     path("agents/", threads_api.AgentListApi.as_view(), name="api-agents"),
     # (?s): a path holding a newline (an id with one) is an unknown endpoint too,

@@ -16,6 +16,8 @@ Each entry maps an agent name to::
         "base_url_env": "OPENAI_BASE_URL",  # optional: env var holding a base URL
         "provider_factory": "pkg.module.make",  # optional: a callable(model=...) -> Provider
         "mcp_servers": {"files": {"url": "https://..."}},  # see threads.mcp_servers
+        "policies": {"refund_order": {"action": "require_approval",
+                     "groups": ["finance"], "approvals_required": 2}},
     }
 
 ``options`` are the adapter's own constructor options (:func:`provider_options`:
@@ -68,6 +70,9 @@ _COMMON_KEYS: Final[dict[str, Any]] = {
     "options": dict[str, Any],
     # Checked in depth by threads.mcp_servers.check_mcp_servers (threads.E060).
     "mcp_servers": dict[str, Any],
+    # Static policies per tool, {tool: declaration} (agentcore.policy); checked in
+    # depth by approvals.checks (threads.E070, threads.E071).
+    "policies": dict[str, Any],
 }
 #: Keys of an agent run by the built-in loop (every provider but ``agui_http``).
 _LOOP_KEYS: Final[dict[str, Any]] = {

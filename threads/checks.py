@@ -16,7 +16,9 @@ One id per problem:
   death, and a run whose key Redis lost could be reaped before the next
   refresh re-creates it;
 - ``threads.E032``: the janitor's beat entry is missing or its schedule is not
-  ``JANITOR_INTERVAL_SECONDS``.
+  ``JANITOR_INTERVAL_SECONDS``;
+- ``threads.E070``-``threads.E072``: static tool policies and the fail-closed
+  group (registered by :mod:`approvals.checks`).
 """
 
 from __future__ import annotations

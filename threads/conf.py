@@ -30,6 +30,13 @@ DEFAULTS: Final[dict[str, Any]] = {
     # execution waits this long past the timeout before it treats the first
     # worker as dead (BC32).
     "EXECUTION_LEASE_GRACE_SECONDS": 30.0,
+    # Governance (issue 16): a policy that raises or returns nonsense fails closed
+    # to one approval by this Django group (created on first use).
+    "POLICY_FAIL_CLOSED_GROUP": "approvers-strict",
+    # A claim on an approval request lapses after this many seconds.
+    "APPROVAL_CLAIM_SECONDS": 15 * 60,
+    # Longest lifetime of a scoped grant ("always allow"), in seconds.
+    "GRANT_MAX_SECONDS": 30 * 24 * 3600,
     # Worker pool size for the embedded (no Redis) mode.
     "EMBEDDED_WORKERS": 4,
     # How often a WebSocket consumer re-reads the log when no doorbell rang (s).

@@ -15,17 +15,17 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, best_match
 
 from agentcore.arguments import parse_arguments
-from approvals.authorization import approval_authorization
+from approvals.authorization import approval_authorization, authorization_require
 from approvals.exceptions import (
     ApprovalAlreadyDecided,
     ApprovalExpired,
-    ApprovalNotAuthorized,
     ApprovalPermissionDenied,
     InvalidEditedArguments,
     InvalidResponse,
     ReasonRequired,
     UndoTooLate,
 )
+from approvals.governance import call_policy
 from approvals.locks import approval_lock, call_execution_lock
 from approvals.models import (
     DECIDE_PERMISSION,
@@ -35,7 +35,9 @@ from approvals.models import (
 )
 from approvals.services.audit import audit_append
 from approvals.services.dispatch import call_answer_refused, execution_create, run_tools
+from approvals.services.grants import grant_create, grant_revoke
 from approvals.services.notify import notify_approval_changed
+from approvals.services.votes import VoteOutcome, vote_record
 from approvals.signals import approval_decided, send_on_commit
 from approvals.transitions import approval_transition
 from threads.models import Run, ToolCall
@@ -53,13 +55,29 @@ def approval_decide(
     reason: str = "",
     edited_arguments: dict[str, Any] | None = None,
     response: Any = None,
+    grant: dict[str, Any] | None = None,
     undo_seconds: float = 0.0,
 ) -> ApprovalRequest:
     """Record an operator's decision on ``approval`` and act on it; return the request.
 
+    Who may decide is one check, made under the row lock before anything is
+    recorded (:func:`approvals.authorization.authorization_require`): approving
+    needs the decide permission and the tool's own permission, rejecting the
+    decide permission; for a tool-call request both also need membership of its
+    approver groups, not being its requester (four-eyes, unless the policy
+    allows it) and no live claim by someone else.
+
+    A tool-call request is decided through :func:`approvals.services.votes.vote_record`:
+    the call runs only once ``approvals_required`` distinct approvers approved
+    the same arguments (one rejection rejects unless ``rejections_required``
+    says more); ``grant`` (an approver's scoped "always allow",
+    :func:`approvals.services.grants.grant_create`) is made with the approval.
+    Until then the request stays pending.
+
     ``undo_seconds`` > 0 (the operator UI passes ``DECISION_UNDO_SECONDS``) defers
-    an approved tool call's execution that long; until then :func:`approval_undo`
-    returns the request to pending. 0 executes at once (REST, AG-UI resume).
+    the execution created by the deciding (N-th) approval that long; until then
+    :func:`approval_undo` withdraws that approval. 0 executes at once (REST,
+    AG-UI resume).
 
     An ``interrupt`` request (a remote agent's, IR-18) is answered with one AG-UI
     resume entry sent to that agent once, in the input of the run's continuation:
@@ -77,8 +95,9 @@ def approval_decide(
     identical decision returns the request unchanged and enqueues nothing (BC34).
 
     Raises :class:`ApprovalPermissionDenied` without ``approvals.decide_approvalrequest``,
-    :class:`ApprovalNotAuthorized` when approving needs a permission the decider
-    lacks (the tool's own; nothing is recorded, the request stays pending),
+    :class:`ApprovalNotAuthorized` when the decider may not make this decision
+    (the tool's own permission, approver groups, four-eyes; nothing is recorded,
+    the request stays pending), :class:`ApprovalClaimed` when someone else claimed it,
     :class:`ApprovalAlreadyDecided` when decided otherwise, :class:`ApprovalExpired`
     when it expired (it is answered as expired), :class:`ReasonRequired` for a
     rejection without a reason, :class:`InvalidEditedArguments` for edits that fail
@@ -91,8 +110,6 @@ def approval_decide(
             f"user {getattr(decided_by, 'username', None)!r} may not decide tool calls; "
             f"ask an administrator for the {DECIDE_PERMISSION!r} permission"
         )
-    if decision == "approve":
-        authorization_require(approval=approval, user=decided_by)
     if decision == "reject" and not reason.strip():
         raise ReasonRequired(
             "give a reason when rejecting a call; it is sent to the agent"
@@ -109,6 +126,9 @@ def approval_decide(
     )
     with transaction.atomic():
         _, call, locked = approval_lock(approval=approval)
+        # Checked on the locked row: an escalation or a claim may have just
+        # changed who may decide (issue 16), and nothing is recorded if refused.
+        authorization_require(approval=locked, user=decided_by, decision=decision)
         if locked.status != ApprovalRequest.Status.PENDING:
             if (
                 locked.status == target_status
@@ -148,13 +168,28 @@ def approval_decide(
             )
         else:
             assert call is not None  # a tool_call request always has its call
+            # Four-eyes / N of M (issue 16): a vote decides only once enough agree.
+            outcome = _vote(
+                approval=locked,
+                call=call,
+                voter=decided_by,
+                decision=decision,
+                reason=reason,
+                edited_arguments=edited_arguments,
+                grant=grant,
+            )
+            if outcome.repeated:
+                return locked
+            if not outcome.final:
+                notify_approval_changed(locked, call=call)
+                return locked
             _decide_locked(
                 approval=locked,
                 call=call,
                 decided_by=decided_by,
                 decision=decision,
                 reason=reason,
-                edited_arguments=edited_arguments,
+                edited_arguments=locked.edited_arguments,
                 undo_seconds=undo_seconds,
             )
         notify_approval_changed(locked, call=call)
@@ -170,19 +205,40 @@ def approval_decide(
     return locked
 
 
-def authorization_require(*, approval: ApprovalRequest, user: Any) -> None:
-    """Raise :class:`ApprovalNotAuthorized` unless ``user`` may authorize ``approval``.
+def _vote(
+    *,
+    approval: ApprovalRequest,
+    call: ToolCall,
+    voter: Any,
+    decision: Decision,
+    reason: str,
+    edited_arguments: dict[str, Any] | None,
+    grant: dict[str, Any] | None,
+) -> VoteOutcome:
+    """Validate an edit, record ``voter``'s vote and any grant (issue 16).
 
-    The same check the queue, the admin and the REST API show as ``canAuthorize``
-    (:func:`approvals.authorization.approval_authorization`). Implements SEC-02.
+    Who may vote was checked by the caller (``authorization_require``).
     """
-    authorization = approval_authorization(approval, user)
-    if not authorization.can_authorize:
-        raise ApprovalNotAuthorized(
-            f"{authorization.reason}; the request stays pending and nothing was "
-            "executed",
-            authorization=authorization,
+    if edited_arguments is not None:
+        edited_arguments = _validate_edit(
+            call=call, run=approval.run, edited=edited_arguments
         )
+    outcome = vote_record(
+        approval=approval,
+        voter=voter,
+        decision=decision,
+        reason=reason,
+        edited_arguments=edited_arguments,
+    )
+    if grant is not None and decision == "approve" and not outcome.repeated:
+        grant_create(
+            approval=approval,
+            call=call,
+            tool=run_tools(approval.run)[0].resolve(call.name),
+            granted_by=voter,
+            spec=grant,
+        )
+    return outcome
 
 
 def _decide_locked(
@@ -264,9 +320,11 @@ def approval_undo(*, approval: ApprovalRequest, user: Any) -> ApprovalRequest:
     ``approved`` tool-call request whose execution is still ``queued``, never
     attempted and inside its ``not_before`` window can be undone; its execution
     record is removed (a delivery that arrives later finds none and does nothing),
-    the call waits for approval again and the decision is cleared. Only the
-    decider, or a user who may authorize the request, may undo. Audited as
-    ``approval.undone``. Raises :class:`UndoTooLate` when execution started or the
+    the call waits for approval again and the decision is cleared. Under N of M
+    (issue 16) the deciding (N-th) approval is withdrawn: that vote is deleted
+    and any grant made with it revoked, while the earlier approvers' votes still
+    count (the request needs one more approval again). Only the decider, or a
+    user who may authorize the request, may undo. Audited as ``approval.undone``. Raises :class:`UndoTooLate` when execution started or the
     window is over, :class:`ApprovalPermissionDenied` for anyone else.
     Exactly-once holds because the executor claims the record under the same lock
     only after ``not_before``. Implements SEC-02.
@@ -313,13 +371,20 @@ def approval_undo(*, approval: ApprovalRequest, user: Any) -> ApprovalRequest:
             "approved_arguments_hash": locked.approved_arguments_hash,
         }
         execution.delete()
+        withdrawn = _deciding_vote_withdraw(approval=locked, user=user)
+        before["vote"] = withdrawn
         approval_transition(
             approval=locked, to=ApprovalRequest.Status.PENDING, save=False
         )
         locked.decided_by = None
         locked.decided_at = None
         locked.reason = ""
-        locked.edited_arguments = None
+        # The remaining approvers approved these arguments; keep them so their
+        # votes still count (approvals_progress compares hashes).
+        remaining = locked.votes.filter(
+            reset_at__isnull=True, decision="approve"
+        ).last()
+        locked.edited_arguments = remaining.edited_arguments if remaining else None
         locked.approved_arguments_hash = ""
         locked.save()
         tool_call_transition(call=call, to=ToolCall.State.AWAITING_APPROVAL)
@@ -332,6 +397,28 @@ def approval_undo(*, approval: ApprovalRequest, user: Any) -> ApprovalRequest:
         )
         notify_approval_changed(locked, call=call)
     return locked
+
+
+def _deciding_vote_withdraw(*, approval: ApprovalRequest, user: Any) -> int | None:
+    """Delete the decider's live approval of ``approval`` and revoke grants made with it.
+
+    Returns the deleted vote's id (``None`` when there was none: a request
+    approved before governance). Runs under the row lock of :func:`approval_undo`.
+    """
+    vote = approval.votes.filter(
+        voter_id=approval.decided_by_id, reset_at__isnull=True, decision="approve"
+    ).last()
+    if vote is None:
+        return None
+    for grant in approval.grants.filter(
+        granted_by_id=vote.voter_id, revoked_at__isnull=True
+    ):
+        grant_revoke(
+            grant=grant, revoked_by=user, reason="the approval it came with was undone"
+        )
+    pk = vote.pk
+    vote.delete()
+    return pk
 
 
 def _decision_record(
@@ -487,7 +574,12 @@ def _validate_edit(*, call: ToolCall, run: Run, edited: Any) -> dict[str, Any]:
         detail = (parsed.error or "").split(" Expected parameters:")[0]
         raise InvalidEditedArguments(f"edited arguments are invalid: {detail}")
     params = parsed.params or {}
-    if tool.policy_for(params) == "deny":
+    if (
+        call_policy(
+            thread=call.thread, agent=run.agent, tool=tool, arguments=params
+        ).action
+        == "deny"
+    ):
         # Edited arguments go through policy again (IR-11): an edit cannot make a
         # call the policy refuses.
         raise InvalidEditedArguments(

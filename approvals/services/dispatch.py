@@ -17,10 +17,18 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from agentcore.policy import PolicyDecision
 from agentcore.tools import Tool, Toolset
+from approvals.governance import approval_routing, call_policy
 from approvals.locks import call_execution_lock
-from approvals.models import ApprovalRequest, ToolExecution, arguments_hash
+from approvals.models import (
+    ApprovalGrant,
+    ApprovalRequest,
+    ToolExecution,
+    arguments_hash,
+)
 from approvals.services.audit import audit_append
+from approvals.services.grants import grant_find
 from approvals.services.notify import notify_approval_changed, notify_call_changed
 from approvals.signals import approval_requested, send_on_commit
 from approvals.transitions import execution_transition
@@ -93,13 +101,16 @@ def execution_create(
     arguments: dict[str, Any],
     authorized_by: str,
     reapproved: bool = False,
+    grant: ApprovalGrant | None = None,
     not_before: datetime | None = None,
 ) -> None:
     """Create ``call``'s execution record with the validated ``arguments`` and enqueue it.
 
-    ``authorized_by`` is ``"policy"`` or ``"approval"``. With ``not_before`` the
-    record keeps that time and the task is enqueued to run then (the undo window
-    of an operator's decision); deliveries before it wait. Idempotent: a second call
+    ``authorized_by`` is ``"policy"``, ``"approval"`` or ``"grant"`` (then
+    ``grant`` is the scoped grant, checked again at execution). With
+    ``not_before`` the record keeps that time and the task is enqueued to run
+    then (the undo window of an operator's decision); deliveries before it
+    wait. Idempotent: a second call
     finds the record and enqueues nothing (BC34) — except for a call approved
     again after a re-approval (``reapproved``): its record, still ``queued`` and
     never run, takes the newly approved arguments and is enqueued once.
@@ -108,6 +119,7 @@ def execution_create(
         tool_call=call,
         defaults={
             "authorized_by": authorized_by,
+            "grant": grant,
             "arguments": arguments,
             "arguments_hash": arguments_hash(arguments),
             "idempotency_key": f"{call.thread.thread_id}:{call.tool_call_id}",
@@ -143,17 +155,31 @@ def _execution_enqueue(*, call: ToolCall, not_before: datetime | None) -> None:
 
 
 def approval_request_open(
-    *, call: ToolCall, tool: Tool, arguments: dict[str, Any], **fields: Any
+    *,
+    call: ToolCall,
+    tool: Tool,
+    arguments: dict[str, Any],
+    decision: PolicyDecision | None = None,
+    **fields: Any,
 ) -> ApprovalRequest:
     """Create ``call``'s pending approval request for ``arguments`` and return it.
 
-    It expires after the tool's (or the default) approval timeout; ``fields``
+    Routed as the policy ``decision`` says (approver groups, N of M, expiry,
+    escalation, risk: :func:`approvals.governance.approval_routing`); without
+    one (a re-approval) the call's policy is evaluated again, and one approval
+    by anyone allowed is asked when it no longer requires approval. ``fields``
     sets further columns (a re-approval's link and context). The caller moves the
     call to ``awaiting_approval`` and audits. Must run holding the call's row lock.
     """
-    timeout = getattr(tool, "approval_timeout", None) or float(
-        countersign_settings.APPROVAL_TIMEOUT_SECONDS
-    )
+    if decision is None or decision.action != "require_approval":
+        decision = call_policy(
+            thread=call.thread, agent=call.run.agent, tool=tool, arguments=arguments
+        )
+        if decision.action != "require_approval":
+            decision = PolicyDecision(
+                action="require_approval", requester_may_approve=True
+            )
+    routing, groups = approval_routing(decision=decision, tool=tool)
     approval = ApprovalRequest.objects.create(
         tool_call=call,
         thread_id=call.thread_id,
@@ -161,10 +187,10 @@ def approval_request_open(
         tool_name=tool.name,
         is_destructive=bool(tool.is_destructive),
         requested_by=call.thread.owner,
-        expires_at=timezone.now() + timedelta(seconds=timeout),
         proposed_arguments=arguments,
-        **{"schema_valid": True, **fields},
+        **{"schema_valid": True, **routing, **fields},
     )
+    approval.approver_groups.set(groups)
     send_on_commit(approval_requested, approval)
     return approval
 
@@ -305,33 +331,66 @@ def _dispatch_one(
         notify_call_changed(call)
         return
     arguments = parsed.params or {}
-    policy = tool.policy_for(arguments)
-    if policy == "deny":
+    decision = call_policy(
+        thread=call.thread, agent=run.agent, tool=tool, arguments=arguments
+    )
+    grant = (
+        grant_find(
+            tool=tool,
+            agent=run.agent,
+            thread=call.thread,
+            arguments=arguments,
+            decision=decision,
+        )
+        if decision.action == "require_approval"
+        else None
+    )
+    if decision.action == "deny":
         call_answer_refused(
             call=call,
             status="denied",
-            reason=f"policy refuses {tool.name!r} calls; do not retry it",
+            reason=decision.reason
+            or f"policy refuses {tool.name!r} calls; do not retry it",
             error="policy_denied",
             state=ToolCall.State.DECLINED,
         )
         notify_call_changed(call)
-    elif policy == "auto":
-        execution_create(call=call, arguments=arguments, authorized_by="policy")
+    elif decision.action == "auto" or grant is not None:
+        execution_create(
+            call=call,
+            arguments=arguments,
+            authorized_by="policy" if grant is None else "grant",
+            grant=grant,
+        )
         tool_call_transition(call=call, to=ToolCall.State.APPROVED)
         audit_append(
             actor=None,
-            action="tool_call.auto_approved",
+            action="tool_call.auto_approved" if grant is None else "tool_call.granted",
             target=call,
-            after={"arguments": parsed.params},
+            after={
+                "arguments": parsed.params,
+                "policy_source": decision.source,
+                "grant": grant.pk if grant is not None else None,
+            },
         )
         notify_call_changed(call)
     else:
-        approval = approval_request_open(call=call, tool=tool, arguments=arguments)
+        approval = approval_request_open(
+            call=call, tool=tool, arguments=arguments, decision=decision
+        )
         tool_call_transition(call=call, to=ToolCall.State.AWAITING_APPROVAL)
         audit_append(
             actor=None,
             action="approval.requested",
             target=approval,
-            after={"arguments": parsed.params, "tool": tool.name},
+            after={
+                "arguments": parsed.params,
+                "tool": tool.name,
+                "policy_source": decision.source,
+                "groups": list(decision.groups),
+                "approvals_required": decision.approvals_required,
+                "risk_level": decision.risk_level,
+                "risk_reason": decision.risk_reason,
+            },
         )
         notify_call_changed(call, approval=approval)

@@ -29,6 +29,7 @@ from approvals.exceptions import (
     ExecutionDeferred,
     ExecutionInProgress,
 )
+from approvals.governance import call_policy
 from approvals.locks import execution_approval_lock, execution_lock
 from approvals.models import (
     DECIDE_PERMISSION,
@@ -39,6 +40,7 @@ from approvals.models import (
 from approvals.services.audit import audit_append
 from approvals.services.dispatch import run_tools
 from approvals.services.elicitation import input_requester_for
+from approvals.services.grants import grant_refusal
 from approvals.services.notify import notify_call_changed
 from approvals.services.reapproval import (
     MAX_REAPPROVALS,
@@ -348,8 +350,32 @@ def _execution_refusal(
         ):
             return "the arguments differ from the ones an operator approved"
     elif execution.authorized_by == "policy":
-        if tool.policy_for(execution.arguments) != "auto":
+        decision = call_policy(
+            thread=call.thread,
+            agent=call.run.agent,
+            tool=tool,
+            arguments=execution.arguments,
+        )
+        if decision.action != "auto":
             return "the tool's policy requires approval for these arguments"
+    elif execution.authorized_by == "grant":
+        if execution.grant is None:
+            return "the grant it was authorized under is gone"
+        refusal = grant_refusal(
+            grant=execution.grant,
+            tool=tool,
+            agent=call.run.agent,
+            thread=call.thread,
+            arguments=execution.arguments,
+            decision=call_policy(
+                thread=call.thread,
+                agent=call.run.agent,
+                tool=tool,
+                arguments=execution.arguments,
+            ),
+        )
+        if refusal is not None:
+            return f"{refusal}; it was not executed"
     else:
         return f"unknown authorization {execution.authorized_by!r}"
     parsed = parse_arguments(json.dumps(execution.arguments), tool=tool)
@@ -362,6 +388,9 @@ def _execution_refusal(
         if approval is not None:
             who = approval.decided_by
             role = "approver"
+        elif execution.grant is not None:
+            who = execution.grant.granted_by
+            role = "granter"
         else:
             who = call.thread.owner
             role = "thread's owner"

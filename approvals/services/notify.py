@@ -10,9 +10,9 @@ from typing import Any
 
 from django.db import transaction
 
-from approvals.interrupts import interrupt_id
 from approvals.labels import approval_label
 from approvals.models import ApprovalRequest
+from approvals.services.votes import governance_snapshot
 from threads.models import ToolCall
 from threads.realtime import group_send, publish_notification
 
@@ -22,6 +22,10 @@ APPROVALS_GROUP = "approvals"
 
 def approval_snapshot(approval: ApprovalRequest) -> dict[str, Any]:
     """Return the JSON shape of ``approval`` sent to browsers and the REST API."""
+    # Imported here: approvals.interrupts reads the selectors (risk), which read this
+    # module's snapshot, so a module-level import would be circular.
+    from approvals.interrupts import interrupt_id
+
     return {
         "id": approval.pk,
         "toolCallId": getattr(approval.call, "tool_call_id", None),
@@ -50,6 +54,7 @@ def approval_snapshot(approval: ApprovalRequest) -> dict[str, Any]:
         "decidedAt": approval.decided_at.isoformat() if approval.decided_at else None,
         "reason": approval.reason,
         **reapproval_snapshot(approval),
+        **governance_snapshot(approval),
     }
 
 

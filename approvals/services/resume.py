@@ -37,6 +37,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from approvals.authorization import authorization_require
 from approvals.exceptions import (
     ApprovalExpired,
     ApprovalPermissionDenied,
@@ -49,7 +50,6 @@ from approvals.models import DECIDE_PERMISSION, ApprovalRequest
 from approvals.services.decisions import (
     Decision,
     approval_decide,
-    authorization_require,
     edited_arguments_validate,
     response_validate,
 )
@@ -294,9 +294,9 @@ def resume_check(
                 code="INTERRUPT_EXPIRED",
                 field=f"resume.{index}",
             )
-        if plan["decision"] == "approve":
-            # Refused before any entry is decided: the tool's own permission too (SEC-02).
-            authorization_require(approval=approval, user=user)
+        # Refused before any entry is decided: the tool's own permission, approver
+        # groups, four-eyes and claims too (SEC-02, DC-03).
+        authorization_require(approval=approval, user=user, decision=plan["decision"])
         plans.append(ResumePlan(approval=approval, **plan))
     return plans
 

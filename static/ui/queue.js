@@ -54,7 +54,7 @@ function shortcutsOn() {
 
 // A destructive or high-risk approval, and every bulk decision, asks first (LP-01).
 function needsConfirmation(ctx) {
-  return ctx.risk && ctx.risk.level === "high";
+  return ctx.risk && (ctx.risk.level === "high" || ctx.risk.level === "critical");
 }
 
 // -- confirmation dialog -------------------------------------------------------------
@@ -390,7 +390,7 @@ function update(view, ctx) {
   view.label.hidden = !ctx.label;
   const level = (ctx.risk && ctx.risk.level) || "medium";
   view.risk.textContent = `${level} risk`;
-  view.risk.className = `badge risk-${level}${level === "high" ? " badge-destructive" : ""}`;
+  view.risk.className = `badge risk-${level}${level === "high" || level === "critical" ? " badge-destructive" : ""}`;
   view.riskWhy.replaceChildren(...((ctx.risk && ctx.risk.reasons) || []).map((r) => h("li", { text: r })));
   view.verdict.textContent = ctx.schemaValid === false ? `arguments invalid: ${ctx.schemaErrors || "see schema"}` : "arguments valid";
   view.verdict.className = `verdict ${ctx.schemaValid === false ? "verdict-bad" : "verdict-ok"}`;

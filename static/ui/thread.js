@@ -574,7 +574,7 @@ function decisionControls(call, panel, auth, risk) {
   // A high-risk (destructive, over a threshold) approval asks once more.
   let pendingEdit;
   const askOrApprove = (edited) => {
-    if (risk && risk.level === "high") {
+    if (risk && (risk.level === "high" || risk.level === "critical")) {
       pendingEdit = edited;
       confirmText.textContent = `Approve ${call.name}? It is high risk: ${(risk.reasons || []).join("; ")}.`;
       confirm.hidden = false;

@@ -63,6 +63,11 @@ def test_dc05_schema_is_openapi_3_with_every_operation(api):
         "approvals_decisions_csv",
         "approvals_reject",
         "approvals_resolve",
+        "approvals_claim",
+        "approvals_release",
+        "grants_list",
+        "grants_retrieve",
+        "grants_revoke",
         "tools_list",
         "agents_list",
     }

@@ -129,7 +129,16 @@ async def test_ir05_ir07_ir15_resume_approves_and_continues_in_the_same_stream(
             "approvalId": approval.pk,
             "tool": "refund_order",
             "argumentsHash": arguments_hash(approval.proposed_arguments),
-            "risk": "destructive",
+            # The REST API's and the queue's risk (approvals.selectors.approval_risk).
+            "risk": {
+                "level": "high",
+                "reasons": [
+                    "destructive: the tool declares that it changes or deletes data"
+                ],
+            },
+            # Governance (issue 16): one approval by anyone allowed, none given yet.
+            "approvals": {"required": 1, "given": 0, "by": [], "reset": []},
+            "approverGroups": [],
         }
         schema = interrupt["responseSchema"]
         assert schema["required"] == ["approved"]

@@ -426,7 +426,12 @@ def test_dc03_admin_pending_changelist_decide_panel_and_audit_trail(
         )
         # newest first: what the execution did after the approval comes above it
         actions = [t.split("\t")[2].strip() for t in rows.all_inner_texts()]
-        assert actions[-1] == "approval.approved", actions
+        # the edited approval: new arguments (votes_reset), the vote, then the decision
+        assert actions[-3:] == [
+            "approval.approved",
+            "approval.vote.approve",
+            "approval.votes_reset",
+        ], actions
         # the audit list itself: newest first, each target linked
         page.goto(f"{quick_server.url}/admin/approvals/auditentry/")
         newest = AuditEntry.objects.order_by("-id").first()

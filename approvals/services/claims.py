@@ -1,0 +1,81 @@
+"""Claiming an approval request so two approvers don't work on the same one (issue 16 item 3).
+
+A claim is held by one allowed approver until they release it, decide the
+request, the request escalates, or ``COUNTERSIGN["APPROVAL_CLAIM_SECONDS"]``
+pass. While it is held, other approvers' votes are refused with 409
+(:func:`approvals.authorization.claim_refusal`, part of
+:func:`approvals.authorization.authorization_require`). Audited. Implements DC-03.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from approvals.authorization import authorization_require
+from approvals.exceptions import ApprovalAlreadyDecided, ApprovalClaimed
+from approvals.locks import approval_lock
+from approvals.models import ApprovalRequest
+from approvals.services.audit import audit_append
+from approvals.services.notify import notify_approval_changed
+
+
+def approval_claim(*, approval: ApprovalRequest, user: Any) -> ApprovalRequest:
+    """Claim the pending ``approval`` for ``user``; return it. Claiming again renews the claim.
+
+    Raises :class:`ApprovalPermissionDenied` when ``user`` may not decide it
+    (:func:`approvals.authorization.authorization_require`: the decide
+    permission, approver groups, four-eyes), :class:`ApprovalClaimed` when
+    someone else holds a live claim, :class:`ApprovalAlreadyDecided` when it is
+    no longer pending.
+    """
+    with transaction.atomic():
+        _, call, locked = approval_lock(approval=approval)
+        _pending(locked)
+        authorization_require(approval=locked, user=user, decision="reject")
+        locked.claimed_by = user
+        locked.claimed_at = timezone.now()
+        locked.save(update_fields=["claimed_by", "claimed_at"])
+        audit_append(actor=user, action="approval.claimed", target=locked)
+        notify_approval_changed(locked, call=call)
+    return locked
+
+
+def approval_release(*, approval: ApprovalRequest, user: Any) -> ApprovalRequest:
+    """Release ``user``'s claim on ``approval`` (staff may release anyone's); return it.
+
+    Raises :class:`ApprovalClaimed` when the claim is someone else's and ``user``
+    is not staff; releasing an unclaimed request changes nothing.
+    """
+    with transaction.atomic():
+        _, call, locked = approval_lock(approval=approval)
+        if locked.claimed_by_id is None:
+            return locked
+        if locked.claimed_by_id != user.pk and not getattr(user, "is_staff", False):
+            raise ApprovalClaimed(
+                f"approval {locked.pk!r} is claimed by "
+                f"{getattr(locked.claimed_by, 'username', None)!r}; only they (or "
+                "staff) may release it"
+            )
+        holder = getattr(locked.claimed_by, "username", None)
+        locked.claimed_by = None
+        locked.claimed_at = None
+        locked.save(update_fields=["claimed_by", "claimed_at"])
+        audit_append(
+            actor=user,
+            action="approval.released",
+            target=locked,
+            before={"claimed_by": holder},
+        )
+        notify_approval_changed(locked, call=call)
+    return locked
+
+
+def _pending(approval: ApprovalRequest) -> None:
+    if approval.status != ApprovalRequest.Status.PENDING:
+        raise ApprovalAlreadyDecided(
+            f"approval {approval.pk!r} is {approval.status!r}; only a pending "
+            "request can be claimed"
+        )
