@@ -18,39 +18,24 @@ from typing import Any
 
 from django.db.models import F, Q
 
+from approvals.interrupt_ids import (
+    INTERRUPT_ID_PREFIX as INTERRUPT_ID_PREFIX,
+)
+from approvals.interrupt_ids import (
+    interrupt_approval_pk as interrupt_approval_pk,
+)
+from approvals.interrupt_ids import (
+    interrupt_id as interrupt_id,
+)
 from approvals.labels import approval_label
 from approvals.models import ApprovalRequest, arguments_hash
 from approvals.selectors import approval_risk
 from approvals.services.votes import approvals_progress
 from threads.agent_config import agent_toolset
-from threads.ids import RESERVED_PREFIX
 from threads.models import Run
 
 #: ``Interrupt.reason`` of a held tool call (IR-03).
 TOOL_CALL_REASON = "tool_call"
-
-#: Prefix of every interrupt id Countersign issues (IR-02): ids a client or a remote
-#: agent mints (``toolCallId``, message ids, its own interrupt ids) are never read as ours.
-INTERRUPT_ID_PREFIX = f"{RESERVED_PREFIX}approval-"
-
-
-def interrupt_id(approval: ApprovalRequest) -> str:
-    """Return the interrupt id of ``approval``: ``"cs-approval-<pk>"``. Implements IR-02."""
-    return f"{INTERRUPT_ID_PREFIX}{approval.pk}"
-
-
-def interrupt_approval_pk(value: object) -> int | None:
-    """Return the approval pk an interrupt id names, or ``None`` when it is not one of ours.
-
-    Only the ``"cs-approval-<digits>"`` form is accepted: a bare ``"12"`` (or any id a
-    client or remote agent could mint) names no interrupt. Implements IR-02.
-    """
-    if not isinstance(value, str) or not value.startswith(INTERRUPT_ID_PREFIX):
-        return None
-    digits = value[len(INTERRUPT_ID_PREFIX) :]
-    if not digits.isascii() or not digits.isdigit() or digits.startswith("0"):
-        return None
-    return int(digits)
 
 
 def _tool(approval: ApprovalRequest) -> Any:

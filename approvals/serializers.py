@@ -12,7 +12,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from approvals.authorization import approval_authorization
-from approvals.interrupts import interrupt_id
+from approvals.interrupt_ids import interrupt_id
 from approvals.labels import approval_label
 from approvals.models import ApprovalGrant, ApprovalRequest, ToolExecution
 from approvals.selectors import RISK_LEVELS, approval_risk, approval_undo_until

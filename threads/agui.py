@@ -39,7 +39,7 @@ from threads.agent_config import agent_toolset
 from threads.exceptions import ThreadsError
 from threads.ids import check_input_messages
 from threads.models import Thread
-from threads.selectors import thread_visible_to
+from threads.selectors import thread_visible_to, thread_write_check
 from threads.sse import follow_log
 from threads.validation import MAX_ID_LENGTH, PUBLIC_ID, JSONInputError, parse_json
 
@@ -160,6 +160,12 @@ def _id_problem(*, user: Any, run_input: RunAgentInput) -> ThreadsError | None:
     thread = thread_visible_to(user=user).filter(thread_id=run_input.thread_id).first()
     if thread is None and Thread.objects.filter(thread_id=run_input.thread_id).exists():
         return None
+    if thread is not None:
+        # A reader who does not own the thread learns that first, not its id clashes.
+        try:
+            thread_write_check(user=user, thread=thread)
+        except ThreadsError as error:
+            return error
     messages = [
         m.model_dump(mode="json", by_alias=True, exclude_none=True)
         for m in run_input.messages

@@ -46,6 +46,7 @@ from threads.selectors import (
     thread_list,
     thread_messages_agui,
     thread_visible_to,
+    thread_write_check,
     tool_call_get,
     tool_call_list,
     tool_list,
@@ -91,11 +92,17 @@ def errors(*codes: int) -> dict[int, OpenApiResponse]:
     }
 
 
-def visible_thread(request: Request, thread_id: str) -> Thread:
-    """Return thread ``thread_id`` if the user may see it; raise 404 otherwise."""
+def visible_thread(request: Request, thread_id: str, *, write: bool = False) -> Thread:
+    """Return thread ``thread_id`` if the user may see it; raise 404 otherwise.
+
+    With ``write``, also refuse (403 ``not_thread_owner``) a user who may read it
+    but does not own it (:func:`threads.selectors.thread_write_check`).
+    """
     thread = thread_visible_to(user=request.user).filter(thread_id=thread_id).first()
     if thread is None:
         raise Http404(f"thread {thread_id!r} not found")
+    if write:
+        thread_write_check(user=request.user, thread=thread)
     return thread
 
 
@@ -357,7 +364,7 @@ class ThreadArchiveApi(APIView):
         responses={200: OutputSerializer, **errors(404)},
     )
     def post(self, request: Request, thread_id: str) -> Response:
-        thread = thread_archive(thread=visible_thread(request, thread_id))
+        thread = thread_archive(thread=visible_thread(request, thread_id, write=True))
         return Response(self.OutputSerializer(thread).data)
 
 
@@ -429,7 +436,7 @@ class ThreadMessagesApi(APIView):
     )
     def post(self, request: Request, thread_id: str) -> Response:
         """Post a user message and start a run; 409 while a run or a call is pending."""
-        thread = visible_thread(request, thread_id)
+        thread = visible_thread(request, thread_id, write=True)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
 

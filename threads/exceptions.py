@@ -61,3 +61,10 @@ class ThreadNotFound(ThreadsError):
 
     code = "not_found"
     status = 404
+
+
+class ThreadNotOwned(ThreadsError):
+    """The user may read the thread (as an approver or staff) but not write to it (403)."""
+
+    code = "not_thread_owner"
+    status = 403

@@ -27,7 +27,7 @@ from django.db.models import (
 from agentcore.arguments import ParsedArguments, parse_arguments
 from agentcore.tools import Tool
 from threads.agent_config import agent_settings, agent_toolset
-from threads.exceptions import UnknownAgent
+from threads.exceptions import ThreadNotOwned, UnknownAgent
 from threads.models import Event, Message, Run, Thread, ToolCall
 from threads.recording import WIRE_OPEN, WIRE_SEGMENT
 from threads.snapshots import REMOTE_ID
@@ -55,6 +55,22 @@ def thread_visible_to(*, user: Any) -> QuerySet[Thread]:
         with_requests = Thread.objects.filter(approvals__isnull=False).values("pk")
         return threads.filter(Q(owner=user) | Q(pk__in=with_requests))
     return threads.filter(owner=user)
+
+
+def thread_write_check(*, user: Any, thread: Thread) -> None:
+    """Refuse ``user`` writing to ``thread`` unless they own it.
+
+    Approvers and staff may read threads that are not theirs (:func:`thread_visible_to`),
+    but only the owner posts messages, runs agents on it or archives it: a message
+    starts a run on the owner's behalf and makes the owner the requester of its calls,
+    so anyone else writing could request a call and then approve it themselves
+    (four-eyes, SEC-02). Raises :class:`threads.exceptions.ThreadNotOwned` (403).
+    """
+    if thread.owner_id != getattr(user, "pk", None):
+        raise ThreadNotOwned(
+            f"thread {thread.thread_id!r} belongs to another user: only its owner can "
+            "post messages, run agents on it or archive it; start a thread of your own"
+        )
 
 
 def thread_latest_run(*, thread: Thread) -> Run | None:

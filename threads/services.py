@@ -51,6 +51,7 @@ from threads.selectors import (
     thread_messages_agui,
     thread_unanswered_calls,
     thread_visible_to,
+    thread_write_check,
 )
 from threads.transitions import run_transition
 from threads.wire import (
@@ -275,6 +276,8 @@ def run_start_from_agui(
             thread = thread_lock(thread_pk=created.pk)
         elif not thread_visible_to(user=user).filter(pk=thread.pk).exists():
             raise ThreadNotFound(f"thread {run_input.thread_id!r} was not found")
+        else:
+            thread_write_check(user=user, thread=thread)
         if thread.runs.filter(run_id=run_input.run_id).exists():
             raise RunConflict(
                 f"runId {run_input.run_id!r} was already used on this thread; "

@@ -303,6 +303,7 @@ def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
             "ui_state": thread_ui_state(thread=thread, user=request.user),
             "undo_seconds": float(countersign_settings.DECISION_UNDO_SECONDS),
             "can_see_queue": _can_see_queue(request.user),
+            "is_owner": thread.owner_id == request.user.pk,
             "nav": "threads",
         },
     )

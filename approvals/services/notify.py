@@ -10,6 +10,7 @@ from typing import Any
 
 from django.db import transaction
 
+from approvals.interrupt_ids import interrupt_id
 from approvals.labels import approval_label
 from approvals.models import ApprovalRequest
 from approvals.services.votes import governance_snapshot
@@ -22,10 +23,6 @@ APPROVALS_GROUP = "approvals"
 
 def approval_snapshot(approval: ApprovalRequest) -> dict[str, Any]:
     """Return the JSON shape of ``approval`` sent to browsers and the REST API."""
-    # Imported here: approvals.interrupts reads the selectors (risk), which read this
-    # module's snapshot, so a module-level import would be circular.
-    from approvals.interrupts import interrupt_id
-
     return {
         "id": approval.pk,
         "toolCallId": getattr(approval.call, "tool_call_id", None),

@@ -449,7 +449,11 @@ function tick(view, now = Date.now()) {
     const left = countdown(a.expiresAt, now);
     view.expiry.textContent = left === "expired" ? "expired" : `expires in ${left}`;
     view.expiry.classList.toggle("soon", Date.parse(a.expiresAt) - now < 5 * 60 * 1000);
-  } else view.expiry.textContent = `expired ${new Date(a.expiresAt).toISOString().slice(0, 19).replace("T", " ")} UTC`;
+  } else {
+    // A decided request did not expire: say so only of those that did.
+    const at = new Date(a.expiresAt).toISOString().slice(0, 19).replace("T", " ");
+    view.expiry.textContent = a.status === "expired" ? `expired ${at} UTC` : "";
+  }
   view.expiry.title = a.expiresAt;
   if (view.undoUntil) {
     const left = Math.max(0, Math.ceil((Date.parse(view.undoUntil) - now) / 1000));

@@ -35,6 +35,9 @@ const waitingText = document.getElementById("waiting-text");
 const waitingJump = document.getElementById("waiting-jump");
 const jumpLatest = document.getElementById("jump-latest");
 const canSeeQueue = root.dataset.canSeeQueue === "1";
+// Only the owner writes to a thread (the server refuses others with 403
+// not_thread_owner): an approver reading it must not request calls they then decide.
+const isOwner = root.dataset.isOwner === "1";
 // The server defers UI approvals this long so that they can be undone (0: no undo).
 const undoSeconds = Number(root.dataset.undoSeconds || "0");
 
@@ -1030,6 +1033,7 @@ function setStatus(status, { fromServer = false } = {}) {
 }
 
 function composerBlockReason() {
+  if (!isOwner) return "This thread belongs to another user: you can read it and decide its requests, but only its owner can write here.";
   if (model.posting) return "Sending…";
   if (!model.caughtUp) return "Loading the conversation…";
   if (model.runActive || model.status === "running") return "The agent is working; you can write again when it finishes.";
@@ -1050,7 +1054,7 @@ function updateComposer() {
   reasonEl.textContent = reason;
   composer.classList.toggle("is-blocked", blocked);
   // Calls waiting for an operator can be abandoned by the thread's owner.
-  cancelForm.hidden = !(model.caughtUp && model.status === "waiting_for_approval");
+  cancelForm.hidden = !(isOwner && model.caughtUp && model.status === "waiting_for_approval");
 }
 
 cancelForm.addEventListener("submit", async (event) => {

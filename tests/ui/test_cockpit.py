@@ -138,6 +138,11 @@ def test_approver_decides_on_the_thread_page_at_phone_width_and_it_runs_once(
         phone.goto(url)
         expect(phone.locator("#thread")).to_have_attribute("data-ready", "1")
         expect(phone).to_have_title("(1) Refund A-1001 · Countersign")
+        # ... they read it and decide, but only its owner writes to it (four-eyes).
+        expect(phone.locator("#composer-input")).to_be_disabled()
+        expect(phone.locator("#composer-reason")).to_contain_text(
+            "only its owner can write here"
+        )
         bar = phone.locator("#waiting-bar")
         expect(bar).to_be_visible()
         expect(bar).to_contain_text("refund_order")
