@@ -211,7 +211,7 @@ def approver_with_token(django_user_model: Any, name: str) -> str:
 async def test_ir01_ir07_ft06_official_client_holds_a_whole_conversation(
     django_user_model, live, agui_client_js
 ):
-    """IR-01, IR-06, IR-07, IR-13, IR-15, FT-04, FT-06: HttpAgent through a whole conversation.
+    """IR-01, IR-06, IR-07, IR-13, IR-15, FT-04, FT-06, FT-07: HttpAgent through a whole conversation.
 
     Four user turns, each POST carrying the client's accumulated history: a refund
     approved by the client's resume; a refund decided in the queue while the
@@ -279,6 +279,8 @@ async def test_ir01_ir07_ft06_official_client_holds_a_whole_conversation(
     calls = {c["id"]: c for m in messages for c in m.get("toolCalls", [])}
     confirm_id = next(i for i, c in calls.items() if c["function"]["name"] == "confirm")
     assert runs[4]["pendingToolCallIds"] == [confirm_id]
+    # FT-07: in the mixed run only the held refund is an interrupt; the client's own
+    # notify call rides the message loop and is answered by history, not resume.
     (held,) = runs[6]["interrupts"]
     assert calls[held["toolCallId"]]["function"]["name"] == "refund_order"
     answers = [m["toolCallId"] for m in messages if m["role"] == "tool"]
