@@ -44,6 +44,9 @@ def bench_env(**extra: str) -> dict[str, str]:
         "LOG_FORMAT": "json",
         "LOG_LEVEL": "WARNING",
         "PYTHONUNBUFFERED": "1",
+        # The demo agent streams at a human pace by default (60 tokens/s, issue
+        # 15); a benchmark measures Countersign, not the demo's theatre.
+        "COUNTERSIGN_DEMO_PACE": "0",
     }
     env.update(extra)
     return env
@@ -67,6 +70,7 @@ def setup_django(*, migrate: bool = True) -> None:
         "CHANNEL_LAYER_PREFIX",
         "ALLOWED_HOSTS",
         "LOG_LEVEL",
+        "COUNTERSIGN_DEMO_PACE",
     ):
         os.environ[key] = env[key]
     ensure_database(DATABASE_URL)
