@@ -43,7 +43,12 @@ from approvals.models import (
     ToolExecution,
     ToolPolicy,
 )
-from approvals.selectors import approval_context, approval_risk, arguments_diff
+from approvals.selectors import (
+    approval_context,
+    approval_risk,
+    arguments_diff,
+    can_see_queue,
+)
 from approvals.services import DECIDE_PERMISSION, approval_decide
 from approvals.services.decisions import Decision
 from approvals.services.grants import grant_revoke
@@ -370,9 +375,7 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # Fields are read-only; "change" only opens the decision form.
-        return request.user.has_perm(DECIDE_PERMISSION) or request.user.has_perm(
-            "approvals.view_approvalrequest"
-        )
+        return can_see_queue(request.user)
 
     def has_decide_permission(self, request: HttpRequest) -> bool:
         """Return whether the user may decide (``approvals.decide_approvalrequest``)."""

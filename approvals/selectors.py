@@ -29,6 +29,15 @@ from threads.selectors import thread_visible_to
 VIEW_PERMISSION = "approvals.view_approvalrequest"
 
 
+def can_see_queue(user: Any) -> bool:
+    """Return whether ``user`` may open the queue: the decide or the view permission.
+
+    The one check the queue page, the thread page's queue link and the admin's
+    read-only request pages share (staff without either see only their own).
+    """
+    return bool(user.has_perm(DECIDE_PERMISSION) or user.has_perm(VIEW_PERMISSION))
+
+
 def approval_visible_to(*, user: Any) -> QuerySet[ApprovalRequest]:
     """Return the requests ``user`` may see.
 
@@ -46,11 +55,7 @@ def approval_visible_to(*, user: Any) -> QuerySet[ApprovalRequest]:
     ).prefetch_related("approver_groups", "votes__voter")
     if not getattr(user, "is_authenticated", False):
         return approvals.none()
-    if (
-        user.is_staff
-        or user.has_perm(DECIDE_PERMISSION)
-        or user.has_perm(VIEW_PERMISSION)
-    ):
+    if user.is_staff or can_see_queue(user):
         return approvals
     return approvals.filter(thread__in=thread_visible_to(user=user))
 

@@ -12,8 +12,6 @@ Decisions go through the REST API. Implements DC-03, DC-05, SEC-02.
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib.auth.decorators import login_required
 from django.core import signing
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -26,11 +24,11 @@ from approvals.models import DECIDE_PERMISSION, ApprovalRequest
 from approvals.notifications.links import approval_link_verify
 from approvals.selectors import (
     QUEUE_VIEWS,
-    VIEW_PERMISSION,
     approval_context,
     approval_get,
     approval_queue,
     approval_queue_facets,
+    can_see_queue,
 )
 from threads.conf import countersign_settings
 
@@ -43,11 +41,6 @@ QUEUE_FILTERS = {
     "q": "",
     "sort": "expires",
 }
-
-
-def can_see_queue(user: Any) -> bool:
-    """Return whether ``user`` may open the queue (decide or view permission)."""
-    return bool(user.has_perm(DECIDE_PERMISSION) or user.has_perm(VIEW_PERMISSION))
 
 
 @require_GET

@@ -27,8 +27,8 @@ from django.views.decorators.http import require_GET
 
 from approvals.authorization import approval_authorization
 from approvals.labels import approval_label
-from approvals.models import ApprovalRequest
-from approvals.selectors import approval_context
+from approvals.models import DECIDE_PERMISSION, ApprovalRequest
+from approvals.selectors import VIEW_PERMISSION, approval_context, can_see_queue
 from threads.agent_config import agent_toolset
 from threads.conf import countersign_settings
 from threads.exceptions import UnknownAgent
@@ -41,9 +41,6 @@ from threads.selectors import (
 )
 
 logger = logging.getLogger(__name__)
-
-DECIDE_PERMISSION = "approvals.decide_approvalrequest"
-VIEW_PERMISSION = "approvals.view_approvalrequest"
 
 STATUS_LABELS = {
     "running": "running",
@@ -225,11 +222,11 @@ def _thread_refusal(request: HttpRequest, thread_id: str) -> HttpResponse:
     thread = Thread.objects.filter(thread_id=thread_id).select_related("owner").first()
     context: dict[str, Any] = {
         "nav": "threads",
-        "can_see_queue": _can_see_queue(user),
+        "can_see_queue": can_see_queue(user),
         "administrators": _administrators(),
         "decide_permission": DECIDE_PERMISSION,
     }
-    if thread is not None and _can_see_queue(user):
+    if thread is not None and can_see_queue(user):
         owner = getattr(thread.owner, "username", "") if thread.owner_id else ""
         return render(
             request,
@@ -251,10 +248,6 @@ def _thread_refusal(request: HttpRequest, thread_id: str) -> HttpResponse:
     )
 
 
-def _can_see_queue(user: Any) -> bool:
-    return bool(user.has_perm(DECIDE_PERMISSION) or user.has_perm(VIEW_PERMISSION))
-
-
 # -- pages ----------------------------------------------------------------------
 
 
@@ -270,7 +263,7 @@ def thread_list(request: HttpRequest) -> HttpResponse:
         {
             "threads": _threads_for(request.user),
             "agents": agents,
-            "can_see_queue": _can_see_queue(request.user),
+            "can_see_queue": can_see_queue(request.user),
             "nav": "threads",
         },
     )
@@ -302,7 +295,7 @@ def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
             "thread": thread,
             "ui_state": thread_ui_state(thread=thread, user=request.user),
             "undo_seconds": float(countersign_settings.DECISION_UNDO_SECONDS),
-            "can_see_queue": _can_see_queue(request.user),
+            "can_see_queue": can_see_queue(request.user),
             "is_owner": thread.owner_id == request.user.pk,
             "nav": "threads",
         },
