@@ -29,9 +29,9 @@ from approvals.services.claims import approval_claim, approval_release
 from approvals.services.grants import grant_revoke
 from threads.answers import compact_json
 from threads.api import (
-    BoundedLimitOffsetPagination,
     errors,
     limit_parameter,
+    offset_page,
     offset_parameter,
 )
 from threads.conf import countersign_settings
@@ -134,10 +134,12 @@ class ApprovalListApi(APIView):
             older_than=values.get("older_than"),
             assigned_to_me=values.get("assigned") == "me",
         )
-        paginator = BoundedLimitOffsetPagination()
-        page = paginator.paginate_queryset(approvals, request, view=self)
-        return paginator.get_paginated_response(
-            self.OutputSerializer(page, many=True, context={"request": request}).data
+        return offset_page(
+            approvals,
+            request=request,
+            view=self,
+            serializer=self.OutputSerializer,
+            context={"request": request},
         )
 
 
@@ -512,10 +514,8 @@ class GrantListApi(APIView):
         grants = grant_list(
             user=request.user, tool=values.get("tool"), active=values.get("active")
         )
-        paginator = BoundedLimitOffsetPagination()
-        page = paginator.paginate_queryset(grants, request, view=self)
-        return paginator.get_paginated_response(
-            GrantOutputSerializer(page, many=True).data
+        return offset_page(
+            grants, request=request, view=self, serializer=GrantOutputSerializer
         )
 
 

@@ -240,6 +240,27 @@ class BoundedLimitOffsetPagination(LimitOffsetPagination):
         return 0 if offset is None else min(offset, self.max_offset)
 
 
+def offset_page(
+    rows: Any,
+    *,
+    request: Request,
+    view: APIView,
+    serializer: type[serializers.BaseSerializer],
+    context: dict[str, Any] | None = None,
+) -> Response:
+    """Return the ``?limit=&offset=`` page of ``rows`` (a queryset or list), serialized.
+
+    The body is ``{"count", "next", "previous", "results"}``
+    (:class:`BoundedLimitOffsetPagination`); ``results`` are ``serializer(page,
+    many=True, context=context)``. The one body of every offset-paged list
+    endpoint. Raises DRF's 400 ``ValidationError`` for a bad ``limit`` or ``offset``.
+    """
+    paginator = BoundedLimitOffsetPagination()
+    page: list[Any] | None = paginator.paginate_queryset(rows, request, view=view)
+    results = serializer(page, many=True, context=context or {}).data
+    return paginator.get_paginated_response(results)
+
+
 class MessageRateThrottle(SimpleRateThrottle):
     """Limit message posting per API token (per user for session auth).
 
@@ -612,10 +633,8 @@ class ToolCallListApi(APIView):
             state=values.get("state"),
             name=values.get("name"),
         )
-        paginator = BoundedLimitOffsetPagination()
-        page = paginator.paginate_queryset(calls, request, view=self)
-        return paginator.get_paginated_response(
-            self.OutputSerializer(page, many=True).data
+        return offset_page(
+            calls, request=request, view=self, serializer=self.OutputSerializer
         )
 
 
