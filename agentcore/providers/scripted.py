@@ -436,10 +436,7 @@ def _weather_rule(
     result = state.results.get("get_weather")
     if result is None:
         if "get_weather" not in offered:
-            return text(
-                f"I can't check the weather in {city}: the get_weather tool is not "
-                "available here."
-            )
+            return _unavailable(f"check the weather in {city}", ["get_weather"])
         return tool_call("get_weather", {"city": city}, call_id=call_id)
     if result.error:
         return text(
@@ -477,10 +474,7 @@ def _refund_rule(
     lookup = state.results.get("lookup_order")
     if lookup is None:
         if missing:
-            return text(
-                f"I can't refund order {order_id}: the {' and '.join(missing)} "
-                f"tool{'s are' if len(missing) > 1 else ' is'} not available here."
-            )
+            return _unavailable(f"refund order {order_id}", missing)
         return tool_call("lookup_order", {"order_id": order_id}, call_id=call_id)
     if lookup.error:
         return text(f"I couldn't look up order {order_id}: {_why(lookup)}")
@@ -519,14 +513,19 @@ def _lookup_rule(
     lookup = state.results.get("lookup_order")
     if lookup is None:
         if "lookup_order" not in offered:
-            return text(
-                f"I can't look up order {order_id}: the lookup_order tool is not "
-                "available here."
-            )
+            return _unavailable(f"look up order {order_id}", ["lookup_order"])
         return tool_call("lookup_order", {"order_id": order_id}, call_id=call_id)
     if lookup.error:
         return text(f"I couldn't look up order {order_id}: {_why(lookup)}")
     return text(_order_sentence(lookup, order_id))
+
+
+def _unavailable(doing: str, missing: list[str]) -> ScriptedTurn:
+    """Return ``"I can't <doing>: the <tool> tool is not available here."`` (or tools are)."""
+    return text(
+        f"I can't {doing}: the {' and '.join(missing)} "
+        f"tool{'s are' if len(missing) > 1 else ' is'} not available here."
+    )
 
 
 def _order_sentence(lookup: ToolMessage, order_id: str) -> str:
