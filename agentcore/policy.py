@@ -21,6 +21,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal, get_args
 
 __all__ = [
+    "DECLARATION_FIELDS",
+    "DECLARATION_KEYS",
     "FAIL_CLOSED_SOURCE",
     "Action",
     "EscalationStep",
@@ -40,21 +42,21 @@ _ACTIONS: Final = frozenset(get_args(Action))
 _RISKS: Final = frozenset(get_args(RiskLevel))
 #: ``PolicyDecision.source`` of a decision made because the policy failed.
 FAIL_CLOSED_SOURCE: Final = "fail_closed"
-#: The keys a static declaration (or a mapping a callable returns) may have.
-DECLARATION_KEYS: Final = frozenset(
-    {
-        "action",
-        "reason",
-        "groups",
-        "approvals_required",
-        "rejections_required",
-        "requester_may_approve",
-        "expiry_seconds",
-        "escalation",
-        "risk_level",
-        "risk_reason",
-    }
+#: The keys a static declaration (or a mapping a callable returns) may have, in the
+#: order forms show them (the admin's ``ToolPolicy`` form has one field per key).
+DECLARATION_FIELDS: Final = (
+    "action",
+    "reason",
+    "groups",
+    "approvals_required",
+    "rejections_required",
+    "requester_may_approve",
+    "expiry_seconds",
+    "escalation",
+    "risk_level",
+    "risk_reason",
 )
+DECLARATION_KEYS: Final = frozenset(DECLARATION_FIELDS)
 
 
 class PolicyError(ValueError):

@@ -30,7 +30,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.timesince import timesince
 
-from agentcore.policy import PolicyError, decision_from
+from agentcore.policy import DECLARATION_FIELDS, PolicyError, decision_from
 from approvals.authorization import approval_authorization
 from approvals.exceptions import ApprovalError
 from approvals.models import (
@@ -715,21 +715,7 @@ class ToolPolicyForm(forms.ModelForm):
 
     class Meta:
         model = ToolPolicy
-        fields = (
-            "agent",
-            "tool_name",
-            "enabled",
-            "action",
-            "reason",
-            "groups",
-            "approvals_required",
-            "rejections_required",
-            "requester_may_approve",
-            "expiry_seconds",
-            "escalation",
-            "risk_level",
-            "risk_reason",
-        )
+        fields = ("agent", "tool_name", "enabled", *DECLARATION_FIELDS)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
