@@ -36,6 +36,7 @@ from django.core import checks
 
 from agentcore.policy import PolicyError, decision_from
 from approvals.notifications.targets import target_name, target_problems
+from threads.checks import positive_number_error
 from threads.conf import countersign_settings
 
 _NUMBERS = (
@@ -107,15 +108,14 @@ def check_notifications(
             )
         )
     for name in _NUMBERS:
-        value = getattr(countersign_settings, name)
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            errors.append(
-                checks.Error(
-                    f"COUNTERSIGN[{name!r}] is {value!r}",
-                    hint="Give a positive number.",
-                    id="approvals.E106",
-                )
-            )
+        error = positive_number_error(
+            name,
+            getattr(countersign_settings, name),
+            hint="Give a positive number.",
+            id="approvals.E106",
+        )
+        if error is not None:
+            errors.append(error)
     return errors
 
 

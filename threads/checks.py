@@ -129,6 +129,20 @@ JANITOR_SETTINGS = (
 JANITOR_BEAT_ENTRY = "reap-stale-runs"
 
 
+def positive_number_error(
+    name: str, value: Any, *, hint: str, id: str
+) -> checks.Error | None:
+    """Return check ``id`` for ``COUNTERSIGN[name]`` when ``value`` is not a positive number.
+
+    ``None`` when it is an ``int`` or ``float`` above zero (a ``bool`` is not a
+    number here). The message is ``"COUNTERSIGN['<name>'] is <value!r>"``; the
+    ``hint`` says what to set. Shared by the janitor's and the notifications' checks.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        return checks.Error(f"COUNTERSIGN[{name!r}] is {value!r}", hint=hint, id=id)
+    return None
+
+
 @checks.register()
 def check_janitor(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Check the janitor's windows and that beat runs it every ``JANITOR_INTERVAL_SECONDS``.
@@ -145,14 +159,14 @@ def check_janitor(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMe
     values: dict[str, float] = {}
     for name in JANITOR_SETTINGS:
         value = getattr(countersign_settings, name)
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            errors.append(
-                checks.Error(
-                    f"COUNTERSIGN[{name!r}] is {value!r}",
-                    hint="Set it to a positive number of seconds.",
-                    id="threads.E030",
-                )
-            )
+        error = positive_number_error(
+            name,
+            value,
+            hint="Set it to a positive number of seconds.",
+            id="threads.E030",
+        )
+        if error is not None:
+            errors.append(error)
         else:
             values[name] = float(value)
     if errors:
