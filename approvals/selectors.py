@@ -513,9 +513,7 @@ def grant_list(
         "thread", "user", "granted_by", "revoked_by"
     )
     if not getattr(user, "is_authenticated", False) or not (
-        user.is_staff
-        or user.has_perm(DECIDE_PERMISSION)
-        or user.has_perm(VIEW_PERMISSION)
+        user.is_staff or can_see_queue(user)
     ):
         return grants.none()
     if tool is not None:
