@@ -123,9 +123,7 @@ class ApprovalListApi(APIView):
         },
     )
     def get(self, request: Request) -> Response:
-        filters = self.FilterSerializer(data=request.query_params)
-        filters.is_valid(raise_exception=True)
-        values = filters.validated_data
+        values = self.FilterSerializer.validated_query(request)
         approvals = approval_list(
             user=request.user,
             tool=values.get("tool"),
@@ -342,9 +340,7 @@ class ApprovalDecisionsCsvApi(APIView):
         },
     )
     def get(self, request: Request) -> HttpResponse:
-        filters = self.FilterSerializer(data=request.query_params)
-        filters.is_valid(raise_exception=True)
-        values = filters.validated_data
+        values = self.FilterSerializer.validated_query(request)
         decided = (
             approval_list(
                 user=request.user,
@@ -508,9 +504,7 @@ class GrantListApi(APIView):
         },
     )
     def get(self, request: Request) -> Response:
-        filters = self.FilterSerializer(data=request.query_params)
-        filters.is_valid(raise_exception=True)
-        values = filters.validated_data
+        values = self.FilterSerializer.validated_query(request)
         grants = grant_list(
             user=request.user, tool=values.get("tool"), active=values.get("active")
         )

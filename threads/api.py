@@ -334,9 +334,8 @@ class ThreadListCreateApi(APIView):
     )
     def get(self, request: Request) -> Response:
         """List the threads you may see, newest first (staff see every owner's)."""
-        filters = self.FilterSerializer(data=request.query_params)
-        filters.is_valid(raise_exception=True)
-        threads = thread_list(user=request.user, **filters.validated_data)
+        filters = self.FilterSerializer.validated_query(request)
+        threads = thread_list(user=request.user, **filters)
         paginator = ThreadCursorPagination()
         page = paginator.paginate_queryset(threads, request, view=self)
         return paginator.get_paginated_response(
@@ -504,9 +503,8 @@ class ThreadEventsApi(APIView):
     )
     def get(self, request: Request, thread_id: str) -> Response:
         thread = visible_thread(request, thread_id)
-        filters = self.FilterSerializer(data=request.query_params)
-        filters.is_valid(raise_exception=True)
-        after, limit = filters.validated_data["after"], filters.validated_data["limit"]
+        filters = self.FilterSerializer.validated_query(request)
+        after, limit = filters["after"], filters["limit"]
         events = thread_events_after(thread=thread, after=after, limit=limit + 1)
         more = len(events) > limit
         events = events[:limit]
@@ -624,9 +622,7 @@ class ToolCallListApi(APIView):
         },
     )
     def get(self, request: Request) -> Response:
-        filters = self.FilterSerializer(data=request.query_params)
-        filters.is_valid(raise_exception=True)
-        values = filters.validated_data
+        values = self.FilterSerializer.validated_query(request)
         calls = tool_call_list(
             user=request.user,
             thread_id=values.get("thread"),
@@ -654,12 +650,11 @@ class ToolCallDetailApi(APIView):
         responses={200: OutputSerializer, **errors(400, 404)},
     )
     def get(self, request: Request, tool_call_id: str) -> Response:
-        filters = self.FilterSerializer(data=request.query_params)
-        filters.is_valid(raise_exception=True)
+        filters = self.FilterSerializer.validated_query(request)
         call = tool_call_get(
             user=request.user,
             tool_call_id=tool_call_id,
-            thread_id=filters.validated_data.get("thread"),
+            thread_id=filters.get("thread"),
         )
         if call is None:
             raise Http404(f"tool call {tool_call_id!r} not found")
@@ -686,9 +681,8 @@ class ToolListApi(APIView):
         },
     )
     def get(self, request: Request) -> Response:
-        filters = self.FilterSerializer(data=request.query_params)
-        filters.is_valid(raise_exception=True)
-        tools = tool_list(agent=filters.validated_data.get("agent"))
+        filters = self.FilterSerializer.validated_query(request)
+        tools = tool_list(agent=filters.get("agent"))
         return Response({"results": self.OutputSerializer(tools, many=True).data})
 
 

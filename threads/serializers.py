@@ -104,6 +104,18 @@ class QueryFilterSerializer(serializers.Serializer):
             raise serializers.ValidationError(blank)
         return super().to_internal_value(data)
 
+    @classmethod
+    def validated_query(cls, request: Any) -> Any:
+        """Return ``request.query_params`` validated by this serializer (its ``validated_data``).
+
+        A mapping of the declared filters (defaults filled in, absent optional ones
+        left out). Raises DRF's ``ValidationError`` (400, naming each bad
+        parameter). The one way every list view reads its filters.
+        """
+        filters = cls(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        return filters.validated_data
+
 
 class ErrorSerializer(serializers.Serializer):
     """The body of every 4xx response."""
