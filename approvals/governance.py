@@ -159,19 +159,30 @@ def assigned_to(
 ) -> QuerySet[ApprovalRequest]:
     """Return the pending requests of ``approvals`` assigned to ``user``.
 
-    Claimed by ``user``, or routed to one of ``user``'s groups (or to no group,
-    for a holder of the decide permission) and not claimed by anyone; never requests ``user`` made when the requester may not
-    approve. Implements DC-03 ("assigned to me").
+    Claimed by ``user``, or routed to one of ``user``'s groups (any group for a
+    superuser; no group for a holder of the decide permission) and not held by
+    anyone else's live claim (a claim lapses after
+    ``COUNTERSIGN["APPROVAL_CLAIM_SECONDS"]``, as in
+    :func:`approvals.authorization.claim_refusal`); never requests ``user`` made
+    when the requester may not approve. Implements DC-03 ("assigned to me").
     """
     if not getattr(user, "is_authenticated", False):
         return approvals.none()
-    routed = Q(approver_groups__in=user.groups.all())
-    if user.has_perm(DECIDE_PERMISSION):
-        # A request routed to no group is every decider's.
-        routed |= Q(approver_groups__isnull=True)
-    mine = Q(claimed_by=user) | (routed & Q(claimed_by__isnull=True))
+    if getattr(user, "is_superuser", False):
+        routed = Q()
+    else:
+        routed = Q(approver_groups__in=user.groups.all())
+        if user.has_perm(DECIDE_PERMISSION):
+            # A request routed to no group is every decider's.
+            routed |= Q(approver_groups__isnull=True)
+    lapsed = timezone.now() - timedelta(
+        seconds=float(countersign_settings.APPROVAL_CLAIM_SECONDS)
+    )
+    unheld = Q(claimed_by__isnull=True) | Q(claimed_at__lte=lapsed)
+    mine = Q(claimed_by=user) | (routed & unheld)
     return (
         approvals.filter(status=ApprovalRequest.Status.PENDING)
         .filter(mine)
+        .distinct()
         .exclude(Q(requested_by=user) & Q(requester_may_approve=False))
     )

@@ -103,6 +103,36 @@ def test_assigned_to_me_claim_and_release_over_rest(user, finance, client, execu
     assert actions == [("ada", "approval.claimed"), ("ada", "approval.released")]
 
 
+def test_assigned_to_me_follows_the_authorization_rules(
+    user, finance, client, executor, django_user_model
+):
+    """"Assigned to me" lists what the user may decide: a lapsed claim frees it, superusers are in every group."""
+    _policy(approvals_required=1)
+    ada, grace, _linus = finance
+    root = django_user_model.objects.create_superuser("root", password="pw")
+    call = _held(user, executor)
+    approval = ApprovalRequest.objects.get(tool_call=call)
+
+    def assigned(who):
+        page = _get(client, who, "/api/approvals/?assigned=me").json()
+        return [a["id"] for a in page["results"]]
+
+    def can_authorize(who):
+        return _get(client, who, f"/api/approvals/{approval.pk}/").json()[
+            "canAuthorize"
+        ]
+
+    assert (assigned(root), can_authorize(root)) == ([approval.pk], True)
+    assert _post(client, ada, f"/api/approvals/{approval.pk}/claim/").status_code == 200
+    assert (assigned(grace), can_authorize(grace)) == ([], False)
+    # The claim lapses: grace may decide again, and the list says so.
+    ApprovalRequest.objects.filter(pk=approval.pk).update(
+        claimed_at=timezone.now() - timedelta(days=1)
+    )
+    assert (assigned(grace), can_authorize(grace)) == ([approval.pk], True)
+    assert assigned(ada) == [approval.pk]  # still hers too: she holds the claim
+
+
 def test_n_of_m_state_is_the_same_in_rest_snapshot_and_interrupt(
     user, finance, client, executor
 ):
