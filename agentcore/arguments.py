@@ -128,6 +128,8 @@ _PLAIN_RUN: Final = {
     "'": re.compile("(?:[^'\\\\\x00-\x1f]+|\\\\['\"\\\\/nrt])*"),
 }
 _MAYBE_FAULT: Final = re.compile("[\\\\\x00-\x1f]")
+#: What a JSON number that overflows a float needs: an exponent or 300+ digits.
+_MAY_OVERFLOW: Final = re.compile(r"\d[eE]|\d{300}")
 _NOTHING: Final = object()
 
 
@@ -474,7 +476,13 @@ def _ladder(raw: str | dict[str, Any] | None, tool: Tool) -> ParsedArguments:
     text = _Text(raw, range(len(raw)))
     value = attempt.loads(text)
     if value is not _NOTHING:
-        return _accept(value, tool, [])
+        # Text with no backslash and no control character decodes to strings that
+        # are slices of the screened text: only a float that overflows to infinity
+        # is left for the walk of the decoded value to find (B3).
+        screened = (
+            _MAYBE_FAULT.search(raw) is None and _MAY_OVERFLOW.search(raw) is None
+        )
+        return _accept(value, tool, [], screened=screened)
     if not raw.strip():
         return _accept(None, tool, [])
     if len(raw) <= MAX_REPAIR_CHARS:
@@ -557,8 +565,14 @@ def _is_json_prefix(text: str) -> bool:
     return False
 
 
-def _accept(value: Any, tool: Tool, repairs: list[str]) -> ParsedArguments:
-    """Validate a decoded ``value`` after the post-parse rungs; return the outcome."""
+def _accept(
+    value: Any, tool: Tool, repairs: list[str], *, screened: bool = False
+) -> ParsedArguments:
+    """Validate a decoded ``value`` after the post-parse rungs; return the outcome.
+
+    ``screened`` says ``value`` holds no refused character nor non-finite number
+    already, so :func:`_screen` need not walk it.
+    """
     if value is None or (isinstance(value, str) and not value.strip()):
         value = {}
         repairs = [*repairs, "empty_arguments"]
@@ -586,7 +600,8 @@ def _accept(value: Any, tool: Tool, repairs: list[str]) -> ParsedArguments:
             tool,
             f"the arguments must be a JSON object, got a JSON {_json_type(value)}",
         )
-    _screen(value)
+    if not screened:
+        _screen(value)
     validator = tool.validator
     if validator.is_valid(value):
         return _success(tool, value, repairs)
