@@ -469,6 +469,17 @@ def _ladder(raw: str | dict[str, Any] | None, tool: Tool) -> ParsedArguments:
             tool,
             f"arguments must be a JSON object text, got {type(raw).__name__}",
         )
+    if _RAW_FAULT.search(raw) is None and _MAYBE_FAULT.search(raw) is None:
+        # The common case, strict JSON with nothing to screen: decoded without
+        # the bookkeeping the rungs need (B3). Anything else takes the ladder.
+        try:
+            value = _DECODER.decode(raw)
+        except (ValueError, RecursionError):
+            pass
+        else:
+            # Its strings are slices of the screened text: only a float that
+            # overflows to infinity is left for the walk of the value to find.
+            return _accept(value, tool, [], screened=_MAY_OVERFLOW.search(raw) is None)
     problem = _screen_raw(raw)
     if problem is not None:
         raise _Refused(problem.sentence(problem.offset))
@@ -476,13 +487,7 @@ def _ladder(raw: str | dict[str, Any] | None, tool: Tool) -> ParsedArguments:
     text = _Text(raw, range(len(raw)))
     value = attempt.loads(text)
     if value is not _NOTHING:
-        # Text with no backslash and no control character decodes to strings that
-        # are slices of the screened text: only a float that overflows to infinity
-        # is left for the walk of the decoded value to find (B3).
-        screened = (
-            _MAYBE_FAULT.search(raw) is None and _MAY_OVERFLOW.search(raw) is None
-        )
-        return _accept(value, tool, [], screened=screened)
+        return _accept(value, tool, [])
     if not raw.strip():
         return _accept(None, tool, [])
     if len(raw) <= MAX_REPAIR_CHARS:
