@@ -63,9 +63,12 @@ import json
 import logging
 import math
 import re
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
+
+from agentcore.simple_schema import quick_check
 
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
@@ -608,7 +611,7 @@ def _accept(
     if not screened:
         _screen(value)
     validator = tool.validator
-    if validator.is_valid(value):
+    if _quick_accepts(tool, value) or validator.is_valid(value):
         return _success(tool, value, repairs)
     decoded = _decode_nested(value, tool.parameters)
     if decoded is not None and validator.is_valid(decoded):
@@ -619,6 +622,21 @@ def _accept(
             tool, "the arguments were empty; " + _schema_errors(tool, value)
         )
     return _failure(tool, _schema_errors(tool, value))
+
+
+#: Per tool, its schema's :func:`quick_check` (``False`` when the schema has none).
+_QUICK: weakref.WeakKeyDictionary[Tool, Callable[[dict[str, Any]], bool] | bool] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _quick_accepts(tool: Tool, value: dict[str, Any]) -> bool:
+    """Return ``True`` when ``tool``'s schema surely accepts ``value`` (else ask the validator)."""
+    check = _QUICK.get(tool)
+    if check is None:
+        check = quick_check(tool.parameters) or False
+        _QUICK[tool] = check
+    return callable(check) and check(value)
 
 
 def _success(tool: Tool, params: dict[str, Any], repairs: list[str]) -> ParsedArguments:
