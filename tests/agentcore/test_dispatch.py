@@ -572,3 +572,65 @@ async def test_lp06_a_batch_is_bounded_by_the_tools_timeouts() -> None:
     results = await run([ToolCallRequest(f"c{i}", "hang", "{}") for i in range(5)], t)
     assert [r.error for r in results] == ["timeout"] * 5
     assert all(r.finished_at - r.started_at < 60 for r in results)
+
+
+async def test_lp05_each_call_keeps_its_own_timeout_in_a_batch() -> None:
+    """LP-05: one batch timer serves every call; a later, shorter timeout still fires first.
+
+    ``slow`` (timeout 30 s) runs first and finishes; ``late`` then sleeps 2 s under a
+    0.05 s timeout: a timer still armed at the first call's deadline would let it
+    finish (``ok``) instead of stopping it. In a parallel group the short timeout
+    stops its call while the longer one's call finishes.
+    """
+
+    async def quick(params: dict[str, Any], context: ToolContext) -> str:
+        await asyncio.sleep(0)
+        return "quick done"
+
+    async def late(params: dict[str, Any], context: ToolContext) -> str:
+        await asyncio.sleep(2)
+        return "late done"
+
+    slow = make("slow", quick, timeout=30)
+    short = make("short", late, timeout=0.05)
+    results = await run(
+        [ToolCallRequest("c1", "slow", "{}"), ToolCallRequest("c2", "short", "{}")],
+        slow,
+        short,
+    )
+    assert (results[0].error, results[0].content) == (None, "quick done")
+    assert results[1].error == "timeout"
+
+    par_short = make(
+        "par_short", late, timeout=0.05, is_read_only=True, execution_mode="parallel"
+    )
+    par_long = make(
+        "par_long", quick, timeout=30, is_read_only=True, execution_mode="parallel"
+    )
+    results = await run(
+        [
+            ToolCallRequest("p1", "par_long", "{}"),
+            ToolCallRequest("p2", "par_short", "{}"),
+            ToolCallRequest("p3", "par_long", "{}"),
+        ],
+        par_short,
+        par_long,
+    )
+    assert [r.error for r in results] == [None, "timeout", None]
+    assert [r.content for r in (results[0], results[2])] == ["quick done"] * 2
+
+
+async def test_lp05_a_tool_timeout_leaves_the_callers_task_uncancelled() -> None:
+    """LP-05: after a timed-out call the caller's task holds no pending cancellation."""
+
+    async def hang(params: dict[str, Any], context: ToolContext) -> str:
+        await asyncio.sleep(3600)
+        return "never"
+
+    t = make("hang", hang, timeout=0.05)
+    results = await run([ToolCallRequest("c1", "hang", "{}")], t)
+    assert results[0].error == "timeout"
+    task = asyncio.current_task()
+    assert task is not None
+    assert task.cancelling() == 0
+    await asyncio.sleep(0.01)  # a stray cancellation would be raised here
