@@ -300,13 +300,18 @@ async def _invoke(tool: Tool, params: dict[str, Any], context: ToolContext) -> A
 
 
 class _Running:
-    """One call inside :func:`_run_with_limits`: its task, its deadline, what stopped it."""
+    """One call inside :func:`_run_with_limits`: its task, deadline, signal, what stopped it."""
 
-    __slots__ = ("deadline", "stopped", "task")
+    __slots__ = ("deadline", "signal", "stopped", "task")
 
-    def __init__(self, task: asyncio.Task[Any], deadline: float) -> None:
+    def __init__(
+        self, task: asyncio.Task[Any], deadline: float, signal: asyncio.Event
+    ) -> None:
         self.task = task
         self.deadline = deadline
+        #: The call's own abort signal (its ``ToolContext.cancel``): set on its
+        #: timeout or the run's cancel, never shared with another call or the run.
+        self.signal = signal
         #: ``"timeout"`` or ``"cancelled"`` once :class:`_Limits` cancelled the task.
         self.stopped: str | None = None
 
@@ -319,6 +324,10 @@ class _Limits:
     earliest deadline of the calls running, and when it fires it cancels those past
     their own deadline and re-arms itself for the next one. Calls of one batch run
     one after the other or side by side, so the first deadline is rarely moved.
+
+    Each call has its own signal: a timeout sets only that call's, the run's cancel
+    (seen by the one waiter) sets every running call's. The run's event itself is
+    only ever read here: a tool's timeout must not end the run (RT-07).
     """
 
     def __init__(self, cancel: asyncio.Event | None) -> None:
@@ -327,10 +336,16 @@ class _Limits:
         self.timer: asyncio.TimerHandle | None = None
         self.waiter: asyncio.Task[Any] | None = None
 
-    def enter(self, task: asyncio.Task[Any], timeout: float) -> _Running:
-        """Register the call running in ``task`` with a ``timeout`` in seconds."""
+    def enter(
+        self, task: asyncio.Task[Any], timeout: float, signal: asyncio.Event
+    ) -> _Running:
+        """Register the call running in ``task`` with a ``timeout`` in seconds.
+
+        ``signal`` is the call's own abort event (not the run's cancel event), set
+        when this call times out or the run is cancelled.
+        """
         loop = task.get_loop()
-        entry = _Running(task, loop.time() + timeout)
+        entry = _Running(task, loop.time() + timeout, signal)
         self.running[id(entry)] = entry
         if self.cancel is not None and self.waiter is None:
             self.waiter = loop.create_task(self._watch(self.cancel))
@@ -363,6 +378,7 @@ class _Limits:
                 continue
             if entry.deadline <= now:
                 entry.stopped = "timeout"
+                entry.signal.set()
                 entry.task.cancel()
             elif upcoming is None or entry.deadline < upcoming:
                 upcoming = entry.deadline
@@ -374,6 +390,7 @@ class _Limits:
         for entry in self.running.values():
             if entry.stopped is None:
                 entry.stopped = "cancelled"
+                entry.signal.set()
                 entry.task.cancel()
 
 
@@ -392,9 +409,12 @@ async def _run_with_limits(
     finish in its thread. An async tool that swallows the cancellation keeps the
     call waiting: tools must let ``CancelledError`` propagate. A cancellation that
     came from elsewhere (the run's own deadline, the caller) propagates.
-    Implements LP-05.
+    ``context.cancel`` is the call's own signal: one is made when the context has
+    none or carries the run's cancel event (which a timeout must never set, or the
+    whole run would end cancelled instead of the model getting the timeout, RT-07).
+    Implements LP-05, RT-07.
     """
-    if context.cancel is None:
+    if context.cancel is None or context.cancel is limits.cancel:
         context.cancel = asyncio.Event()
     current = asyncio.current_task()
     if current is None:  # not in a task: nothing to cancel, no limits to keep
@@ -402,7 +422,7 @@ async def _run_with_limits(
             return "ok", await _invoke(tool, params, context)
         except Exception as error:
             return "error", error
-    entry = limits.enter(current, tool.timeout)
+    entry = limits.enter(current, tool.timeout, context.cancel)
     try:
         value = await _invoke(tool, params, context)
     except asyncio.CancelledError:

@@ -730,7 +730,9 @@ class _Execution:
             tool_call_id=request.tool_call_id,
             idempotency_key=f"{self.input.thread_id}:{request.tool_call_id}",
             user=user,
-            cancel=self.cancel,
+            # Not the run's event: dispatch gives each call its own signal, which
+            # the run's cancel also sets, so one call's timeout stays that call's.
+            cancel=None,
             extras=extras,
         )
 

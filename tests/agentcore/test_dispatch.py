@@ -634,3 +634,92 @@ async def test_lp05_a_tool_timeout_leaves_the_callers_task_uncancelled() -> None
     assert task is not None
     assert task.cancelling() == 0
     await asyncio.sleep(0.01)  # a stray cancellation would be raised here
+
+
+async def test_lp05_a_timeout_signals_only_its_own_call_never_the_runs_cancel() -> None:
+    """LP-05, RT-07: a call's timeout sets that call's ``context.cancel`` only.
+
+    The run's cancel event stays clear and a neighbour in the same parallel batch
+    finishes with its value, even when the caller's contexts carry the run's event
+    (as the loop's did) and the batch shares it.
+    """
+    cancel = asyncio.Event()
+    contexts: dict[str, ToolContext] = {}
+
+    def shared(call: ToolCallRequest) -> ToolContext:
+        context = ctx_for(call)
+        context.cancel = cancel
+        return context
+
+    async def hang(params: dict[str, Any], context: ToolContext) -> str:
+        contexts[context.tool_call_id] = context
+        await asyncio.sleep(30)
+        return "never"
+
+    async def steady(params: dict[str, Any], context: ToolContext) -> str:
+        contexts[context.tool_call_id] = context
+        await asyncio.sleep(0.3)  # still running when its neighbour times out
+        assert context.cancel is not None
+        return "signalled" if context.cancel.is_set() else "steady done"
+
+    parallel: dict[str, Any] = {"is_read_only": True, "execution_mode": "parallel"}
+    tools = (
+        make("hang", hang, timeout=0.05, **parallel),
+        make("steady", steady, timeout=10, **parallel),
+    )
+    results = await dispatch(
+        [ToolCallRequest("c1", "hang", "{}"), ToolCallRequest("c2", "steady", "{}")],
+        toolset=Toolset(tools),
+        context_factory=shared,
+        cancel=cancel,
+    )
+    assert [r.error for r in results] == ["timeout", None]
+    assert results[1].content == "steady done"
+    assert not cancel.is_set()
+    first, second = contexts["c1"].cancel, contexts["c2"].cancel
+    assert first is not None
+    assert second is not None
+    assert first is not cancel
+    assert second is not cancel
+    assert first is not second
+    assert (first.is_set(), second.is_set()) == (True, False)
+
+
+async def test_lp05_run_cancel_sets_every_running_calls_own_signal() -> None:
+    """LP-05: the run's cancel reaches each running call's ``context.cancel`` (a sync tool's only stop signal)."""
+    cancel = asyncio.Event()
+    started = [threading.Event(), threading.Event()]
+    stopped: list[str] = []
+
+    def cooperative(params: dict[str, Any], context: ToolContext) -> str:
+        started[int(context.tool_call_id[1:]) - 1].set()
+        deadline = time.monotonic() + 5  # never outlive the test
+        while time.monotonic() < deadline:
+            if context.cancel is not None and context.cancel.is_set():
+                stopped.append(context.tool_call_id)
+                return "stopped"
+            time.sleep(0.005)
+        return "late"
+
+    t = make(
+        "work", cooperative, timeout=30, is_read_only=True, execution_mode="parallel"
+    )
+
+    async def trip() -> None:
+        for event in started:
+            await asyncio.to_thread(event.wait, 5)
+        cancel.set()
+
+    tripper = asyncio.create_task(trip())
+    results = await run(
+        [ToolCallRequest("c1", "work", "{}"), ToolCallRequest("c2", "work", "{}")],
+        t,
+        cancel=cancel,
+    )
+    await tripper
+    assert [r.error for r in results] == ["cancelled", "cancelled"]
+    for _ in range(200):  # the abandoned threads notice their signal shortly after
+        if len(stopped) == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert sorted(stopped) == ["c1", "c2"]
