@@ -13,7 +13,7 @@ The helpers below build the run-boundary events the same way for every agent.
 from __future__ import annotations
 
 import asyncio
-import uuid
+import os
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterable
 from typing import Final
@@ -66,8 +66,15 @@ class Agent(ABC):
 
 
 def new_id(prefix: str = "") -> str:
-    """Return a fresh opaque id (``prefix`` + a UUID4 hex), unique within any thread."""
-    return f"{prefix}{uuid.uuid4().hex}"
+    """Return a fresh opaque id (``prefix`` + a UUID4 hex), unique within any thread.
+
+    The hex is ``uuid.uuid4().hex``'s (version and variant bits set), spelled from
+    the random bytes directly: a ``UUID`` object per id cost ~4x as much (B3).
+    """
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
+    return f"{prefix}{raw.hex()}"
 
 
 def run_started(run_input: RunAgentInput) -> RunStartedEvent:

@@ -63,9 +63,12 @@ import json
 import logging
 import math
 import re
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
+
+from agentcore.simple_schema import quick_check
 
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
@@ -128,6 +131,8 @@ _PLAIN_RUN: Final = {
     "'": re.compile("(?:[^'\\\\\x00-\x1f]+|\\\\['\"\\\\/nrt])*"),
 }
 _MAYBE_FAULT: Final = re.compile("[\\\\\x00-\x1f]")
+#: What a JSON number that overflows a float needs: an exponent or 300+ digits.
+_MAY_OVERFLOW: Final = re.compile(r"\d[eE]|\d{300}")
 _NOTHING: Final = object()
 
 
@@ -467,6 +472,17 @@ def _ladder(raw: str | dict[str, Any] | None, tool: Tool) -> ParsedArguments:
             tool,
             f"arguments must be a JSON object text, got {type(raw).__name__}",
         )
+    if _RAW_FAULT.search(raw) is None and _MAYBE_FAULT.search(raw) is None:
+        # The common case, strict JSON with nothing to screen: decoded without
+        # the bookkeeping the rungs need (B3). Anything else takes the ladder.
+        try:
+            value = _DECODER.decode(raw)
+        except (ValueError, RecursionError):
+            pass
+        else:
+            # Its strings are slices of the screened text: only a float that
+            # overflows to infinity is left for the walk of the value to find.
+            return _accept(value, tool, [], screened=_MAY_OVERFLOW.search(raw) is None)
     problem = _screen_raw(raw)
     if problem is not None:
         raise _Refused(problem.sentence(problem.offset))
@@ -557,8 +573,14 @@ def _is_json_prefix(text: str) -> bool:
     return False
 
 
-def _accept(value: Any, tool: Tool, repairs: list[str]) -> ParsedArguments:
-    """Validate a decoded ``value`` after the post-parse rungs; return the outcome."""
+def _accept(
+    value: Any, tool: Tool, repairs: list[str], *, screened: bool = False
+) -> ParsedArguments:
+    """Validate a decoded ``value`` after the post-parse rungs; return the outcome.
+
+    ``screened`` says ``value`` holds no refused character nor non-finite number
+    already, so :func:`_screen` need not walk it.
+    """
     if value is None or (isinstance(value, str) and not value.strip()):
         value = {}
         repairs = [*repairs, "empty_arguments"]
@@ -586,9 +608,10 @@ def _accept(value: Any, tool: Tool, repairs: list[str]) -> ParsedArguments:
             tool,
             f"the arguments must be a JSON object, got a JSON {_json_type(value)}",
         )
-    _screen(value)
+    if not screened:
+        _screen(value)
     validator = tool.validator
-    if validator.is_valid(value):
+    if _quick_accepts(tool, value) or validator.is_valid(value):
         return _success(tool, value, repairs)
     decoded = _decode_nested(value, tool.parameters)
     if decoded is not None and validator.is_valid(decoded):
@@ -599,6 +622,21 @@ def _accept(value: Any, tool: Tool, repairs: list[str]) -> ParsedArguments:
             tool, "the arguments were empty; " + _schema_errors(tool, value)
         )
     return _failure(tool, _schema_errors(tool, value))
+
+
+#: Per tool, its schema's :func:`quick_check` (``False`` when the schema has none).
+_QUICK: weakref.WeakKeyDictionary[Tool, Callable[[dict[str, Any]], bool] | bool] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _quick_accepts(tool: Tool, value: dict[str, Any]) -> bool:
+    """Return ``True`` when ``tool``'s schema surely accepts ``value`` (else ask the validator)."""
+    check = _QUICK.get(tool)
+    if check is None:
+        check = quick_check(tool.parameters) or False
+        _QUICK[tool] = check
+    return callable(check) and check(value)
 
 
 def _success(tool: Tool, params: dict[str, Any], repairs: list[str]) -> ParsedArguments:

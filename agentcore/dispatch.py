@@ -23,6 +23,7 @@ import inspect
 import logging
 import re
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypedDict
@@ -65,6 +66,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: Policies that are a plain action string, answered without evaluating them.
+_PLAIN_ACTIONS: Final = frozenset({"auto", "require_approval", "deny"})
 
 
 @dataclass(frozen=True)
@@ -267,69 +271,176 @@ def _failure(
     )
 
 
+#: Per tool, whether ``execute`` is a coroutine function (asked once, not per call).
+_RUNS_ASYNC: weakref.WeakKeyDictionary[Tool, bool] = weakref.WeakKeyDictionary()
+
+
+def _runs_async(tool: Tool) -> bool:
+    """Return whether ``tool.execute`` is a coroutine function (or an async callable)."""
+    known = _RUNS_ASYNC.get(tool)
+    if known is None:
+        execute = tool.execute
+        known = inspect.iscoroutinefunction(execute) or inspect.iscoroutinefunction(
+            getattr(execute, "__call__", None)  # noqa: B004 - async callable objects
+        )
+        _RUNS_ASYNC[tool] = known
+    return known
+
+
 async def _invoke(tool: Tool, params: dict[str, Any], context: ToolContext) -> Any:
     """Call ``tool.execute``: a coroutine function directly, a sync one in a worker thread."""
     execute = tool.execute
-    if inspect.iscoroutinefunction(execute) or inspect.iscoroutinefunction(
-        getattr(execute, "__call__", None)  # noqa: B004 - async callable objects
-    ):
+    if _runs_async(tool):
         pending = execute(params, context)
-        assert inspect.isawaitable(pending)  # a coroutine function's call
-        return await pending
+        return await pending  # type: ignore[misc]  # a coroutine function's call
     result = await asyncio.to_thread(execute, params, context)
     if inspect.isawaitable(result):
         return await result
     return result
 
 
+class _Running:
+    """One call inside :func:`_run_with_limits`: its task, deadline, signal, what stopped it."""
+
+    __slots__ = ("deadline", "signal", "stopped", "task")
+
+    def __init__(
+        self, task: asyncio.Task[Any], deadline: float, signal: asyncio.Event
+    ) -> None:
+        self.task = task
+        self.deadline = deadline
+        #: The call's own abort signal (its ``ToolContext.cancel``): set on its
+        #: timeout or the run's cancel, never shared with another call or the run.
+        self.signal = signal
+        #: ``"timeout"`` or ``"cancelled"`` once :class:`_Limits` cancelled the task.
+        self.stopped: str | None = None
+
+
+class _Limits:
+    """The timeouts and the run's cancel signal of one batch's running calls (LP-05).
+
+    One timer and at most one cancel waiter serve the whole batch instead of an
+    ``asyncio.timeout`` and a watcher task per call (B3): the timer is armed at the
+    earliest deadline of the calls running, and when it fires it cancels those past
+    their own deadline and re-arms itself for the next one. Calls of one batch run
+    one after the other or side by side, so the first deadline is rarely moved.
+
+    Each call has its own signal: a timeout sets only that call's, the run's cancel
+    (seen by the one waiter) sets every running call's. The run's event itself is
+    only ever read here: a tool's timeout must not end the run (RT-07).
+    """
+
+    def __init__(self, cancel: asyncio.Event | None) -> None:
+        self.cancel = cancel
+        self.running: dict[int, _Running] = {}
+        self.timer: asyncio.TimerHandle | None = None
+        self.waiter: asyncio.Task[Any] | None = None
+
+    def enter(
+        self, task: asyncio.Task[Any], timeout: float, signal: asyncio.Event
+    ) -> _Running:
+        """Register the call running in ``task`` with a ``timeout`` in seconds.
+
+        ``signal`` is the call's own abort event (not the run's cancel event), set
+        when this call times out or the run is cancelled.
+        """
+        loop = task.get_loop()
+        entry = _Running(task, loop.time() + timeout, signal)
+        self.running[id(entry)] = entry
+        if self.cancel is not None and self.waiter is None:
+            self.waiter = loop.create_task(self._watch(self.cancel))
+        if self.timer is None or entry.deadline < self.timer.when():
+            if self.timer is not None:
+                self.timer.cancel()
+            self.timer = loop.call_at(entry.deadline, self._on_timer)
+        return entry
+
+    def leave(self, entry: _Running) -> None:
+        """Forget a call that has finished (its deadline no longer counts)."""
+        self.running.pop(id(entry), None)
+
+    def close(self) -> None:
+        """Stop the timer and the cancel waiter (the batch is over)."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.cancel()
+        self.waiter = None
+
+    def _on_timer(self) -> None:
+        self.timer = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        upcoming: float | None = None
+        for entry in self.running.values():
+            if entry.stopped is not None:
+                continue
+            if entry.deadline <= now:
+                entry.stopped = "timeout"
+                entry.signal.set()
+                entry.task.cancel()
+            elif upcoming is None or entry.deadline < upcoming:
+                upcoming = entry.deadline
+        if upcoming is not None:
+            self.timer = loop.call_at(upcoming, self._on_timer)
+
+    async def _watch(self, cancel: asyncio.Event) -> None:
+        await cancel.wait()
+        for entry in self.running.values():
+            if entry.stopped is None:
+                entry.stopped = "cancelled"
+                entry.signal.set()
+                entry.task.cancel()
+
+
 async def _run_with_limits(
     tool: Tool,
     params: dict[str, Any],
     context: ToolContext,
-    cancel: asyncio.Event | None,
+    limits: _Limits,
 ) -> tuple[str, Any]:
-    """Run the tool under its timeout and the run's cancel signal.
+    """Run the tool under its timeout and the run's cancel signal (both kept by ``limits``).
 
     Returns ``("ok", value)``, ``("error", exception)``, ``("timeout", None)`` or
     ``("cancelled", None)``. A timed-out or cancelled async tool is cancelled in
     place (it sees :class:`asyncio.CancelledError` and its handlers run before this
     returns); a sync tool is signalled through ``context.cancel`` and abandoned to
     finish in its thread. An async tool that swallows the cancellation keeps the
-    call waiting: tools must let ``CancelledError`` propagate. Implements LP-05.
+    call waiting: tools must let ``CancelledError`` propagate. A cancellation that
+    came from elsewhere (the run's own deadline, the caller) propagates.
+    ``context.cancel`` is the call's own signal: one is made when the context has
+    none or carries the run's cancel event (which a timeout must never set, or the
+    whole run would end cancelled instead of the model getting the timeout, RT-07).
+    Implements LP-05, RT-07.
     """
-    if context.cancel is None:
+    if context.cancel is None or context.cancel is limits.cancel:
         context.cancel = asyncio.Event()
     current = asyncio.current_task()
-    by_run = False
-    watcher: asyncio.Task[None] | None = None
-    if cancel is not None and current is not None:
-
-        async def watch() -> None:
-            nonlocal by_run
-            await cancel.wait()
-            by_run = True
-            current.cancel()
-
-        watcher = asyncio.create_task(watch())
+    if current is None:  # not in a task: nothing to cancel, no limits to keep
+        try:
+            return "ok", await _invoke(tool, params, context)
+        except Exception as error:
+            return "error", error
+    entry = limits.enter(current, tool.timeout, context.cancel)
     try:
-        async with asyncio.timeout(tool.timeout) as deadline:
-            value = await _invoke(tool, params, context)
+        value = await _invoke(tool, params, context)
     except asyncio.CancelledError:
         context.cancel.set()
-        if by_run and current is not None:
+        if entry.stopped is not None:
             current.uncancel()
-            return "cancelled", None
+            return entry.stopped, None
         raise
-    except TimeoutError as error:
-        if deadline.expired():
-            context.cancel.set()
-            return "timeout", None
-        return "error", error
     except Exception as error:
+        if entry.stopped is not None:
+            current.uncancel()  # the tool turned the cancellation into its own error
         return "error", error
     finally:
-        if watcher is not None and not watcher.done():
-            watcher.cancel()
+        limits.leave(entry)
+    if entry.stopped is not None:
+        # The tool swallowed the cancellation and returned: take it back so the
+        # caller's task is not cancelled later, and keep the value.
+        current.uncancel()
     return "ok", value
 
 
@@ -362,7 +473,13 @@ async def execute_call(
             message=toolset.unknown_tool_message(call.name),
             started_at=started,
         )
-    return await _execute_resolved(call, tool, context, cancel, started, gate=False)
+    limits = _Limits(cancel)
+    try:
+        return await _execute_resolved(
+            call, tool, context, cancel, limits, started, gate=False
+        )
+    finally:
+        limits.close()
 
 
 async def _execute_resolved(
@@ -370,6 +487,7 @@ async def _execute_resolved(
     tool: Tool,
     context: ToolContext,
     cancel: asyncio.Event | None,
+    limits: _Limits,
     started: float,
     *,
     gate: bool,
@@ -391,7 +509,11 @@ async def _execute_resolved(
         "repair": parsed.repair,
         "params": params,
     }
-    policy = tool.policy_for(params)
+    # A plain action string is its own decision (``decision_from`` would check
+    # and copy a PolicyDecision per call to say so, B3); anything else is evaluated.
+    policy = tool.policy
+    if not (isinstance(policy, str) and policy in _PLAIN_ACTIONS):
+        policy = tool.policy_for(params)
     if policy == "deny":
         return _failure(
             call,
@@ -416,7 +538,7 @@ async def _execute_resolved(
             message=_generic_message("cancelled", tool),
             **common,
         )
-    outcome, value = await _run_with_limits(tool, params, context, cancel)
+    outcome, value = await _run_with_limits(tool, params, context, limits)
     if outcome != "ok":
         if outcome == "error":
             kind, message = _classify(value, tool)
@@ -499,6 +621,7 @@ async def dispatch(
     """
     resolved = [toolset.resolve(call.name) for call in calls]
     results: list[ToolResult | None] = [None] * len(calls)
+    limits = _Limits(cancel)
 
     async def run(index: int) -> None:
         call = calls[index]
@@ -513,19 +636,25 @@ async def dispatch(
             )
             return
         results[index] = await _execute_resolved(
-            call, tool, context_factory(call), cancel, started, gate=True
+            call, tool, context_factory(call), cancel, limits, started, gate=True
         )
 
     index = 0
-    while index < len(calls):
-        if not _concurrent(resolved[index]):
-            await run(index)
+    try:
+        while index < len(calls):
+            if not _concurrent(resolved[index]):
+                await run(index)
+                index += 1
+                continue
+            group = [index]
             index += 1
-            continue
-        group = [index]
-        index += 1
-        while index < len(calls) and _concurrent(resolved[index]):
-            group.append(index)
-            index += 1
-        await asyncio.gather(*(run(i) for i in group))
+            while index < len(calls) and _concurrent(resolved[index]):
+                group.append(index)
+                index += 1
+            if len(group) == 1:
+                await run(group[0])  # a group of one needs no task of its own
+            else:
+                await asyncio.gather(*(run(i) for i in group))
+    finally:
+        limits.close()
     return [r for r in results if r is not None]

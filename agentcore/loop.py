@@ -230,7 +230,7 @@ class LoopAgent(Agent):
         self.retry_max_delay = retry_max_delay
         self.owns_provider = owns_provider
 
-    async def run(
+    def run(
         self, run_input: RunAgentInput, *, cancel: asyncio.Event | None = None
     ) -> AsyncIterator[BaseEvent]:
         """Yield the AG-UI events of one run of ``run_input``; see the module docstring.
@@ -239,10 +239,11 @@ class LoopAgent(Agent):
         possibly with ``pendingToolCallIds``, or cancelled) or ``RUN_ERROR`` (``code``
         ``max_iterations``, ``deadline_exceeded``, a :class:`ProviderError` code, or
         ``internal_error``). Raises nothing. Implements LP-06, LP-09, ER-01.
+
+        Returns the run's own async generator rather than re-yielding it: every
+        event would otherwise cross one more generator (B3).
         """
-        execution = _Execution(self, run_input, cancel)
-        async for event in execution.events():
-            yield event
+        return _Execution(self, run_input, cancel).events()
 
 
 class _Execution:
@@ -343,11 +344,24 @@ class _Execution:
             self.turns += 1
             calls: list[_Call] = []
             end: TurnEnd | None = None
-            async for item in self._turn_with_retries(calls):
-                if isinstance(item, TurnEnd):
-                    end = item
-                else:
-                    yield item
+            # The retries of a transient failure before any output, here rather than
+            # in a generator of their own: every event would cross it (B3).
+            attempt = 0
+            while True:
+                streamed = False
+                try:
+                    async for item in self._turn(calls):
+                        if isinstance(item, TurnEnd):
+                            end = item
+                        else:
+                            streamed = True
+                            yield item
+                    break
+                except ProviderError as error:
+                    delay = self._retry_or_raise(error, attempt, streamed=streamed)
+                attempt += 1
+                await self._race(asyncio.sleep(delay))
+                self._check_cancel()
             assert end is not None  # _turn raises when the provider never ends the turn
             if not calls:
                 yield run_finished(self.input, usage=self._usage())
@@ -366,40 +380,29 @@ class _Execution:
 
     # -- one model turn ---------------------------------------------------------------
 
-    async def _turn_with_retries(
-        self, calls: list[_Call]
-    ) -> AsyncIterator[BaseEvent | TurnEnd]:
-        """Run :meth:`_turn`, retrying a transient failure that came before any output.
+    def _retry_or_raise(
+        self, error: ProviderError, attempt: int, *, streamed: bool
+    ) -> float:
+        """Return the wait before retrying the turn after ``error``, logging the retry.
 
-        Raises what :meth:`_turn` raises once retries are spent, the failure is not
-        retryable, output was already streamed, or the wait would pass the deadline.
+        Re-raises ``error`` once retries are spent, the failure is not retryable,
+        output was already streamed, or the wait would pass the deadline.
         """
-        attempt = 0
-        while True:
-            streamed = False
-            try:
-                async for item in self._turn(calls):
-                    streamed = streamed or not isinstance(item, TurnEnd)
-                    yield item
-                return
-            except ProviderError as error:
-                delay = self._retry_delay(error, attempt, streamed=streamed)
-                if delay is None:
-                    raise
-                attempt += 1
-                logger.warning(
-                    "model provider failed in thread %r run %r: %s (%s); "
-                    "retry %d of %d in %.2fs",
-                    self.input.thread_id,
-                    self.input.run_id,
-                    error,
-                    error.code,
-                    attempt,
-                    self.agent.model_retries,
-                    delay,
-                )
-            await self._race(asyncio.sleep(delay))
-            self._check_cancel()
+        delay = self._retry_delay(error, attempt, streamed=streamed)
+        if delay is None:
+            raise error
+        logger.warning(
+            "model provider failed in thread %r run %r: %s (%s); "
+            "retry %d of %d in %.2fs",
+            self.input.thread_id,
+            self.input.run_id,
+            error,
+            error.code,
+            attempt + 1,
+            self.agent.model_retries,
+            delay,
+        )
+        return delay
 
     def _retry_delay(
         self, error: ProviderError, attempt: int, *, streamed: bool
@@ -432,7 +435,7 @@ class _Execution:
         end: TurnEnd | None = None
         try:
             while True:
-                item = await self._race(_next_or_end(stream))
+                item = await self._next_item(stream)
                 if item is _END:
                     break
                 if isinstance(item, TextDelta):
@@ -727,7 +730,9 @@ class _Execution:
             tool_call_id=request.tool_call_id,
             idempotency_key=f"{self.input.thread_id}:{request.tool_call_id}",
             user=user,
-            cancel=self.cancel,
+            # Not the run's event: dispatch gives each call its own signal, which
+            # the run's cancel also sets, so one call's timeout stays that call's.
+            cancel=None,
             extras=extras,
         )
 
@@ -756,6 +761,35 @@ class _Execution:
         self._interrupted = None
         try:
             return await awaitable
+        except asyncio.CancelledError:
+            reason = self._interrupted
+            if reason is None:
+                raise
+            task.uncancel()
+            if reason == "cancel":
+                raise _Cancelled() from None
+            raise self._deadline_error() from None
+        finally:
+            self._racing = None
+
+    async def _next_item(self, stream: AsyncIterator[_T]) -> _T | object:
+        """Return ``stream``'s next item (``_END`` when it is exhausted), as a race.
+
+        :meth:`_race` of ``anext`` in one coroutine: a model turn awaits
+        this once per streamed fragment, so the two coroutines a race would build per
+        item are spared (B3). Raises :class:`_Cancelled` or :class:`_LimitReached`.
+        """
+        task = asyncio.current_task()
+        if self.cancel is not None and self.cancel.is_set():
+            raise _Cancelled()
+        if task is None or asyncio.get_running_loop().time() >= self.deadline:
+            raise self._deadline_error()
+        self._racing = task
+        self._interrupted = None
+        try:
+            return await anext(stream)
+        except StopAsyncIteration:
+            return _END
         except asyncio.CancelledError:
             reason = self._interrupted
             if reason is None:
@@ -865,14 +899,6 @@ class _Execution:
         return [
             TokenUsage(provider=provider or None, model=model or None, **self.usage)
         ]
-
-
-async def _next_or_end(stream: AsyncIterator[_T]) -> _T | object:
-    """Return the next item of ``stream``, or ``_END`` when it is exhausted."""
-    try:
-        return await anext(stream)
-    except StopAsyncIteration:
-        return _END
 
 
 def _close_awaitable(awaitable: Awaitable[Any]) -> None:

@@ -160,8 +160,9 @@ class ToolOutput:
 class ToolContext:
     """Where a call runs: ids, the idempotency key, the user, and the abort signal.
 
-    ``idempotency_key`` is stable across retries of one call (LP-07); ``cancel`` is set
-    when the call times out or the run is cancelled (RT-01's abort signal); ``user`` is
+    ``idempotency_key`` is stable across retries of one call (LP-07); ``cancel`` is the
+    call's own abort signal (RT-01), set when this call times out or the run is
+    cancelled; dispatch gives every call its own event, never the run's; ``user`` is
     whatever the caller authenticated, for the tool's own use (the caller checks
     ``Tool.permission`` before executing). ``extras`` carries caller-specific values.
     """

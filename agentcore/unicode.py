@@ -56,6 +56,8 @@ def hold_back(pending: str, delta: str) -> tuple[str, str]:
     A trailing high surrogate is held until the next delta can complete it, so the
     emitted pieces concatenate to whole characters. Raises nothing.
     """
+    if not pending and _SURROGATE.search(delta) is None:
+        return delta, ""  # the common case: no surrogate to pair or hold
     text = join_text([pending, delta])
     if text and "\ud800" <= text[-1] <= "\udbff":
         return text[:-1], text[-1]
@@ -64,6 +66,8 @@ def hold_back(pending: str, delta: str) -> tuple[str, str]:
 
 def scrub(text: str) -> str:
     """Return ``text`` with every unpaired surrogate replaced by U+FFFD (pairs joined first)."""
+    if _SURROGATE.search(text) is None:
+        return text
     joined = join_text([text])
     if _SURROGATE.search(joined) is None:
         return joined

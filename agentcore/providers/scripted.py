@@ -41,7 +41,7 @@ import asyncio
 import json
 import math
 import re
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final
@@ -323,12 +323,19 @@ class ScriptedProvider(Provider):
                 )
             scripted = self.script[self._played]
         self._played += 1
-        async for event in self._play(scripted, request, turn_index=self._played):
-            yield event
+        play = self._play(scripted, request, turn_index=self._played)
+        try:
+            async for event in play:
+                yield event
+        finally:
+            # Closed here, not by the garbage collector: the loop stops reading at
+            # TurnEnd, and a suspended generator left to the collector costs a task
+            # and a wake-up of the event loop to finalize (B3).
+            await play.aclose()
 
     async def _play(
         self, scripted: ScriptedTurn, request: ModelRequest, *, turn_index: int
-    ) -> AsyncIterator[ModelEvent]:
+    ) -> AsyncGenerator[ModelEvent, None]:
         """Yield ``scripted``'s items as model events, then its :class:`TurnEnd`."""
         calls = 0
         ended = False

@@ -572,3 +572,154 @@ async def test_lp06_a_batch_is_bounded_by_the_tools_timeouts() -> None:
     results = await run([ToolCallRequest(f"c{i}", "hang", "{}") for i in range(5)], t)
     assert [r.error for r in results] == ["timeout"] * 5
     assert all(r.finished_at - r.started_at < 60 for r in results)
+
+
+async def test_lp05_each_call_keeps_its_own_timeout_in_a_batch() -> None:
+    """LP-05: one batch timer serves every call; a later, shorter timeout still fires first.
+
+    ``slow`` (timeout 30 s) runs first and finishes; ``late`` then sleeps 2 s under a
+    0.05 s timeout: a timer still armed at the first call's deadline would let it
+    finish (``ok``) instead of stopping it. In a parallel group the short timeout
+    stops its call while the longer one's call finishes.
+    """
+
+    async def quick(params: dict[str, Any], context: ToolContext) -> str:
+        await asyncio.sleep(0)
+        return "quick done"
+
+    async def late(params: dict[str, Any], context: ToolContext) -> str:
+        await asyncio.sleep(2)
+        return "late done"
+
+    slow = make("slow", quick, timeout=30)
+    short = make("short", late, timeout=0.05)
+    results = await run(
+        [ToolCallRequest("c1", "slow", "{}"), ToolCallRequest("c2", "short", "{}")],
+        slow,
+        short,
+    )
+    assert (results[0].error, results[0].content) == (None, "quick done")
+    assert results[1].error == "timeout"
+
+    par_short = make(
+        "par_short", late, timeout=0.05, is_read_only=True, execution_mode="parallel"
+    )
+    par_long = make(
+        "par_long", quick, timeout=30, is_read_only=True, execution_mode="parallel"
+    )
+    results = await run(
+        [
+            ToolCallRequest("p1", "par_long", "{}"),
+            ToolCallRequest("p2", "par_short", "{}"),
+            ToolCallRequest("p3", "par_long", "{}"),
+        ],
+        par_short,
+        par_long,
+    )
+    assert [r.error for r in results] == [None, "timeout", None]
+    assert [r.content for r in (results[0], results[2])] == ["quick done"] * 2
+
+
+async def test_lp05_a_tool_timeout_leaves_the_callers_task_uncancelled() -> None:
+    """LP-05: after a timed-out call the caller's task holds no pending cancellation."""
+
+    async def hang(params: dict[str, Any], context: ToolContext) -> str:
+        await asyncio.sleep(3600)
+        return "never"
+
+    t = make("hang", hang, timeout=0.05)
+    results = await run([ToolCallRequest("c1", "hang", "{}")], t)
+    assert results[0].error == "timeout"
+    task = asyncio.current_task()
+    assert task is not None
+    assert task.cancelling() == 0
+    await asyncio.sleep(0.01)  # a stray cancellation would be raised here
+
+
+async def test_lp05_a_timeout_signals_only_its_own_call_never_the_runs_cancel() -> None:
+    """LP-05, RT-07: a call's timeout sets that call's ``context.cancel`` only.
+
+    The run's cancel event stays clear and a neighbour in the same parallel batch
+    finishes with its value, even when the caller's contexts carry the run's event
+    (as the loop's did) and the batch shares it.
+    """
+    cancel = asyncio.Event()
+    contexts: dict[str, ToolContext] = {}
+
+    def shared(call: ToolCallRequest) -> ToolContext:
+        context = ctx_for(call)
+        context.cancel = cancel
+        return context
+
+    async def hang(params: dict[str, Any], context: ToolContext) -> str:
+        contexts[context.tool_call_id] = context
+        await asyncio.sleep(30)
+        return "never"
+
+    async def steady(params: dict[str, Any], context: ToolContext) -> str:
+        contexts[context.tool_call_id] = context
+        await asyncio.sleep(0.3)  # still running when its neighbour times out
+        assert context.cancel is not None
+        return "signalled" if context.cancel.is_set() else "steady done"
+
+    parallel: dict[str, Any] = {"is_read_only": True, "execution_mode": "parallel"}
+    tools = (
+        make("hang", hang, timeout=0.05, **parallel),
+        make("steady", steady, timeout=10, **parallel),
+    )
+    results = await dispatch(
+        [ToolCallRequest("c1", "hang", "{}"), ToolCallRequest("c2", "steady", "{}")],
+        toolset=Toolset(tools),
+        context_factory=shared,
+        cancel=cancel,
+    )
+    assert [r.error for r in results] == ["timeout", None]
+    assert results[1].content == "steady done"
+    assert not cancel.is_set()
+    first, second = contexts["c1"].cancel, contexts["c2"].cancel
+    assert first is not None
+    assert second is not None
+    assert first is not cancel
+    assert second is not cancel
+    assert first is not second
+    assert (first.is_set(), second.is_set()) == (True, False)
+
+
+async def test_lp05_run_cancel_sets_every_running_calls_own_signal() -> None:
+    """LP-05: the run's cancel reaches each running call's ``context.cancel`` (a sync tool's only stop signal)."""
+    cancel = asyncio.Event()
+    started = [threading.Event(), threading.Event()]
+    stopped: list[str] = []
+
+    def cooperative(params: dict[str, Any], context: ToolContext) -> str:
+        started[int(context.tool_call_id[1:]) - 1].set()
+        deadline = time.monotonic() + 5  # never outlive the test
+        while time.monotonic() < deadline:
+            if context.cancel is not None and context.cancel.is_set():
+                stopped.append(context.tool_call_id)
+                return "stopped"
+            time.sleep(0.005)
+        return "late"
+
+    t = make(
+        "work", cooperative, timeout=30, is_read_only=True, execution_mode="parallel"
+    )
+
+    async def trip() -> None:
+        for event in started:
+            await asyncio.to_thread(event.wait, 5)
+        cancel.set()
+
+    tripper = asyncio.create_task(trip())
+    results = await run(
+        [ToolCallRequest("c1", "work", "{}"), ToolCallRequest("c2", "work", "{}")],
+        t,
+        cancel=cancel,
+    )
+    await tripper
+    assert [r.error for r in results] == ["cancelled", "cancelled"]
+    for _ in range(200):  # the abandoned threads notice their signal shortly after
+        if len(stopped) == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert sorted(stopped) == ["c1", "c2"]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -646,6 +648,154 @@ async def test_cancellation_mid_stream_finishes_cancelled_with_nothing_open(
     assert events[-1].outcome.type == "cancelled"
     assert "TEXT_MESSAGE_END" in types(events)
     assert "TOOL_CALL_END" in types(events)
+
+
+# --- a tool's timeout is the call's, the run's cancel is every call's (RT-07, LP-05) --
+
+
+def final_text(events: list[Any]) -> str:
+    return "".join(e.delta for e in of_type(events, "TEXT_MESSAGE_CONTENT"))
+
+
+async def test_rt07_a_timed_out_tool_does_not_cancel_a_run_with_a_cancel_event() -> (
+    None
+):
+    """A call over its timeout answers ``timeout`` and the turn goes on, even when the run has a cancel event (RT-07, LP-05).
+
+    Orchestration always passes a cancel event; the timeout must signal only the
+    call (``context.cancel``), never the run's event.
+    """
+    seen: list[ToolContext] = []
+
+    async def hang(params: dict[str, Any], context: ToolContext) -> str:
+        seen.append(context)
+        await asyncio.sleep(30)
+        return "never"
+
+    hang_tool = define_tool(
+        name="hang", description="Hangs.", parameters=None, execute=hang, timeout=0.05
+    )
+    provider = ScriptedProvider(
+        [
+            tool_call("hang", call_id="c1"),
+            text("The tool timed out; here is my answer."),
+        ]
+    )
+    agent = LoopAgent(provider, toolset=Toolset([hang_tool]), model="m")
+    cancel = asyncio.Event()
+    events = await asyncio.wait_for(
+        collect(agent, make_input("x"), cancel=cancel), timeout=5
+    )
+    assert_valid_stream(events)
+    assert not cancel.is_set()
+    assert events[-1].type.value == "RUN_FINISHED"
+    assert events[-1].outcome.type == "success"
+    assert final_text(events) == "The tool timed out; here is my answer."
+    [result] = of_type(events, "TOOL_CALL_RESULT")
+    assert result.tool_call_id == "c1"
+    assert error_of(result) == "timeout"
+    assert len(provider.requests) == 2
+    tool_message = provider.requests[1].messages[-1]
+    assert (tool_message.tool_call_id, tool_message.error) == ("c1", "timeout")
+    assert json.loads(tool_message.content)["error"] == "timeout"
+    # the timeout raised the call's own signal (what a cooperative tool reads), not the run's
+    [context] = seen
+    assert context.cancel is not None
+    assert context.cancel is not cancel
+    assert context.cancel.is_set()
+
+
+async def test_lp05_run_cancel_still_stops_a_running_cooperative_tool() -> None:
+    """Setting the run's cancel signals the running call's ``context.cancel`` and ends the run cancelled (LP-05, LP-06)."""
+    started = threading.Event()
+    stopped = threading.Event()
+    cancel = asyncio.Event()
+
+    def cooperative(params: dict[str, Any], context: ToolContext) -> str:
+        started.set()
+        assert context.cancel is not None
+        assert context.cancel is not cancel
+        deadline = time.monotonic() + 5  # never outlive the test
+        while time.monotonic() < deadline:
+            if context.cancel is not None and context.cancel.is_set():
+                stopped.set()
+                return "stopped"
+            time.sleep(0.005)
+        return "late"
+
+    tool = define_tool(
+        name="work",
+        description="Works until told to stop.",
+        parameters=None,
+        execute=cooperative,
+        timeout=30,
+    )
+    provider = ScriptedProvider([tool_call("work"), text("unused")])
+    agent = LoopAgent(provider, toolset=Toolset([tool]), model="m")
+
+    async def trip() -> None:
+        await asyncio.to_thread(started.wait, 5)
+        cancel.set()
+
+    tripper = asyncio.create_task(trip())
+    events = await asyncio.wait_for(
+        collect(agent, make_input("x"), cancel=cancel), timeout=5
+    )
+    await tripper
+    assert_valid_stream(events)
+    assert events[-1].type.value == "RUN_FINISHED"
+    assert events[-1].outcome.type == "cancelled"
+    assert await asyncio.to_thread(stopped.wait, 2)
+    assert len(provider.requests) == 1
+
+
+async def test_lp05_one_calls_timeout_leaves_its_parallel_neighbour_running() -> None:
+    """In one parallel batch, a call's timeout cancels only that call; the other finishes (LP-03, LP-05)."""
+    neighbour_signals: list[bool] = []
+
+    async def hang(params: dict[str, Any], context: ToolContext) -> str:
+        await asyncio.sleep(30)
+        return "never"
+
+    async def steady(params: dict[str, Any], context: ToolContext) -> str:
+        await asyncio.sleep(0.3)  # still running when its neighbour times out
+        assert context.cancel is not None
+        neighbour_signals.append(context.cancel.is_set())
+        return "steady done"
+
+    common: dict[str, Any] = {
+        "parameters": None,
+        "is_read_only": True,
+        "execution_mode": "parallel",
+    }
+    tools = [
+        define_tool(
+            name="hang", description="Hangs.", execute=hang, timeout=0.05, **common
+        ),
+        define_tool(
+            name="steady", description="Steady.", execute=steady, timeout=10, **common
+        ),
+    ]
+    provider = ScriptedProvider(
+        [
+            turn(tool_call("hang", call_id="c1"), tool_call("steady", call_id="c2")),
+            text("Both answered."),
+        ]
+    )
+    agent = LoopAgent(provider, toolset=Toolset(tools), model="m")
+    cancel = asyncio.Event()
+    events = await asyncio.wait_for(
+        collect(agent, make_input("x"), cancel=cancel), timeout=5
+    )
+    assert_valid_stream(events)
+    assert not cancel.is_set()
+    assert events[-1].outcome.type == "success"
+    assert final_text(events) == "Both answered."
+    results = {r.tool_call_id: r for r in of_type(events, "TOOL_CALL_RESULT")}
+    assert error_of(results["c1"]) == "timeout"
+    assert error_of(results["c2"]) is None
+    assert results["c2"].content == "steady done"
+    assert neighbour_signals == [False]
 
 
 async def test_cancellation_before_start(tools: dict[str, Tool]) -> None:

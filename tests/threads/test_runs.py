@@ -7,6 +7,7 @@ through ``run_cancel`` from another thread. Implements DC-01, FT-06, ER-01, LP-0
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Any
@@ -17,7 +18,7 @@ from django.db import connections, transaction
 from agentcore.events import RunAgentInput
 from agentcore.loop import LoopAgent
 from agentcore.providers.scripted import ScriptedProvider, text, tool_call
-from agentcore.tools import Toolset
+from agentcore.tools import ToolContext, Toolset, define_tool
 from demo.tools import DEMO_TOOLS
 from orchestration.runs import drive_agent, run_execute
 from threads.exceptions import RunConflict
@@ -218,6 +219,93 @@ def test_cancel_of_a_queued_run_finishes_it_cancelled_at_once(user):
 
     assert types_of(thread) == ["RUN_STARTED", "RUN_FINISHED"]
     assert (again.status, again.outcome) == ("cancelled", "cancelled")
+
+
+# -- a tool over its timeout (RT-07) -----------------------------------------------------
+
+
+def _stalled_lookup(params: dict[str, Any], context: ToolContext) -> str:
+    """Stall until the call's own signal says stop (a cooperative sync tool)."""
+    deadline = time.monotonic() + 5  # never outlive the test
+    while time.monotonic() < deadline:
+        if context.cancel is not None and context.cancel.is_set():
+            return "stopped"
+        time.sleep(0.005)
+    return "late"
+
+
+#: An agent-side tool that always exceeds its timeout (toolsets entry below).
+STALLING_TOOLS = (
+    define_tool(
+        name="stalled_lookup",
+        description="Look something up (test tool: never finishes in time).",
+        parameters=None,
+        execute=_stalled_lookup,
+        is_read_only=True,
+        policy="auto",
+        timeout=0.05,
+    ),
+)
+STALLING_AGENT = {
+    "stalling": {
+        "provider_factory": "tests.threads.test_runs.stalling_provider",
+        "model": "scripted",
+        "toolsets": ["tests.threads.test_runs.STALLING_TOOLS"],
+    }
+}
+STALLED_ANSWER = "The lookup timed out, so I answer from what I know."
+
+
+def stalling_provider(*, model: str) -> ScriptedProvider:
+    """Call ``stalled_lookup`` once, then answer in text (a fresh script per run)."""
+    return ScriptedProvider(
+        [tool_call("stalled_lookup", call_id="tc-stall"), text(STALLED_ANSWER)]
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rt07_a_timed_out_tool_in_an_orchestrated_run_lets_the_turn_go_on(
+    user, settings
+):
+    """run_execute: the tool's timeout is the model's next input and the run finishes with its answer.
+
+    Orchestration always gives the agent a cancel event; one call's timeout must not
+    set it (the run used to end cancelled here).
+    """
+    settings.COUNTERSIGN_AGENTS = {**settings.COUNTERSIGN_AGENTS, **STALLING_AGENT}
+    from threads.agent_config import _load_toolset
+
+    _load_toolset.cache_clear()
+    thread = Thread.objects.create(thread_id="t-stall", owner=user, agent="stalling")
+    Message.objects.create(thread=thread, message_id="u1", role="user", content="go")
+    run = Run.objects.create(
+        thread=thread, run_id="r-stall", agent="stalling", status=Run.Status.QUEUED
+    )
+
+    done = run_execute(run_pk=run.pk)
+
+    assert (done.status, done.outcome, done.cancel_requested) == (
+        "finished",
+        "success",
+        False,
+    )
+    types = types_of(thread)
+    assert types[0] == "RUN_STARTED"
+    assert types[-1] == "RUN_FINISHED"
+    assert types.index("TOOL_CALL_RESULT") < types.index("TEXT_MESSAGE_START")
+    result = Event.objects.get(run=run, type="TOOL_CALL_RESULT").payload
+    assert result["toolCallId"] == "tc-stall"
+    assert result["metadata"] == {"error": "timeout"}
+    finished = Event.objects.get(run=run, type="RUN_FINISHED").payload
+    assert finished["outcome"] == {"type": "success"}
+    answer = Message.objects.get(
+        thread=thread, role="assistant", content=STALLED_ANSWER
+    )
+    assert answer.content == STALLED_ANSWER
+    tool_message = Message.objects.get(thread=thread, role="tool")
+    assert json.loads(tool_message.content)["error"] == "timeout"
+    assert thread_status(thread=thread) == "idle"
+    _load_toolset.cache_clear()
 
 
 # -- a worker that died ------------------------------------------------------------------
