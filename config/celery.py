@@ -17,6 +17,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 os.environ.setdefault("CELERY_SKIP_CHECKS", "1")
 
 app = Celery("countersign")
+# The default app of every thread, even when a shared_task was touched before this
+# module was imported (config/__init__ no longer imports it at settings time, so a
+# task proxy evaluated first would have made Celery's own default, amqp://localhost,
+# the app of every thread but the importing one).
+app.set_default()
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
