@@ -47,15 +47,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, TextIO, cast, get_args
 
-from agentcore.content import (
-    Content,
-    MediaKind,
-    data_source,
-    media_part,
-    serialize_structured,
-    text_part,
-    url_source,
-)
 from agentcore.tools import (
     NAME_PATTERN,
     ErrorType,
@@ -82,6 +73,12 @@ if TYPE_CHECKING:
         ToolAnnotations,
     )
     from mcp_types import Tool as McpTool
+
+    from agentcore.content import Content, MediaKind
+
+# agentcore.content (the protocol's part models) is imported where a result is
+# mapped: configuring and checking MCP servers, which every Django process does at
+# setup (threads.checks), needs none of it (bench B6).
 
 __all__ = [
     "IDEMPOTENCY_META_KEY",
@@ -364,6 +361,8 @@ def _block_part(block: ContentBlock) -> dict[str, Any] | None:
         TextResourceContents,
     )
 
+    from agentcore.content import data_source, media_part, text_part, url_source
+
     if isinstance(block, TextContent):
         return text_part(block.text)
     if isinstance(block, ImageContent):
@@ -409,6 +408,8 @@ def content_from_mcp(result: CallToolResult) -> tuple[Content, dict[str, Any]]:
     unknown type is dropped, never fatal (TC-14). A single plain text part is
     returned as a string. Implements TC-10, TC-11, TC-12, TC-14.
     """
+    from agentcore.content import serialize_structured, text_part
+
     parts: list[dict[str, Any]] = []
     dropped: list[str] = []
     for block in result.content or ():

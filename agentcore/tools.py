@@ -24,7 +24,6 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Se
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, get_args
 
-import ag_ui.core
 from pydantic import BaseModel
 
 from agentcore.policy import (
@@ -37,6 +36,7 @@ from agentcore.policy import (
 from agentcore.providers.base import ToolSpec
 
 if TYPE_CHECKING:
+    import ag_ui.core
     from jsonschema import Draft202012Validator
 
 __all__ = [
@@ -354,6 +354,10 @@ class Tool:
 
     def agui_tool(self) -> ag_ui.core.Tool:
         """Return the AG-UI ``Tool`` advertised in ``RunAgentInput.tools`` (FT-01)."""
+        # Deferred: building the protocol's models is most of ag_ui's import cost,
+        # which processes that only check a tool's policy (admin, governance) skip.
+        import ag_ui.core
+
         return ag_ui.core.Tool(
             name=self.name, description=self.description, parameters=self.parameters
         )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
@@ -31,9 +31,9 @@ from django.utils.html import format_html
 from django.utils.timesince import timesince
 
 from agentcore.policy import DECLARATION_FIELDS, PolicyError, decision_from
-from approvals.authorization import approval_authorization
 from approvals.exceptions import ApprovalError
 from approvals.models import (
+    DECIDE_PERMISSION,
     ApprovalGrant,
     ApprovalRequest,
     ApprovalVote,
@@ -43,18 +43,14 @@ from approvals.models import (
     ToolExecution,
     ToolPolicy,
 )
-from approvals.selectors import (
-    approval_context,
-    approval_risk,
-    arguments_diff,
-    can_see_queue,
-)
-from approvals.services import DECIDE_PERMISSION, approval_decide
-from approvals.services.decisions import Decision
-from approvals.services.grants import grant_revoke
-from approvals.services.votes import approvals_progress
-from threads.answers import compact_json
 from threads.validation import JSONInputError, parse_json
+
+if TYPE_CHECKING:
+    from approvals.services.decisions import Decision
+
+# The selectors and services are imported where an admin page uses them: admin
+# autodiscovery runs in every process's Django setup, and they import the approval,
+# recording and tool stacks with the protocol models (bench B6).
 
 
 def _seconds(value: Any) -> str:
@@ -75,6 +71,8 @@ def audit_target_url(entry: AuditEntry) -> str:
 
 def diff_text(diff: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Return ``diff`` with the two values as compact JSON text, for templates."""
+    from threads.answers import compact_json
+
     return [
         {
             **d,
@@ -91,6 +89,8 @@ def approval_audit_trail(approval: ApprovalRequest) -> list[dict[str, Any]]:
     ``[{"at", "actor", "action", "url", "target", "diff", "reason"}]``; ``diff`` is
     the edited-against-proposed difference an approval recorded (IR-11).
     """
+    from approvals.selectors import arguments_diff
+
     targets = Q(target_type="approvals.approvalrequest", target_id=str(approval.pk))
     call = approval.call
     execution = ToolExecution.objects.filter(tool_call=call).first() if call else None
@@ -170,6 +170,9 @@ def _decide_many(
     decision: Decision,
     reason: str,
 ) -> None:
+    from approvals.services import approval_decide
+    from approvals.services.votes import approvals_progress
+
     done = 0
     for approval in queryset:
         try:
@@ -345,6 +348,8 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
     @admin.display(description="risk")
     def risk(self, obj: ApprovalRequest) -> str:
         """The unified risk (:func:`approvals.selectors.approval_risk`: computed and policy)."""
+        from approvals.selectors import approval_risk
+
         risk = approval_risk(obj)
         return format_html(
             '<span title="{}">{}</span>', "; ".join(risk["reasons"]), risk["level"]
@@ -352,6 +357,8 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
 
     def get_list_display(self, request: HttpRequest) -> Any:
         """Add the "you can authorize" column, computed for the user viewing the list."""
+        from approvals.authorization import approval_authorization
+
         user = request.user
 
         @admin.display(description="you can authorize")
@@ -375,6 +382,8 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # Fields are read-only; "change" only opens the decision form.
+        from approvals.selectors import can_see_queue
+
         return can_see_queue(request.user)
 
     def has_decide_permission(self, request: HttpRequest) -> bool:
@@ -384,6 +393,8 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
     @admin.display(description="approvals")
     def progress(self, obj: ApprovalRequest) -> str:
         """``"1 of 2 (ada)"``: the same state the REST API and the interrupts show."""
+        from approvals.services.votes import approvals_progress
+
         state = approvals_progress(obj)
         by = f" ({', '.join(state['by'])})" if state["by"] else ""
         return f"{state['given']} of {state['required']}{by}"
@@ -519,6 +530,8 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
 
     def decide_view(self, request: HttpRequest, pk: int) -> HttpResponse:
         """Approve, edit-then-approve or reject one request (POST only)."""
+        from approvals.services import approval_decide
+
         approval = get_object_or_404(ApprovalRequest, pk=pk)
         change_url = reverse("admin:approvals_approvalrequest_change", args=[pk])
         if request.method != "POST":
@@ -557,6 +570,8 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         form_url: str = "",
         extra_context: Any = None,
     ) -> HttpResponse:
+        from approvals.selectors import approval_context
+
         approval = self.get_object(request, object_id)
         card = approval_context(approval, request.user) if approval else None
         extra = {
@@ -795,6 +810,8 @@ class ApprovalGrantAdmin(ReadOnlyAdmin):
     def revoke_selected(
         self, request: HttpRequest, queryset: QuerySet[ApprovalGrant]
     ) -> None:
+        from approvals.services.grants import grant_revoke
+
         revoked = 0
         for grant in queryset.filter(revoked_at__isnull=True):
             try:

@@ -18,10 +18,12 @@ class ApprovalsConfig(AppConfig):
     name = "approvals"
 
     def ready(self) -> None:
-        # Deferred: threads.wire imports models, importable only once the registry is ready.
+        # Deferred: these import models, importable only once the registry is ready.
+        # The registry is a leaf module: threads.wire would import the recording
+        # stack and the protocol models into every process's setup (bench B6).
         from approvals import checks  # noqa: F401  (registers system checks)
         from approvals.notifications import receivers  # noqa: F401  (connects signals)
-        from threads.wire import interrupt_source_register
+        from threads.interrupt_sources import interrupt_source_register
 
         # A wire run held for an operator ends with the run's approval requests
         # as interrupts (IR-01); threads cannot import approvals, so it is handed in.

@@ -138,7 +138,7 @@ def run_interrupts(run: Run) -> list[dict[str, Any]]:
     interrupts a remote agent ended ``run`` with (kind ``interrupt``, bound to a
     call or not, IR-18): the client sees every one under Countersign's own id
     and resumes it like any other. Registered with
-    :func:`threads.wire.interrupt_source_register` (approvals.apps), so the wire
+    :func:`threads.interrupt_sources.interrupt_source_register` (approvals.apps), so the wire
     run of an ``awaiting_tools`` run ends with them (IR-01, IR-17).
     """
     pending = (

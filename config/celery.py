@@ -8,8 +8,20 @@ from celery import Celery
 from celery.signals import worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+# Celery's Django fixup runs every system check at worker start and discards the
+# result (an error does not stop the worker), importing the URL conf and the views
+# behind it (a sixth of the worker's start, bench B6). The checks that must stop a
+# worker run in _check_configuration below, raising (as config/asgi.py does for the
+# web); ``manage.py check`` and ``manage.py migrate`` still run the whole set. An
+# empty CELERY_SKIP_CHECKS in the environment restores Celery's run.
+os.environ.setdefault("CELERY_SKIP_CHECKS", "1")
 
 app = Celery("countersign")
+# The default app of every thread, even when a shared_task was touched before this
+# module was imported (config/__init__ no longer imports it at settings time, so a
+# task proxy evaluated first would have made Celery's own default, amqp://localhost,
+# the app of every thread but the importing one).
+app.set_default()
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 

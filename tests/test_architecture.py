@@ -8,6 +8,9 @@ here instead of in review.
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -163,6 +166,58 @@ def test_agentcore_imports_no_django_and_no_app() -> None:
         if bad:
             offenders[module] = bad
     assert offenders == {}
+
+
+#: Provider SDKs: imported by their adapter on first use only (agentcore.providers.registry).
+PROVIDER_SDKS = ("openai", "anthropic", "google.genai")
+
+
+def _imported_after(code: str, candidates: tuple[str, ...]) -> list[str]:
+    """Run ``code`` in a fresh interpreter; return which of ``candidates`` it imported."""
+    probe = (
+        f"{code}\nimport sys\n"
+        f"print(','.join(m for m in {candidates!r} if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [m for m in out.strip().split(",") if m]
+
+
+def test_importing_agentcore_imports_no_django_and_no_provider_sdk() -> None:
+    """``import agentcore`` and what a run needs import no Django and no provider SDK (B6)."""
+    assert _imported_after("import agentcore", ("django", *PROVIDER_SDKS)) == []
+    run_modules = (
+        "import agentcore.loop, agentcore.stream, agentcore.tools, agentcore.events, "
+        "agentcore.mcp"
+    )
+    assert _imported_after(run_modules, ("django", *PROVIDER_SDKS)) == []
+
+
+def test_web_url_conf_imports_no_provider_sdk_and_no_celery() -> None:
+    """Django set up plus the URL conf (a web process's first request) imports no SDK.
+
+    Celery too is imported only when a task is sent (threads.execution.celery_task),
+    and the worker's task modules import their services in their bodies (B6).
+    """
+    code = "import django; django.setup(); import config.urls"
+    assert _imported_after(code, (*PROVIDER_SDKS, "celery")) == []
+    boot = (
+        "import config.celery, django; django.setup(); "
+        "import threads.tasks, approvals.tasks, threads.janitor"
+    )
+    assert (
+        _imported_after(
+            boot,
+            ("orchestration.runs", "orchestration.executions", "httpx", "config.urls"),
+        )
+        == []
+    )
 
 
 def _status_writes(module: str, path: Path) -> Iterator[str]:

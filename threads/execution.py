@@ -18,7 +18,6 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections, connections, transaction
 from django.utils.module_loading import import_string
-from kombu.exceptions import OperationalError
 
 from threads.conf import countersign_settings
 
@@ -45,8 +44,20 @@ def _embedded_pool() -> ThreadPoolExecutor:
         return _pool
 
 
+def celery_task(task_path: str) -> Any:
+    """Import and return the Celery task at ``task_path`` (a dotted path).
+
+    Imports the project's Celery app first: ``config/__init__`` does not (so a web
+    process that never sends a task never imports Celery, bench B6), and a
+    ``shared_task`` sent before the app exists would bind to Celery's default app.
+    """
+    import config.celery  # noqa: F401
+
+    return import_string(task_path)
+
+
 def _run_embedded(task_path: str, kwargs: dict[str, Any]) -> None:
-    task = import_string(task_path)
+    task = celery_task(task_path)
     close_old_connections()
     try:
         task.run(**kwargs) if hasattr(task, "run") else task(**kwargs)
@@ -65,8 +76,11 @@ def enqueue(task_path: str, **kwargs: Any) -> None:
 
     def send() -> None:
         if uses_celery():
+            # Deferred with Celery itself (see celery_task).
+            from kombu.exceptions import OperationalError
+
             try:
-                import_string(task_path).apply_async(kwargs=kwargs)
+                celery_task(task_path).apply_async(kwargs=kwargs)
             except OperationalError:
                 # The broker is unreachable (Redis restarting) after the row was
                 # committed ``queued``: the request still succeeded, and the janitor
@@ -91,7 +105,7 @@ def enqueue_later(task_path: str, *, countdown: float, **kwargs: Any) -> None:
     broker holds the message, embedded a timer thread submits it to the pool.
     """
     if uses_celery():
-        import_string(task_path).apply_async(kwargs=kwargs, countdown=countdown)
+        celery_task(task_path).apply_async(kwargs=kwargs, countdown=countdown)
         return
     marker: Future[Any] = Future()
     _inflight.add(marker)

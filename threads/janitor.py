@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from orchestration.janitor import runs_reap
-
 
 @shared_task(name="threads.janitor.reap_stale_runs", ignore_result=True)
 def reap_stale_runs() -> dict[str, int]:
     """Celery beat entry point of :func:`orchestration.janitor.runs_reap`."""
+    # In the body, as in threads.tasks: a worker's boot imports no service stack.
+    from orchestration.janitor import runs_reap
+
     return runs_reap()

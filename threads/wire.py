@@ -10,20 +10,24 @@ answers itself are reported in the wire run as ``TOOL_CALL_RESULT`` as soon as
 they are answered, and the agent continues in a new segment of the same wire run.
 The wire run ends when the agent is done, needs the client (its frontend tools,
 named in ``pendingToolCallIds``) or needs a human (an ``interrupt`` outcome whose
-interrupts the approval workflow supplies through :func:`interrupt_source_register`).
+interrupts the approval workflow supplies through :func:`threads.interrupt_sources.interrupt_source_register`).
 The log holds exactly the wire, so ``GET /agui/threads/<id>/events`` replays what
 the POSTs streamed. Implements FT-03, FT-04, FT-08, IR-01, IR-04, IR-06.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
 from agentcore.events import PROTOCOL_VERSION, ToolCallResultEvent
+from threads.interrupt_sources import (  # noqa: F401  (re-exported)
+    InterruptSource,
+    interrupt_source_register,
+    open_interrupts,
+)
 from threads.locks import run_lock
 from threads.models import Run, Thread, ToolCall
 from threads.recording import (
@@ -35,24 +39,8 @@ from threads.recording import (
 )
 from threads.transitions import run_transition
 
-#: Functions returning the open interrupts (AG-UI ``Interrupt`` JSON objects) of an
-#: ``awaiting_tools`` run; the approval workflow registers one (approvals.apps).
-InterruptSource = Callable[[Run], list[dict[str, Any]]]
-_INTERRUPT_SOURCES: list[InterruptSource] = []
-
 #: Call states in which Countersign is still answering a call by itself.
 _ANSWERING_STATES = frozenset({ToolCall.State.APPROVED, ToolCall.State.EXECUTING})
-
-
-def interrupt_source_register(source: InterruptSource) -> None:
-    """Register ``source`` as a provider of a run's open interrupts (idempotent)."""
-    if source not in _INTERRUPT_SOURCES:
-        _INTERRUPT_SOURCES.append(source)
-
-
-def open_interrupts(*, run: Run) -> list[dict[str, Any]]:
-    """Return the open interrupts of ``run``, from every registered source, in call order."""
-    return [item for source in _INTERRUPT_SOURCES for item in source(run)]
 
 
 def wire_run_current(*, thread: Thread) -> Run | None:
