@@ -8,11 +8,22 @@ when no doorbell rang for a while (the channel layer is at-most-once; the log is
 the truth). Application notifications (a call's approval state changed) arrive as
 ``{"kind": "notification", ...}``; they carry no ``seq`` and are not AG-UI events.
 
+``?preview=1`` also asks for previews (B1, "show first, persist in batches"):
+``{"kind": "preview", "runId", "p", "event": {...}}`` for each event a recording
+worker validated but has not written yet, and after each committed batch that
+confirms some ``{"kind": "confirmed", "runId", "through": <p>}``: the previews
+``p <= through`` of that run are now log rows (sent just before, with their
+``seq``, or earlier). A preview is not a log row and has no ``seq``; it may be
+lost, and one never confirmed (a worker died before its write) is dropped by the
+client at the run's end or after 5 seconds (docs/architecture.md "Previews").
+Without ``preview=1`` (or with ``preview=0``) a socket gets only log rows and
+notifications. The AG-UI SSE endpoints never send previews.
+
 ``ws/approvals/`` sends ``{"kind": "snapshot", "approvals": [...]}`` (every pending
 request) on connect, then ``{"kind": "notification", ...}`` for each change.
 
 Refusals are sent as close codes after the handshake, so that browsers can read
-them: 4400 bad ``after``, 4401 not authenticated, 4403 not allowed, 4404 thread
+them: 4400 bad ``after`` or ``preview``, 4401 not authenticated, 4403 not allowed, 4404 thread
 unknown or not visible to the user, or no socket at that path
 (:class:`NotFoundConsumer`), 4503 the live channel (Redis) is unavailable and the
 socket cannot be served without it (the approval queue; reconnect later).
@@ -224,10 +235,12 @@ class ThreadEventsConsumer(CountersignConsumer):
             await _refuse(self, CLOSE_NOT_FOUND)
             return
         after = _query_int(self.scope, "after")
-        if after is None:
+        preview = _query_int(self.scope, "preview")
+        if after is None or preview not in (0, 1):
             await _refuse(self, CLOSE_BAD_REQUEST)
             return
         self.last_seq = after
+        self.preview = preview == 1
         self.lock = asyncio.Lock()
         self.last_doorbell = 0.0
         # Without the channel layer the socket still follows the log, by polling.
@@ -299,6 +312,26 @@ class ThreadEventsConsumer(CountersignConsumer):
                 self.last_seq = seq
         if gap:
             await self.catch_up()
+        through = message.get("previewedThrough")
+        if self.preview and through is not None:
+            # After the rows (or the catch-up that sent them): the client drops
+            # the previews they stand for.
+            await self.send_json(
+                {"kind": "confirmed", "runId": message.get("runId"), "through": through}
+            )
+
+    async def thread_preview(self, message: dict[str, Any]) -> None:
+        """Forward a preview (an event not written yet) to a socket that asked for them."""
+        if not self.preview:
+            return
+        await self.send_json(
+            {
+                "kind": "preview",
+                "runId": message.get("runId"),
+                "p": message.get("p"),
+                "event": message.get("event"),
+            }
+        )
 
     async def thread_notification(self, message: dict[str, Any]) -> None:
         """Forward an application notification (not an AG-UI event; no ``seq``)."""

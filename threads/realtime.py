@@ -166,13 +166,47 @@ def thread_group_name(thread_pk: int) -> str:
     return f"thread.{thread_pk}"
 
 
-def publish_events(*, thread_pk: int, events: Sequence[Event]) -> None:
-    """Ring the thread group's doorbell with ``events`` (at-most-once; the log is the truth)."""
+def publish_events(
+    *,
+    thread_pk: int,
+    events: Sequence[Event],
+    run_id: str | None = None,
+    previewed_through: int | None = None,
+) -> None:
+    """Ring the thread group's doorbell with ``events`` (at-most-once; the log is the truth).
+
+    ``previewed_through`` (with the ``run_id`` of the recorder that sent the
+    previews) confirms that the previews ``p <= previewed_through`` of that run
+    are in the log now, in ``events`` or before (:func:`publish_preview`).
+    """
     if not events:
         return
+    message: dict[str, Any] = {
+        "type": "thread.events",
+        "events": [e.as_wire() for e in events],
+    }
+    if previewed_through is not None:
+        message["runId"] = run_id
+        message["previewedThrough"] = previewed_through
+    group_send(thread_group_name(thread_pk), message)
+
+
+def publish_preview(
+    *, thread_pk: int, run_id: str, p: int, event: dict[str, Any]
+) -> None:
+    """Send ``event`` to thread ``thread_pk``'s group before it is written (a preview).
+
+    ``event`` is a validated AG-UI event object that the recorder of run
+    ``run_id`` will write in its next flush; ``p`` numbers that recorder's
+    previews from 1. A preview is not a log row and carries no ``seq``: the
+    flush's :func:`publish_events` confirms it (``previewedThrough``), and a
+    reader drops what is never confirmed (docs/architecture.md "Previews"). Sent
+    in the same FIFO as the doorbells, so a worker's previews precede the
+    doorbell that confirms them.
+    """
     group_send(
         thread_group_name(thread_pk),
-        {"type": "thread.events", "events": [e.as_wire() for e in events]},
+        {"type": "thread.preview", "runId": run_id, "p": p, "event": event},
     )
 
 
