@@ -34,7 +34,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 HOLD = {"coalesce_ms": 60_000, "coalesce_bytes": 1_000_000}
 
 
-def text_run(thread_id: str, run_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def text_run(
+    thread_id: str, run_id: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Return a run's events in two parts: before the explicit flush, and the rest."""
     ids = {"threadId": thread_id, "runId": run_id}
     return (
