@@ -194,10 +194,12 @@ class Clients(threading.Thread):
                 if kind == "confirmed":
                     continue
                 if kind == "preview":
-                    stamp = message["event"].get("timestamp")
-                    if stamp and stamp not in seen:
-                        seen.add(stamp)
-                        self.first_seen.append((now_us() - stamp) / 1000)
+                    arrived = now_us()
+                    for item in message["previews"]:
+                        stamp = item["event"].get("timestamp")
+                        if stamp and stamp not in seen:
+                            seen.add(stamp)
+                            self.first_seen.append((arrived - stamp) / 1000)
                     continue
                 stamp = message.get("timestamp")
                 if stamp:

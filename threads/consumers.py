@@ -9,8 +9,9 @@ the truth). Application notifications (a call's approval state changed) arrive a
 ``{"kind": "notification", ...}``; they carry no ``seq`` and are not AG-UI events.
 
 ``?preview=1`` also asks for previews (B1, "show first, persist in batches"):
-``{"kind": "preview", "runId", "p", "event": {...}}`` for each event a recording
-worker validated but has not written yet, and after each committed batch that
+``{"kind": "preview", "runId", "previews": [{"p", "event": {...}}, ...]}`` for
+the events a recording worker validated but has not written yet (usually one per
+frame; several when they were waiting together), and after each committed batch that
 confirms some ``{"kind": "confirmed", "runId", "through": <p>}``: the previews
 ``p <= through`` of that run are now log rows (sent just before, with their
 ``seq``, or earlier). A preview is not a log row and has no ``seq``; it may be
@@ -60,7 +61,7 @@ from approvals.models import ApprovalRequest
 from approvals.services import APPROVALS_GROUP, approval_snapshot
 from threads.conf import countersign_settings
 from threads.logreader import log_after
-from threads.realtime import register_server_loop, thread_group_name
+from threads.realtime import PREVIEW_TYPE, register_server_loop, thread_group_name
 from threads.selectors import thread_visible_to
 from threads.validation import JSONInputError, parse_json
 
@@ -320,22 +321,34 @@ class ThreadEventsConsumer(CountersignConsumer):
                 {"kind": "confirmed", "runId": message.get("runId"), "through": through}
             )
 
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Dispatch ``message``; a preview skips channels' per-message DB cleanup.
+
+        ``AsyncConsumer.dispatch`` closes stale database connections (a hop to a
+        worker thread) before every handler; previews, one per streamed event and
+        socket, touch no database, and the hop was most of their cost (B1).
+        """
+        if message.get("type") == PREVIEW_TYPE:
+            await self.thread_preview(message)
+            return
+        await super().dispatch(message)
+
     async def thread_preview(self, message: dict[str, Any]) -> None:
-        """Forward a preview (an event not written yet) to a socket that asked for them."""
+        """Forward previews (events not written yet) to a socket that asked for them.
+
+        One frame per channel message, with every preview it carries: previews
+        waiting together were merged by the publisher (a backlog), and a write
+        per event and socket was most of a busy server's time (B1).
+        """
         if not self.preview:
             return
         await self.send_json(
             {
                 "kind": "preview",
                 "runId": message.get("runId"),
-                "p": message.get("p"),
-                "event": message.get("event"),
+                "previews": message.get("previews", []),
             }
         )
-
-    async def thread_notification(self, message: dict[str, Any]) -> None:
-        """Forward an application notification (not an AG-UI event; no ``seq``)."""
-        await self.send_json({**message.get("payload", {}), "kind": "notification"})
 
 
 @database_sync_to_async

@@ -852,8 +852,8 @@ function announce(text) {
 
 // -- previews: show first, persist in batches --------------------------------------
 //
-// With ?preview=1 the socket also sends each event the worker validated but has not
-// written yet ({kind: "preview", runId, p, event}); the batch that writes it is
+// With ?preview=1 the socket also sends the events the worker validated but has not
+// written yet ({kind: "preview", runId, previews: [{p, event}]}); the batch that writes them is
 // followed by {kind: "confirmed", runId, through}. The text of unconfirmed deltas is
 // shown as a tentative suffix after the committed text of its message or call
 // (once that has a committed START), hidden from assistive technology; the log's
@@ -876,11 +876,14 @@ function previewKey(event) {
 }
 
 function onPreview(data) {
-  const event = data.event;
-  if (!event || typeof event !== "object" || typeof data.p !== "number") return;
-  // Confirmed already (the log's rows came first, e.g. by a catch-up read).
-  if (data.p <= (previews.confirmed.get(data.runId) || 0)) return;
-  previews.list.push({ runId: data.runId, p: data.p, event, at: Date.now() });
+  const at = Date.now();
+  for (const item of Array.isArray(data.previews) ? data.previews : []) {
+    const event = item && item.event;
+    if (!event || typeof event !== "object" || typeof item.p !== "number") continue;
+    // Confirmed already (the log's rows came first, e.g. by a catch-up read).
+    if (item.p <= (previews.confirmed.get(data.runId) || 0)) continue;
+    previews.list.push({ runId: data.runId, p: item.p, event, at });
+  }
   renderTentative();
 }
 

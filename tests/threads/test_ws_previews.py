@@ -2,7 +2,7 @@
 
 A recording worker sends each validated event to the thread's group before its
 coalesced row is written; sockets that asked with ``?preview=1`` forward it as
-``{"kind": "preview", ...}`` and, after the batch that writes it, a
+``{"kind": "preview", "previews": [...]}`` and, after the batch that writes it, a
 ``{"kind": "confirmed", ...}``. Sockets without ``preview=1`` see only log rows,
 byte for byte as without previews. The recorder runs in a worker thread, as in a
 server; the sockets are the real ASGI application (tests.threads.test_ws_consumer).
@@ -128,13 +128,13 @@ async def test_b1_preview_socket_sees_events_before_their_rows_then_a_confirmati
     assert wire[2]["delta"] == "Hello"  # the two previewed deltas, coalesced
     assert received == [
         *(
-            {"kind": "preview", "runId": "r-pv", "p": p, "event": event}
+            {"kind": "preview", "runId": "r-pv", "previews": [{"p": p, "event": event}]}
             for p, event in enumerate(first, 1)
         ),
         *wire[:3],
         {"kind": "confirmed", "runId": "r-pv", "through": 4},
         *(
-            {"kind": "preview", "runId": "r-pv", "p": p, "event": event}
+            {"kind": "preview", "runId": "r-pv", "previews": [{"p": p, "event": event}]}
             for p, event in enumerate(rest, 5)
         ),
         *wire[3:],
@@ -185,9 +185,14 @@ async def test_b1_a_delta_the_stream_machine_rejects_is_never_previewed(user, se
 
     # then the run ends with the violation, and the ghost delta went nowhere
     log = await sync_to_async(list)(Event.objects.filter(thread=thread).order_by("seq"))
-    previews = [m for m in received if m.get("kind") == "preview"]
-    assert [m["event"]["type"] for m in previews] == ["RUN_STARTED", "RUN_ERROR"]
-    assert [m["event"] for m in previews] == [e.payload for e in log]
+    previews = [
+        item["event"]
+        for m in received
+        if m.get("kind") == "preview"
+        for item in m["previews"]
+    ]
+    assert [e["type"] for e in previews] == ["RUN_STARTED", "RUN_ERROR"]
+    assert previews == [e.payload for e in log]
     assert log[1].payload["code"] == "protocol_violation"
     assert all(m.get("delta") != "boo" for m in received)  # nor as a row
     assert received[-1] == {"kind": "confirmed", "runId": "r-bad", "through": 2}

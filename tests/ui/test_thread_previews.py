@@ -35,12 +35,16 @@ def _ghost(thread, p: int, delta: str) -> None:
         {
             "type": "thread.preview",
             "runId": "ghost-run",
-            "p": p,
-            "event": {
-                "type": "TEXT_MESSAGE_CONTENT",
-                "messageId": "m1",
-                "delta": delta,
-            },
+            "previews": [
+                {
+                    "p": p,
+                    "event": {
+                        "type": "TEXT_MESSAGE_CONTENT",
+                        "messageId": "m1",
+                        "delta": delta,
+                    },
+                }
+            ],
         },
     )
 
