@@ -350,6 +350,10 @@ class ThreadEventsConsumer(CountersignConsumer):
             }
         )
 
+    async def thread_notification(self, message: dict[str, Any]) -> None:
+        """Forward an application notification (not an AG-UI event; no ``seq``)."""
+        await self.send_json({**message.get("payload", {}), "kind": "notification"})
+
 
 @database_sync_to_async
 def _may_watch_approvals(user: Any) -> bool:
