@@ -153,8 +153,8 @@ class RunRecorder:
 
     Show first, persist in batches (B1): when publishing, every event buffered
     that the log will show (not hidden) is also sent to the thread's group at
-    once, before any write, as a preview ``{"type": "thread.preview", "runId",
-    "p", "event"}`` (``p`` counts this recorder's previews from 1); the flush
+    once, before any write, as a preview (:func:`threads.realtime.publish_preview`;
+    ``p`` counts this recorder's previews from 1); the flush
     that commits it publishes ``"previewedThrough": <the highest p so far>`` with
     its rows. A preview is not a log row: readers keep it only until that
     confirmation, the run's end or 5 seconds, whichever comes first
