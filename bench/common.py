@@ -33,7 +33,9 @@ def bench_env(**extra: str) -> dict[str, str]:
         "DJANGO_SETTINGS_MODULE": "bench.settings",
         "DATABASE_URL": DATABASE_URL,
         "REDIS_URL": REDIS_URL,
-        "CHANNEL_LAYER_PREFIX": "bench",
+        # Pub/Sub ignores Redis database numbers: benches run side by side by
+        # different people need their own prefix (BENCH_CHANNEL_LAYER_PREFIX).
+        "CHANNEL_LAYER_PREFIX": os.environ.get("BENCH_CHANNEL_LAYER_PREFIX") or "bench",
         "DEBUG": "0",
         "SECRET_KEY": "bench-" + "k" * 50,
         "ALLOWED_HOSTS": "127.0.0.1,localhost",

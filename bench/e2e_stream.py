@@ -6,8 +6,11 @@ wall-clock ``timestamp`` (microseconds) when yielded; ``drive_agent`` feeds them
 through ``agentcore.stream`` → ``RunRecorder`` (coalesced writes to PostgreSQL) →
 projection → the PubSub channel layer → uvicorn + the Channels consumer on
 ``ws/threads/<id>/`` → N ``websockets`` clients. Latency = client receipt -
-timestamp (a coalesced delta carries its first fragment's stamp, so the
-coalescing window is inside the figure). Baseline: the same frames PUBLISHed one
+timestamp. Our clients connect with ``?preview=1`` ("show first, persist in
+batches"): an event's latency is its first sighting, in a preview (sent before
+its row is written) or, when no preview came, in the committed frame; a second
+row gives the latency to the logged event (a coalesced delta carries its first
+fragment's stamp, so the coalescing window is inside that figure). Baseline: the same frames PUBLISHed one
 by one with redis-py to a raw ``websockets`` server (bench.raw_ws_server) that
 fans them out to the same N clients. Throughput = E / (first yield → last client
 has everything). A paced variant at 1,000 events/s gives latency under load.
@@ -150,6 +153,8 @@ class Clients(threading.Thread):
             done_type,
         )
         self.latencies: list[float] = []
+        #: Latency to the first sighting (a preview, else the committed frame).
+        self.first_seen: list[float] = []
         self.received = 0
         self.finished_at: list[float] = []
         self.ready = threading.Event()
@@ -180,11 +185,29 @@ class Clients(threading.Thread):
         self.ready.set()
 
         async def read(socket: Any) -> None:
+            # Stamps already seen on this socket: a committed merged delta carries
+            # its first fragment's stamp, which a preview may have shown already.
+            seen: set[int] = set()
             async for raw in socket:
                 message = json.loads(raw)
+                kind = message.get("kind")
+                if kind == "confirmed":
+                    continue
+                if kind == "preview":
+                    arrived = now_us()
+                    for item in message["previews"]:
+                        stamp = item["event"].get("timestamp")
+                        if stamp and stamp not in seen:
+                            seen.add(stamp)
+                            self.first_seen.append((arrived - stamp) / 1000)
+                    continue
                 stamp = message.get("timestamp")
                 if stamp:
-                    self.latencies.append((now_us() - stamp) / 1000)
+                    latency = (now_us() - stamp) / 1000
+                    self.latencies.append(latency)
+                    if stamp not in seen:
+                        seen.add(stamp)
+                        self.first_seen.append(latency)
                 self.received += 1
                 if message.get("type") == self.done_type:
                     self.finished_at.append(time.time())
@@ -209,7 +232,7 @@ def run_ours(
     run = Run.objects.create(thread=thread, status=Run.Status.RUNNING)
     ws = server.base.replace("http://", "ws://")
     clients = Clients(
-        [f"{ws}/ws/threads/{thread.thread_id}/"] * n,
+        [f"{ws}/ws/threads/{thread.thread_id}/?preview=1"] * n,
         {"Cookie": f"sessionid={cookie}"},
         server.base,
         "RUN_FINISHED",
@@ -240,8 +263,10 @@ def run_ours(
     elapsed = max(clients.finished_at) - start
     return {
         "rate": (len(plan) + 2) / elapsed,
-        "p50": pct(clients.latencies, 50),
-        "p99": pct(clients.latencies, 99),
+        "p50": pct(clients.first_seen, 50),
+        "p99": pct(clients.first_seen, 99),
+        "logged_p50": pct(clients.latencies, 50),
+        "logged_p99": pct(clients.latencies, 99),
         "frames": clients.received / n,
     }
 
@@ -275,8 +300,8 @@ def run_raw(
     elapsed = max(clients.finished_at) - start
     return {
         "rate": len(frames) / elapsed,
-        "p50": pct(clients.latencies, 50),
-        "p99": pct(clients.latencies, 99),
+        "p50": pct(clients.first_seen, 50),
+        "p99": pct(clients.first_seen, 99),
         "frames": clients.received / n,
     }
 
@@ -347,7 +372,19 @@ def main() -> list[Row]:
                 base["p99"],
                 "ms",
                 target="<= 3x baseline and <= 50 ms",
-                note=f"p50 {ours['p50']:.1f} vs {base['p50']:.1f} ms; flush on pause (<= 1 per 10 ms), 50 ms window",
+                note=f"p50 {ours['p50']:.1f} vs {base['p50']:.1f} ms; first sighting "
+                "(a preview, sent before the row is written)",
+            )
+        )
+        rows.append(
+            Row(
+                "B1",
+                f"p99 to the logged event at {PACED_RATE} events/s, N={n}",
+                ours["logged_p99"],
+                base["p99"],
+                "ms",
+                note=f"p50 {ours['logged_p50']:.1f} vs {base['p50']:.1f} ms; the "
+                "committed frame (flush on pause <= 1 per 10 ms, 50 ms window)",
             )
         )
     finally:

@@ -21,6 +21,12 @@ DEFAULTS: Final[dict[str, Any]] = {
     # reaches sockets within about this long plus one write, while a fast stream
     # still batches by the window above (B1, B4).
     "COALESCE_PAUSE_MS": 10,
+    # Show first, persist in batches (B1): a recording worker also sends each
+    # event to the thread's sockets that ask for previews (``?preview=1``) at
+    # once, before its coalesced row is written; the committed batch confirms
+    # it. Readers drop a preview never confirmed at the run's end or after 5 s
+    # (the operator UI does). README "Configuration".
+    "PREVIEW_EVENTS": True,
     # Agent loop limits (LP-06).
     "MAX_ITERATIONS": 10,
     "RUN_DEADLINE_SECONDS": 300.0,

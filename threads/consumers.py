@@ -8,11 +8,23 @@ when no doorbell rang for a while (the channel layer is at-most-once; the log is
 the truth). Application notifications (a call's approval state changed) arrive as
 ``{"kind": "notification", ...}``; they carry no ``seq`` and are not AG-UI events.
 
+``?preview=1`` also asks for previews (B1, "show first, persist in batches"):
+``{"kind": "preview", "runId", "previews": [{"p", "event": {...}}, ...]}`` for
+the events a recording worker validated but has not written yet (usually one per
+frame; several when they were waiting together), and after each committed batch that
+confirms some ``{"kind": "confirmed", "runId", "through": <p>}``: the previews
+``p <= through`` of that run are now log rows (sent just before, with their
+``seq``, or earlier). A preview is not a log row and has no ``seq``; it may be
+lost, and one never confirmed (a worker died before its write) is dropped by the
+client at the run's end or after 5 seconds (docs/architecture.md "Previews").
+Without ``preview=1`` (or with ``preview=0``) a socket gets only log rows and
+notifications. The AG-UI SSE endpoints never send previews.
+
 ``ws/approvals/`` sends ``{"kind": "snapshot", "approvals": [...]}`` (every pending
 request) on connect, then ``{"kind": "notification", ...}`` for each change.
 
 Refusals are sent as close codes after the handshake, so that browsers can read
-them: 4400 bad ``after``, 4401 not authenticated, 4403 not allowed, 4404 thread
+them: 4400 bad ``after`` or ``preview``, 4401 not authenticated, 4403 not allowed, 4404 thread
 unknown or not visible to the user, or no socket at that path
 (:class:`NotFoundConsumer`), 4503 the live channel (Redis) is unavailable and the
 socket cannot be served without it (the approval queue; reconnect later).
@@ -49,7 +61,7 @@ from approvals.models import ApprovalRequest
 from approvals.services import APPROVALS_GROUP, approval_snapshot
 from threads.conf import countersign_settings
 from threads.logreader import log_after
-from threads.realtime import register_server_loop, thread_group_name
+from threads.realtime import PREVIEW_TYPE, register_server_loop, thread_group_name
 from threads.selectors import thread_visible_to
 from threads.validation import JSONInputError, parse_json
 
@@ -224,10 +236,12 @@ class ThreadEventsConsumer(CountersignConsumer):
             await _refuse(self, CLOSE_NOT_FOUND)
             return
         after = _query_int(self.scope, "after")
-        if after is None:
+        preview = _query_int(self.scope, "preview")
+        if after is None or preview not in (0, 1):
             await _refuse(self, CLOSE_BAD_REQUEST)
             return
         self.last_seq = after
+        self.preview = preview == 1
         self.lock = asyncio.Lock()
         self.last_doorbell = 0.0
         # Without the channel layer the socket still follows the log, by polling.
@@ -299,6 +313,42 @@ class ThreadEventsConsumer(CountersignConsumer):
                 self.last_seq = seq
         if gap:
             await self.catch_up()
+        through = message.get("previewedThrough")
+        if self.preview and through is not None:
+            # After the rows (or the catch-up that sent them): the client drops
+            # the previews they stand for.
+            await self.send_json(
+                {"kind": "confirmed", "runId": message.get("runId"), "through": through}
+            )
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Dispatch ``message``; a preview skips channels' per-message DB cleanup.
+
+        ``AsyncConsumer.dispatch`` closes stale database connections (a hop to a
+        worker thread) before every handler; previews, one per streamed event and
+        socket, touch no database, and the hop was most of their cost (B1).
+        """
+        if message.get("type") == PREVIEW_TYPE:
+            await self.thread_preview(message)
+            return
+        await super().dispatch(message)
+
+    async def thread_preview(self, message: dict[str, Any]) -> None:
+        """Forward previews (events not written yet) to a socket that asked for them.
+
+        One frame per channel message, with every preview it carries: previews
+        waiting together were merged by the publisher (a backlog), and a write
+        per event and socket was most of a busy server's time (B1).
+        """
+        if not self.preview:
+            return
+        await self.send_json(
+            {
+                "kind": "preview",
+                "runId": message.get("runId"),
+                "previews": message.get("previews", []),
+            }
+        )
 
     async def thread_notification(self, message: dict[str, Any]) -> None:
         """Forward an application notification (not an AG-UI event; no ``seq``)."""

@@ -37,6 +37,12 @@ logger = logging.getLogger(__name__)
 
 #: Sends waiting for the publisher thread beyond this are dropped (logged).
 MAX_PENDING = 10_000
+#: Most queued sends the publisher takes in one pass (consecutive previews merge).
+MAX_BATCH = 500
+#: Seconds the publisher waits after a preview for more to merge with it.
+PREVIEW_LINGER_SECONDS = 0.003
+#: The channel-layer message type of previews (:func:`publish_preview`).
+PREVIEW_TYPE = "thread.preview"
 
 _server_loop: asyncio.AbstractEventLoop | None = None
 
@@ -80,10 +86,21 @@ class _Publisher:
     async def _drain(self) -> None:
         assert self.queue is not None
         while True:
-            group, message = await self.queue.get()
+            batch = [await self.queue.get()]
+            if batch[0][1].get("type") == PREVIEW_TYPE and PREVIEW_LINGER_SECONDS:
+                # A streaming agent's next event is usually a millisecond away:
+                # waiting that long lets one send and one frame per socket carry
+                # several (every send and frame costs the server a write).
+                await asyncio.sleep(PREVIEW_LINGER_SECONDS)
+            # Whatever else is waiting goes in the same pass, consecutive previews
+            # merged: sends cost a broker round trip each, so a backlog (a fast
+            # stream) is cleared in few sends.
+            while len(batch) < MAX_BATCH and not self.queue.empty():
+                batch.append(self.queue.get_nowait())
             with self.lock:
-                self.pending -= 1
-            await _send(group, message)
+                self.pending -= len(batch)
+            for group, message in coalesce_previews(batch):
+                await _send(group, message)
 
     def submit(self, group: str, message: dict[str, Any]) -> None:
         with self.lock:
@@ -93,6 +110,32 @@ class _Publisher:
             self.pending += 1
         assert self.queue is not None
         self.loop.call_soon_threadsafe(self.queue.put_nowait, (group, message))
+
+
+def coalesce_previews(
+    batch: list[tuple[str, dict[str, Any]]],
+) -> list[tuple[str, dict[str, Any]]]:
+    """Return ``batch`` in order with consecutive previews of one group and run merged.
+
+    A merged preview message carries the ``previews`` lists of its parts, in order;
+    anything else (a doorbell, a notification) is a boundary nothing crosses.
+    """
+    out: list[tuple[str, dict[str, Any]]] = []
+    for group, message in batch:
+        if out and message.get("type") == PREVIEW_TYPE:
+            last_group, last = out[-1]
+            if (
+                last_group == group
+                and last.get("type") == PREVIEW_TYPE
+                and last.get("runId") == message.get("runId")
+            ):
+                out[-1] = (
+                    group,
+                    {**last, "previews": last["previews"] + message["previews"]},
+                )
+                continue
+        out.append((group, message))
+    return out
 
 
 _publisher: _Publisher | None = None
@@ -166,13 +209,49 @@ def thread_group_name(thread_pk: int) -> str:
     return f"thread.{thread_pk}"
 
 
-def publish_events(*, thread_pk: int, events: Sequence[Event]) -> None:
-    """Ring the thread group's doorbell with ``events`` (at-most-once; the log is the truth)."""
+def publish_events(
+    *,
+    thread_pk: int,
+    events: Sequence[Event],
+    run_id: str | None = None,
+    previewed_through: int | None = None,
+) -> None:
+    """Ring the thread group's doorbell with ``events`` (at-most-once; the log is the truth).
+
+    ``previewed_through`` (with the ``run_id`` of the recorder that sent the
+    previews) confirms that the previews ``p <= previewed_through`` of that run
+    are in the log now, in ``events`` or before (:func:`publish_preview`).
+    """
     if not events:
         return
+    message: dict[str, Any] = {
+        "type": "thread.events",
+        "events": [e.as_wire() for e in events],
+    }
+    if previewed_through is not None:
+        message["runId"] = run_id
+        message["previewedThrough"] = previewed_through
+    group_send(thread_group_name(thread_pk), message)
+
+
+def publish_preview(
+    *, thread_pk: int, run_id: str, p: int, event: dict[str, Any]
+) -> None:
+    """Send ``event`` to thread ``thread_pk``'s group before it is written (a preview).
+
+    ``event`` is a validated AG-UI event object that the recorder of run
+    ``run_id`` will write in its next flush; ``p`` numbers that recorder's
+    previews from 1. The message is ``{"type": "thread.preview", "runId",
+    "previews": [{"p", "event"}, ...]}``: the publisher thread merges previews
+    waiting together into one message (:func:`coalesce_previews`). A preview is
+    not a log row and carries no ``seq``: the flush's :func:`publish_events`
+    confirms it (``previewedThrough``), and a reader drops what is never
+    confirmed (docs/architecture.md "Previews"). Sent in the same FIFO as the
+    doorbells, so a worker's previews precede the doorbell that confirms them.
+    """
     group_send(
         thread_group_name(thread_pk),
-        {"type": "thread.events", "events": [e.as_wire() for e in events]},
+        {"type": PREVIEW_TYPE, "runId": run_id, "previews": [{"p": p, "event": event}]},
     )
 
 

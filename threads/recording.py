@@ -36,7 +36,7 @@ from threads.conf import countersign_settings
 from threads.locks import thread_lock
 from threads.models import Event, Message, Run, Thread, ToolCall
 from threads.projection import Projection
-from threads.realtime import publish_events
+from threads.realtime import publish_events, publish_preview
 from threads.snapshots import (
     input_echo_thread_ids,
     message_remote_ids_record,
@@ -118,24 +118,25 @@ def _item_id(event: BaseEvent) -> str:
     return str(getattr(event, "tool_call_id", None) or getattr(event, "message_id", ""))
 
 
-def _merge_delta(buffer: list[BaseEvent], event: BaseEvent) -> bool:
+def _merge_delta(buffer: list[BaseEvent], event: BaseEvent) -> int | None:
     """Append ``event``'s delta to a buffered delta of the same item, if order allows.
 
     Walk back over buffered delta events only: a non-delta event (a START, END,
-    result...) is a boundary no delta may cross. Return whether it merged.
+    result...) is a boundary no delta may cross. Return the index of the buffered
+    event it merged into, or ``None``.
     """
     item = _item_id(event)
     for index in range(len(buffer) - 1, -1, -1):
         previous = buffer[index]
         if previous.type not in _DELTA_TYPES:
-            return False
+            return None
         if previous.type == event.type and _item_id(previous) == item:
             # Only TOOL_CALL_ARGS and TEXT_MESSAGE_CONTENT get here: both carry a delta.
             delta = getattr(previous, "delta", "") + getattr(event, "delta", "")
             merged = previous.model_copy(update={"delta": delta})
             buffer[index] = merged
-            return True
-    return False
+            return index
+    return None
 
 
 class RunRecorder:
@@ -149,6 +150,16 @@ class RunRecorder:
     paused (nothing else waiting) asks ``flush_due(paused=True)``: that also comes
     due once ``pause_ms`` milliseconds have passed since the last flush, so a slow
     stream's deltas are not held for the whole window (B1).
+
+    Show first, persist in batches (B1): when publishing, every event buffered
+    that the log will show (not hidden) is also sent to the thread's group at
+    once, before any write, as a preview (:func:`threads.realtime.publish_preview`;
+    ``p`` counts this recorder's previews from 1); the flush
+    that commits it publishes ``"previewedThrough": <the highest p so far>`` with
+    its rows. A preview is not a log row: readers keep it only until that
+    confirmation, the run's end or 5 seconds, whichever comes first
+    (docs/architecture.md "Previews"). ``COUNTERSIGN["PREVIEW_EVENTS"] = False``
+    turns previews off.
 
     On a fatal protocol violation the valid events before it are written, every
     item still open is closed, and the run ends with a ``RUN_ERROR`` whose message
@@ -180,10 +191,16 @@ class RunRecorder:
             countersign_settings.COALESCE_PAUSE_MS if pause_ms is None else pause_ms
         )
         self.publish = publish
+        self.previews = publish and bool(countersign_settings.PREVIEW_EVENTS)
+        #: The last preview's number (0: none yet).
+        self.previewed = 0
         self._last_flush = 0.0
         self.violation: StreamViolation | None = None
         self.written: list[Event] = []
         self._buffer: list[BaseEvent] = []
+        # The buffered events' JSON objects (storable), index for index: made once
+        # per event, sent as its preview and written by the flush.
+        self._payloads: list[dict[str, Any]] = []
         self._buffer_bytes = 0
         self._buffer_since: float | None = None
         prior_calls = ToolCall.objects.filter(thread=self.thread).exclude(run=run)
@@ -351,13 +368,41 @@ class RunRecorder:
         return max(0.0, remaining)
 
     def _buffer_event(self, event: BaseEvent) -> None:
+        """Buffer ``event`` (validated, shaped) for the next flush, previewing it first.
+
+        PostgreSQL stores no NUL character: model output carrying one is kept with
+        U+FFFD instead, in the preview, the log and the projection alike.
+        """
         if self._buffer_since is None:
             self._buffer_since = time.monotonic()
+        payload = event_to_dict(event)
+        clean = storable(payload, what=f"event of run {self.run.run_id}")
+        if clean is not payload:
+            repaired = event_from_dict(clean)
+            if id(event) in self._hidden:
+                self._hidden.discard(id(event))
+                self._hidden.add(id(repaired))
+            event, payload = repaired, clean
+        if self.previews and id(event) not in self._hidden:
+            self.previewed += 1
+            publish_preview(
+                thread_pk=self.thread.pk,
+                run_id=self.run.run_id,
+                p=self.previewed,
+                event=payload,
+            )
         if event.type in _DELTA_TYPES:
             self._buffer_bytes += len(getattr(event, "delta", ""))
-            if _merge_delta(self._buffer, event):
+            index = _merge_delta(self._buffer, event)
+            if index is not None:
+                first = self._payloads[index]
+                self._payloads[index] = {
+                    **first,
+                    "delta": first.get("delta", "") + payload.get("delta", ""),
+                }
                 return
         self._buffer.append(event)
+        self._payloads.append(payload)
 
     def close_open_items(self) -> None:
         """Buffer END events for every item still open (ER-01), as the stream machine made them.
@@ -376,7 +421,7 @@ class RunRecorder:
         self.violation = violation
         logger.warning("run %s: %s", self.run.run_id, violation)
         self.close_open_items()
-        self._buffer.append(
+        self._buffer_event(
             RunErrorEvent(
                 message=f"The agent's event stream broke the AG-UI protocol: {violation}",
                 code="protocol_violation",
@@ -390,25 +435,20 @@ class RunRecorder:
         """Write the buffered events and their projection in one transaction.
 
         Returns the new log rows, with their ``seq``. Publishing to the thread's
-        channel group happens after the transaction commits.
+        channel group happens after the transaction commits; with previews on it
+        carries ``runId`` and ``previewedThrough`` (every preview so far is in
+        this batch or an earlier one).
         """
         if not self._buffer:
             return []
         batch, self._buffer = self._buffer, []
+        payloads, self._payloads = self._payloads, []
         hidden_ids, self._hidden = self._hidden, set()
         hidden = [id(event) in hidden_ids for event in batch]
         self._buffer_bytes = 0
         self._buffer_since = None
         self._last_flush = time.monotonic()
-        # PostgreSQL stores no NUL character: model output carrying one is kept
-        # with U+FFFD instead, in the log and in the projection alike.
-        payloads = []
-        for index, event in enumerate(batch):
-            payload = event_to_dict(event)
-            clean = storable(payload, what=f"event of run {self.run.run_id}")
-            if clean is not payload:
-                batch[index] = event_from_dict(clean)
-            payloads.append(clean)
+        through = self.previewed if self.previews and self.previewed else None
         with transaction.atomic():
             thread = thread_lock(thread_pk=self.thread.pk)
             first = thread.next_seq
@@ -439,8 +479,14 @@ class RunRecorder:
                     wire_state=WIRE_CLOSED
                 )
             if self.publish:
+                run_id = self.run.run_id
                 transaction.on_commit(
-                    lambda: publish_events(thread_pk=thread.pk, events=rows),
+                    lambda: publish_events(
+                        thread_pk=thread.pk,
+                        events=rows,
+                        run_id=run_id,
+                        previewed_through=through,
+                    ),
                     robust=True,
                 )
         self.written.extend(rows)

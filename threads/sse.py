@@ -42,6 +42,26 @@ async def _wire_runs(run: Any) -> set[int]:
     return await sync_to_async(read)()
 
 
+async def _doorbell(layer: Any, channel: str, wait: float) -> bool:
+    """Wait up to ``wait`` seconds for a doorbell on ``channel``; return whether one rang.
+
+    Previews (``thread.preview``, events not written yet) are not doorbells: AG-UI
+    clients get only log rows, so they are skipped without a read of the log.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    while True:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            return False
+        try:
+            message = await asyncio.wait_for(layer.receive(channel), timeout=remaining)
+        except TimeoutError:
+            return False
+        if message.get("type") != "thread.preview":
+            return True
+
+
 async def follow_log(
     *,
     thread: Any,
@@ -92,11 +112,8 @@ async def follow_log(
                     return
             wait = min(poll, interval)
             if channel is not None:
-                try:
-                    await asyncio.wait_for(layer.receive(channel), timeout=wait)
+                if await _doorbell(layer, channel, wait):
                     continue
-                except TimeoutError:
-                    pass
             else:
                 await asyncio.sleep(wait)
             silent_for += wait

@@ -850,6 +850,125 @@ function announce(text) {
   announcer.textContent = text.length > 400 ? `${text.slice(0, 400)}…` : text;
 }
 
+// -- previews: show first, persist in batches --------------------------------------
+//
+// With ?preview=1 the socket also sends the events the worker validated but has not
+// written yet ({kind: "preview", runId, previews: [{p, event}]}); the batch that writes them is
+// followed by {kind: "confirmed", runId, through}. The text of unconfirmed deltas is
+// shown as a tentative suffix after the committed text of its message or call
+// (once that has a committed START), hidden from assistive technology; the log's
+// rows replace it. A preview is dropped when confirmed, when the log reaches a
+// run's end, when the socket reopens, or PREVIEW_MAX_MS after it came: a preview
+// the log never got (its worker died before the write) stays at most that long.
+
+const PREVIEW_MAX_MS = 5000;
+const previews = {
+  list: [], // {runId, p, event, at}, in arrival order
+  confirmed: new Map(), // runId -> highest confirmed p
+  shown: new Map(), // "m:<messageId>" | "c:<toolCallId>" -> tentative span
+  timer: null,
+};
+
+function previewKey(event) {
+  if (event.type === "TEXT_MESSAGE_CONTENT") return `m:${event.messageId}`;
+  if (event.type === "TOOL_CALL_ARGS") return `c:${event.toolCallId}`;
+  return null;
+}
+
+function onPreview(data) {
+  const at = Date.now();
+  for (const item of Array.isArray(data.previews) ? data.previews : []) {
+    const event = item && item.event;
+    if (!event || typeof event !== "object" || typeof item.p !== "number") continue;
+    // Confirmed already (the log's rows came first, e.g. by a catch-up read).
+    if (item.p <= (previews.confirmed.get(data.runId) || 0)) continue;
+    previews.list.push({ runId: data.runId, p: item.p, event, at });
+  }
+  renderTentative();
+}
+
+function onConfirmed(data) {
+  if (typeof data.through !== "number") return;
+  previews.confirmed.set(data.runId, Math.max(data.through, previews.confirmed.get(data.runId) || 0));
+  dropPreviews((item) => item.runId === data.runId && item.p <= data.through);
+}
+
+function dropPreviews(test) {
+  const before = previews.list.length;
+  previews.list = previews.list.filter((item) => !test(item));
+  if (previews.list.length !== before) renderTentative();
+}
+
+/**
+ * A committed delta arrived: drop the previews it stands for (the first previews of
+ * its item whose deltas it starts with, in order), so that its text never shows twice
+ * while its confirmation is still on the way.
+ */
+function consumePreviews(event, delta) {
+  const key = previewKey(event);
+  if (!previews.list.length || !key) return;
+  let rest = delta;
+  const kept = [];
+  let consuming = true;
+  for (const item of previews.list) {
+    const part = item.event.delta || "";
+    if (consuming && previewKey(item.event) === key) {
+      if (part && rest.startsWith(part)) {
+        rest = rest.slice(part.length);
+        continue;
+      }
+      consuming = false;
+    }
+    kept.push(item);
+  }
+  previews.list = kept;
+}
+
+function tentativeHost(key) {
+  const id = key.slice(2);
+  if (key.startsWith("m:")) {
+    const view = model.messages.get(id);
+    return view ? view.body : null;
+  }
+  const call = model.calls.get(id);
+  return call && !call.complete ? call.argsEl : null;
+}
+
+/** Show each item's unconfirmed preview text after its committed text; expire old previews. */
+function renderTentative() {
+  const texts = new Map();
+  for (const item of previews.list) {
+    const key = previewKey(item.event);
+    if (key) texts.set(key, (texts.get(key) || "") + (item.event.delta || ""));
+  }
+  for (const [key, span] of previews.shown) {
+    if (!texts.has(key)) {
+      span.remove();
+      previews.shown.delete(key);
+    }
+  }
+  for (const [key, text] of texts) {
+    const host = tentativeHost(key);
+    if (!host) continue; // no committed START yet: nothing is created before it
+    let span = previews.shown.get(key);
+    if (!span) {
+      span = h("span", { class: "tentative", "aria-hidden": "true" });
+      previews.shown.set(key, span);
+    }
+    if (host.lastChild !== span) host.append(span);
+    if (span.textContent !== text) span.textContent = text;
+  }
+  clearTimeout(previews.timer);
+  if (previews.list.length) {
+    const oldest = Math.min(...previews.list.map((item) => item.at));
+    previews.timer = setTimeout(() => {
+      const limit = Date.now() - PREVIEW_MAX_MS;
+      previews.list = previews.list.filter((item) => item.at > limit);
+      renderTentative();
+    }, Math.max(0, oldest + PREVIEW_MAX_MS - Date.now()));
+  }
+}
+
 // -- events ---------------------------------------------------------------------
 
 function applyEvent(event) {
@@ -883,10 +1002,15 @@ function applyEvent(event) {
     }
     case "TEXT_MESSAGE_CONTENT": {
       const view = ensureMessage(event.messageId, "assistant", { streaming: true });
-      view.body.append(event.delta || "");
+      consumePreviews(event, event.delta || "");
+      const tentative = view.body.querySelector(":scope > .tentative");
+      if (tentative) tentative.before(event.delta || "");
+      else view.body.append(event.delta || "");
       break;
     }
     case "TEXT_MESSAGE_END": {
+      // Every delta of the message is in the log now: what is still previewed is stale.
+      dropPreviews((item) => previewKey(item.event) === `m:${event.messageId}`);
       const view = model.messages.get(event.messageId);
       if (view) {
         view.el.classList.remove("streaming");
@@ -908,10 +1032,12 @@ function applyEvent(event) {
     }
     case "TOOL_CALL_ARGS": {
       const call = ensureCall(event.toolCallId, "tool");
+      consumePreviews(event, event.delta || "");
       setArgsText(call, call.argsText + (event.delta || ""));
       break;
     }
     case "TOOL_CALL_END": {
+      dropPreviews((item) => previewKey(item.event) === `c:${event.toolCallId}`);
       const call = ensureCall(event.toolCallId, "tool");
       completeCall(call);
       refreshSoon();
@@ -925,6 +1051,7 @@ function applyEvent(event) {
     }
     case "RUN_FINISHED": {
       model.runActive = false;
+      dropPreviews(() => true);
       for (const call of model.calls.values()) {
         if (call.state === "complete" && !call.result) setCallState(call, "pending");
       }
@@ -933,6 +1060,7 @@ function applyEvent(event) {
     }
     case "RUN_ERROR": {
       model.runActive = false;
+      dropPreviews(() => true);
       for (const call of model.calls.values()) {
         if ((call.state === "streaming" || call.state === "complete") && !call.result) {
           call.complete = true;
@@ -1113,11 +1241,23 @@ input.addEventListener("keydown", (event) => {
 // -- the socket -------------------------------------------------------------------
 
 const socket = new ReconnectingSocket({
-  url: () => `${root.dataset.socketPath}?after=${model.lastSeq}`,
-  onOpen: () => refreshSoon(0),
+  url: () => `${root.dataset.socketPath}?after=${model.lastSeq}&preview=1`,
+  onOpen: () => {
+    // A new socket: what the old one previewed is confirmed by the log or lost.
+    dropPreviews(() => true);
+    refreshSoon(0);
+  },
   onMessage: (data) => {
     if (data && data.kind === "notification") {
       onNotification(data);
+      return;
+    }
+    if (data && data.kind === "preview") {
+      onPreview(data);
+      return;
+    }
+    if (data && data.kind === "confirmed") {
+      onConfirmed(data);
       return;
     }
     if (!data || typeof data.seq !== "number") return;
@@ -1129,6 +1269,7 @@ const socket = new ReconnectingSocket({
     model.lastSeq = data.seq;
     root.dataset.lastSeq = String(model.lastSeq);
     applyEvent(data);
+    if (previews.list.length || previews.shown.size) renderTentative();
     if (!model.caughtUp) caughtUpSoon();
   },
 });

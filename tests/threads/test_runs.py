@@ -530,9 +530,9 @@ def test_b1_a_paused_stream_is_written_and_published_before_its_window_closes(us
     """drive_agent flushes once the agent pauses, though the window (60 s) is still open.
 
     The delta is in the log and on the thread's group while the agent waits, and
-    every event the group carried is a log row with the same seq and payload: a
-    client never holds an event the log does not have (it is published after the
-    row commits). Implements DC-01, DC-02.
+    every event the group's doorbells carried is a log row with the same seq and
+    payload: a doorbell is rung after its rows commit (previews, which come before,
+    are tests.threads.test_ws_previews'). Implements DC-01, DC-02.
     """
     run = running_run(user)
     listener = GroupListener(run.thread)
