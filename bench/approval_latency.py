@@ -131,6 +131,15 @@ def ours(server, token: str, cookie: str) -> dict[str, list[float]]:
         decide.append((decided_at.timestamp() - t0) * 1000)
         hop.append((started_at.timestamp() - decided_at.timestamp()) * 1000)
         rest.append((t1 - started_at.timestamp()) * 1000)
+        # The continuation goes on in the (solo) worker after its first event:
+        # the next approval starts on an idle worker, not queued behind it.
+        _wait(
+            lambda thread=thread: (
+                not Run.objects.filter(
+                    thread=thread, status__in=["queued", "running"]
+                ).exists()
+            )
+        )
     executions = ToolExecution.objects.filter(tool_call__thread__in=threads)
     once = (
         all(e.attempts == 1 for e in executions) and executions.count() == 2 * APPROVALS
