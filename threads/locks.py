@@ -21,6 +21,8 @@ from threads.models import Run, Thread, ToolCall
 
 #: Connection attribute holding what this transaction locked: key -> (marker, value).
 _HELD = "_countersign_held"
+#: Memos kept per connection before those of ended transactions are dropped.
+_HELD_MAX = 64
 #: Memo key of a thread this transaction locked; the value is its ``next_seq``.
 _NEXT_SEQ = "thread-next-seq"
 
@@ -61,6 +63,12 @@ def transaction_memo_set(key: Any, value: Any) -> None:
     if held is None:
         held = {}
         setattr(connection, _HELD, held)
+    elif len(held) >= _HELD_MAX:
+        # Memos of ended transactions are dropped, so a long-lived connection
+        # does not keep one per row it ever locked.
+        live = {id(entry[1]) for entry in connection.run_on_commit}
+        for stale in [k for k, (m, _) in held.items() if id(m) not in live]:
+            del held[stale]
     connection.on_commit(marker)
     held[key] = (marker, value)
 
@@ -95,7 +103,10 @@ def thread_seq_advance(*, thread_pk: int, next_seq: int) -> None:
 
 def thread_lock_by_id(*, thread_id: str) -> Thread | None:
     """Lock and return the thread whose public id is ``thread_id``, or ``None``."""
-    return Thread.objects.select_for_update().filter(thread_id=thread_id).first()
+    thread = Thread.objects.select_for_update().filter(thread_id=thread_id).first()
+    if thread is not None:
+        transaction_memo_set((_NEXT_SEQ, thread.pk), thread.next_seq)
+    return thread
 
 
 def run_lock(*, run_pk: int, thread_pk: int | None = None) -> Run:
