@@ -48,9 +48,14 @@ class DeprecatedDictField(serializers.DictField):
     """A JSON object field marked ``deprecated`` in the OpenAPI schema."""
 
 
-def visible_approval(request: Request, pk: int) -> ApprovalRequest:
-    """Return approval ``pk`` if the user may see it; raise 404 otherwise."""
-    approval = approval_get(user=request.user, pk=pk)
+def visible_approval(
+    request: Request, pk: int, *, prefetch: bool = True
+) -> ApprovalRequest:
+    """Return approval ``pk`` if the user may see it; raise 404 otherwise.
+
+    ``prefetch=False`` for the views that decide it (:func:`approvals.selectors.approval_get`).
+    """
+    approval = approval_get(user=request.user, pk=pk, prefetch=prefetch)
     if approval is None:
         raise Http404(f"approval {pk!r} not found")
     return approval
@@ -210,7 +215,7 @@ class ApprovalApproveApi(APIView):
         "another approver holds a claim.",
     )
     def post(self, request: Request, pk: int) -> Response:
-        approval = visible_approval(request, pk)
+        approval = visible_approval(request, pk, prefetch=False)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
@@ -253,7 +258,7 @@ class ApprovalRejectApi(APIView):
         responses={200: OutputSerializer, **errors(400, 403, 404, 409)},
     )
     def post(self, request: Request, pk: int) -> Response:
-        approval = visible_approval(request, pk)
+        approval = visible_approval(request, pk, prefetch=False)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         decided = approval_decide(

@@ -38,9 +38,13 @@ def approval_lock(
         )
     locked = (
         ApprovalRequest.objects.select_for_update(of=("self",))
-        .select_related("run")
+        .select_related("run", "supersedes")
         .get(pk=approval.pk)
     )
+    # The rows locked above are the request's own: not read again through it.
+    locked.thread = thread
+    if call is not None and locked.tool_call_id == call.pk:
+        locked.tool_call = call
     return thread, call, locked
 
 
@@ -62,7 +66,13 @@ def execution_approval_lock(
     which may send the call back to an operator (issue 14 item 6).
     """
     thread, call = tool_call_lock(thread_pk=thread_pk, tool_call_pk=tool_call_pk)
-    approval = call_approval_lock(call=call)
+    # With its decider: the executor checks the approver's permission (SEC-02).
+    approval = (
+        ApprovalRequest.objects.select_for_update(of=("self",))
+        .select_related("decided_by")
+        .filter(tool_call=call)
+        .first()
+    )
     return thread, call, approval, call_execution_lock(call=call)
 
 

@@ -101,9 +101,18 @@ def approval_list(
     ).order_by("pending_rank", "-requested_at", "-id")
 
 
-def approval_get(*, user: Any, pk: int) -> ApprovalRequest | None:
-    """Return request ``pk`` if ``user`` may see it, else ``None``."""
-    return approval_visible_to(user=user).filter(pk=pk).first()
+def approval_get(
+    *, user: Any, pk: int, prefetch: bool = True
+) -> ApprovalRequest | None:
+    """Return request ``pk`` if ``user`` may see it, else ``None``.
+
+    ``prefetch=False`` leaves out its votes and approver groups: for a caller that
+    decides the request, which reads them again under its row lock anyway (B2).
+    """
+    approvals = approval_visible_to(user=user)
+    if not prefetch:
+        approvals = approvals.prefetch_related(None)
+    return approvals.filter(pk=pk).first()
 
 
 # -- the context of one request (queue card, admin change form, thread page) ------

@@ -12,6 +12,9 @@ call, then start the continuation run) and the tool itself.
 Baseline, each measured here: a DRF view updating one row (same HTTP client and
 token), a no-op Celery task's enqueue → start, a raw Redis PUBLISH → WebSocket hop.
 
+Also printed: the SQL statements of one approval, counted in process (decide;
+execution → the commit of the continuation's ``RUN_STARTED``).
+
     python -m bench.approval_latency     # BENCH_APPROVALS (30)
 """
 
@@ -128,6 +131,15 @@ def ours(server, token: str, cookie: str) -> dict[str, list[float]]:
         decide.append((decided_at.timestamp() - t0) * 1000)
         hop.append((started_at.timestamp() - decided_at.timestamp()) * 1000)
         rest.append((t1 - started_at.timestamp()) * 1000)
+        # The continuation goes on in the (solo) worker after its first event:
+        # the next approval starts on an idle worker, not queued behind it.
+        _wait(
+            lambda thread=thread: (
+                not Run.objects.filter(
+                    thread=thread, status__in=["queued", "running"]
+                ).exists()
+            )
+        )
     executions = ToolExecution.objects.filter(tool_call__thread__in=threads)
     once = (
         all(e.attempts == 1 for e in executions) and executions.count() == 2 * APPROVALS
@@ -146,6 +158,63 @@ def ours(server, token: str, cookie: str) -> dict[str, list[float]]:
         "rest": rest,
         "once": [float(once)],
     }
+
+
+def statements_per_approval() -> tuple[int, int]:
+    """Count one approval's SQL statements in this process: decide, execution → RUN_STARTED.
+
+    The demo refund flow is driven in process up to the pending approval, then
+    ``approval_decide`` (the request as the REST view loads it) and the worker's
+    ``tool_call_execute_supervised`` run under ``CaptureQueriesContext``; the
+    second count stops at the ``COMMIT`` of the continuation's ``RUN_STARTED``
+    (the event the socket receives, published on that commit). Run with no worker consuming: the broker
+    messages this sends are purged afterwards.
+    """
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from approvals.models import ApprovalRequest, ToolExecution
+    from approvals.selectors import approval_visible_to
+    from approvals.services import approval_decide
+    from config.celery import app
+    from orchestration.executions import tool_call_execute_supervised
+    from orchestration.runs import run_execute
+    from threads.models import Run
+    from threads.services import message_post, thread_create
+
+    user = bench_user()
+    thread = thread_create(owner=user, title="B2 statements")
+    message_post(thread=thread, content="refund order A-1001 0.01")
+    for _ in range(10):  # run the first run and the auto-approved lookup here
+        run = Run.objects.filter(thread=thread, status="queued").first()
+        execution = ToolExecution.objects.filter(
+            tool_call__thread=thread, state="queued"
+        ).first()
+        if run is not None:
+            run_execute(run_pk=run.pk)
+        elif execution is not None:
+            tool_call_execute_supervised(tool_call_pk=execution.tool_call_id)
+        else:
+            break
+    pending = ApprovalRequest.objects.get(thread=thread, status="pending")
+    approval = approval_visible_to(user=user).get(pk=pending.pk)
+    assert approval.tool_call_id is not None  # a tool-call request
+    with CaptureQueriesContext(connection) as decided:
+        approval_decide(approval=approval, decided_by=user, decision="approve")
+    with CaptureQueriesContext(connection) as executed:
+        tool_call_execute_supervised(tool_call_pk=approval.tool_call_id)
+    sql = [q["sql"] for q in executed.captured_queries]
+    started = next(
+        (i for i, q in enumerate(sql) if "INSERT" in q and "RUN_STARTED" in q),
+        len(sql) - 1,
+    )
+    # The event is published when its transaction commits.
+    committed = next(
+        (i for i in range(started, len(sql)) if sql[i].startswith("COMMIT")),
+        len(sql) - 1,
+    )
+    app.control.purge()
+    return len(decided.captured_queries), committed + 1
 
 
 def baseline_http(server, token: str) -> list[float]:
@@ -226,6 +295,7 @@ def main() -> list[Row]:
     finally:
         server.stop()
         stop_process(worker)
+    decide_statements, execute_statements = statements_per_approval()
     rows = []
     for p in (50, 90, 99):
         base = pct(http, p) + pct(celery_hop, p) + pct(publish, p)
@@ -253,6 +323,18 @@ def main() -> list[Row]:
             ratio=None,
             note=f"task start -> first event {pct(result['rest'], 50):.1f} ms "
             "(tool + 2nd Celery hop + run start)",
+        )
+    )
+    rows.append(
+        Row(
+            "B2",
+            "statements per approval: decide | execution -> RUN_STARTED commit",
+            float(decide_statements),
+            float(execute_statements),
+            "stmts",
+            ratio=None,
+            note="in process (CaptureQueriesContext); the second column is the "
+            "worker's, to the COMMIT of the continuation's RUN_STARTED",
         )
     )
     rows.append(

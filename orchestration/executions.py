@@ -7,7 +7,7 @@ from approvals.services import EXECUTE_TASK, tool_call_execute
 from orchestration.runs import run_execute
 from orchestration.supervision import tool_call_log_context
 from threads.execution import enqueue_later, uses_celery
-from threads.models import Run
+from threads.models import Run, ToolCall
 
 
 def tool_call_execute_supervised(*, tool_call_pk: int) -> None:
@@ -18,9 +18,25 @@ def tool_call_execute_supervised(*, tool_call_pk: int) -> None:
     (BC32, LP-07). When the answer started the run's continuation, this worker
     runs it at once (:func:`continuation_run_here`).
     """
-    with tool_call_log_context(tool_call_pk=tool_call_pk):
+    # One read for the log context and the executor's first lock (B2).
+    row = (
+        ToolCall.objects.filter(pk=tool_call_pk)
+        .values_list(
+            "tool_call_id",
+            "run__run_id",
+            "thread__thread_id",
+            "thread_id",
+            "run__agent",
+        )
+        .first()
+    )
+    ids = (row[0], row[1], row[2]) if row is not None else None
+    with tool_call_log_context(tool_call_pk=tool_call_pk, ids=ids):
         try:
-            tool_call_execute(tool_call_pk=tool_call_pk)
+            tool_call_execute(
+                tool_call_pk=tool_call_pk,
+                located=(row[3], row[4]) if row is not None else None,
+            )
         except ExecutionInProgress as busy:
             enqueue_later(
                 EXECUTE_TASK, countdown=busy.retry_after, tool_call_pk=tool_call_pk

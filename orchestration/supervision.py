@@ -277,13 +277,20 @@ def run_log_context(*, run_pk: int) -> Iterator[None]:
 
 
 @contextmanager
-def tool_call_log_context(*, tool_call_pk: int) -> Iterator[None]:
-    """Tag log lines with the call's ``toolCallId``, its run and its thread."""
-    ids = (
-        ToolCall.objects.filter(pk=tool_call_pk)
-        .values_list("tool_call_id", "run__run_id", "thread__thread_id")
-        .first()
-    )
+def tool_call_log_context(
+    *, tool_call_pk: int, ids: tuple[str, str, str] | None = None
+) -> Iterator[None]:
+    """Tag log lines with the call's ``toolCallId``, its run and its thread.
+
+    ``ids`` is ``(toolCallId, runId, threadId)`` when the caller read them
+    already; else they are read here.
+    """
+    if ids is None:
+        ids = (
+            ToolCall.objects.filter(pk=tool_call_pk)
+            .values_list("tool_call_id", "run__run_id", "thread__thread_id")
+            .first()
+        )
     if ids is None:
         yield
         return

@@ -17,8 +17,8 @@ from django.db import IntegrityError, transaction
 
 from agentcore.history import INTERRUPTED_CONTENT, INTERRUPTED_ERROR
 from threads.ids import new_tool_message_id
-from threads.locks import tool_calls_lock
-from threads.models import Message, Run, Thread, ToolCall
+from threads.locks import thread_seq_lock, tool_calls_lock
+from threads.models import Message, Run, ToolCall
 from threads.transitions import run_transition, tool_call_transition
 from threads.validation import storable
 
@@ -66,11 +66,12 @@ def tool_message_write(
     """
     if ToolCall.objects.filter(pk=call.pk).answered().exists():
         return None
-    thread = Thread.objects.get(pk=call.thread_id)
+    # The caller locked the thread: its position is known without reading it again.
+    position = thread_seq_lock(thread_pk=call.thread_id)
     try:
         with transaction.atomic():
             message = Message.objects.create(
-                thread=thread,
+                thread_id=call.thread_id,
                 message_id=new_tool_message_id(),
                 role=Message.Role.TOOL,
                 content=storable(content, what=f"result of {call.tool_call_id}"),
@@ -78,7 +79,7 @@ def tool_message_write(
                 tool_call_id=call.tool_call_id,
                 error=error,
                 run=None,
-                position=thread.next_seq,
+                position=position,
             )
     except IntegrityError:
         return None

@@ -18,7 +18,6 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.fields.json import KT
-from django.utils import timezone
 
 from agentcore.events import (
     BaseEvent,
@@ -33,7 +32,7 @@ from agentcore.events import (
 from agentcore.stream import RunStream, StreamViolation
 from threads.answers import APPLICATION_SOURCE
 from threads.conf import countersign_settings
-from threads.locks import thread_lock
+from threads.locks import thread_lock, thread_seq_advance, thread_seq_lock
 from threads.models import Event, Message, Run, Thread, ToolCall
 from threads.projection import Projection
 from threads.realtime import publish_events, publish_preview
@@ -469,9 +468,7 @@ class RunRecorder:
                         payload=payload,
                     )
                 )
-            Thread.objects.filter(pk=thread.pk).update(
-                next_seq=first + len(rows), updated_at=timezone.now()
-            )
+            thread_seq_advance(thread_pk=thread.pk, next_seq=first + len(rows))
             Event.objects.bulk_create(rows)
             Projection(thread=thread, run=self.run).apply(batch, seqs)
             if self.managed and any(r.type in _TERMINAL_NAMES for r in rows):
@@ -598,12 +595,15 @@ def record_wire_events(
     ]
     if not payloads:
         return []
-    with transaction.atomic():
-        thread = thread_lock(thread_pk=run.thread_id)
-        first = thread.next_seq
+    thread_pk = run.thread_id
+    # No savepoint: nothing catches a failed append to continue its transaction.
+    with transaction.atomic(savepoint=False):
+        # The thread is usually locked by the caller's transaction already: its
+        # next seq is then known without reading the row again (B2).
+        first = thread_seq_lock(thread_pk=thread_pk)
         rows = [
             Event(
-                thread=thread,
+                thread_id=thread_pk,
                 run=run,
                 seq=first + offset,
                 type=str(payload["type"]),
@@ -611,11 +611,9 @@ def record_wire_events(
             )
             for offset, payload in enumerate(payloads)
         ]
-        Thread.objects.filter(pk=thread.pk).update(
-            next_seq=first + len(rows), updated_at=timezone.now()
-        )
+        thread_seq_advance(thread_pk=thread_pk, next_seq=first + len(rows))
         Event.objects.bulk_create(rows)
         transaction.on_commit(
-            lambda: publish_events(thread_pk=thread.pk, events=rows), robust=True
+            lambda: publish_events(thread_pk=thread_pk, events=rows), robust=True
         )
     return rows

@@ -402,7 +402,9 @@ def continuation_maybe_start(*, run: Run) -> Run | None:
     approval workflow (below the orchestration layer) calls it after every answer.
     Implements FT-06, DC-04, IR-01.
     """
-    with transaction.atomic():
+    # No savepoint of its own inside a caller's transaction (B2): no caller
+    # catches its errors to go on with that transaction.
+    with transaction.atomic(savepoint=False):
         locked = run_lock(run_pk=run.pk, thread_pk=run.thread_id)
         wire_results_report(thread=locked.thread)
         if locked.status != Run.Status.AWAITING_TOOLS:

@@ -8,7 +8,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals.locks import audit_head_lock
-from approvals.models import AuditEntry
+from approvals.models import AuditChainHead, AuditEntry
+from threads.locks import transaction_memo_get, transaction_memo_set
+
+_HEAD = "audit-chain-head"
 
 
 def audit_append(
@@ -23,10 +26,16 @@ def audit_append(
 
     ``actor`` is a user or ``None`` (the system); ``target`` a model instance.
     Appends are serialized by locking the chain head row (taken last, after any
-    thread/call/approval/execution lock). Implements SEC-04.
+    thread/call/approval/execution lock). The head is locked and read once per
+    transaction: a later append in the same transaction chains to the hash this
+    transaction last wrote (the lock is still held). No savepoint of its own: a
+    failed append fails the whole transaction, which is what a broken chain
+    must do. Implements SEC-04.
     """
-    with transaction.atomic():
-        head = audit_head_lock()
+    with transaction.atomic(savepoint=False):
+        head: AuditChainHead | None = transaction_memo_get(_HEAD)
+        if head is None:
+            head = audit_head_lock()
         entry = AuditEntry(
             actor=actor if getattr(actor, "pk", None) else None,
             actor_label=getattr(actor, "username", None) or "system",
@@ -42,6 +51,7 @@ def audit_append(
         entry.save()
         head.last_hash = entry.hash
         head.save(update_fields=["last_hash"])
+        transaction_memo_set(_HEAD, head)
     return entry
 
 

@@ -41,7 +41,7 @@ from approvals.services.audit import audit_append
 from approvals.services.dispatch import run_tools
 from approvals.services.elicitation import input_requester_for
 from approvals.services.grants import grant_refusal
-from approvals.services.notify import notify_call_changed
+from approvals.services.notify import call_approval_for_snapshot, notify_call_changed
 from approvals.services.reapproval import (
     MAX_REAPPROVALS,
     approval_reopen,
@@ -68,7 +68,9 @@ _DONE_STATES = frozenset(
 )
 
 
-def tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
+def tool_call_execute(
+    *, tool_call_pk: int, located: tuple[int, str] | None = None
+) -> ToolExecution | None:
     """Execute an approved (or auto-approved) application call exactly once.
 
     Under the call's row lock: refuse anything not approved or already answered;
@@ -83,11 +85,12 @@ def tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
     execution record (``None`` when the call has none, e.g. an undone approval).
     Raises :class:`ExecutionInProgress` while another delivery holds a live
     lease, :class:`ExecutionDeferred` before the execution's ``not_before``.
+    ``located`` is the call's ``(thread pk, agent)`` when the caller read them.
     Implements DC-04, LP-01, LP-05, LP-07, LP-08, BC32, BC34.
     """
-    thread_pk, agent = ToolCall.objects.values_list("thread_id", "run__agent").get(
-        pk=tool_call_pk
-    )
+    thread_pk, agent = located or ToolCall.objects.values_list(
+        "thread_id", "run__agent"
+    ).get(pk=tool_call_pk)
     # Outside any lock (network I/O): an MCP server's schema change made after the
     # approval is seen now, not when its list-changed notice happens to arrive.
     agent_mcp_refresh(agent)
@@ -207,7 +210,7 @@ def tool_call_execute(*, tool_call_pk: int) -> ToolExecution | None:
             target=locked,
             after={"error": result.error, "details": result.details},
         )
-        notify_call_changed(call, approval=getattr(call, "approval", None))
+        notify_call_changed(call, approval=call_approval_for_snapshot(call))
         continuation_maybe_start(run=call.run)
     crashpoints.crash_point("after_outcome")
     return locked
@@ -227,7 +230,7 @@ def _give_up_unknown(*, call: ToolCall, execution: ToolExecution) -> None:
         target=execution,
         after={"attempts": execution.attempts},
     )
-    notify_call_changed(call, approval=getattr(call, "approval", None))
+    notify_call_changed(call, approval=call_approval_for_snapshot(call))
     continuation_maybe_start(run=call.run)
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Prefetch
 
 from approvals.interrupt_ids import interrupt_id
 from approvals.labels import approval_label
-from approvals.models import ApprovalRequest
+from approvals.models import ApprovalRequest, ApprovalVote
 from approvals.services.votes import governance_snapshot
 from threads.models import ToolCall
 from threads.realtime import group_send, publish_notification
@@ -73,6 +74,30 @@ def reapproval_snapshot(approval: ApprovalRequest) -> dict[str, Any]:
         "schemaHash": approval.schema_hash,
         "previousSchemaHash": approval.previous_schema_hash,
     }
+
+
+def call_approval_for_snapshot(call: ToolCall) -> ApprovalRequest | None:
+    """Return ``call``'s approval request loaded for :func:`approval_snapshot`, or ``None``.
+
+    One query for the request and its rows, one each for its votes (with voters)
+    and approver groups, instead of one per relation (B2). ``call``'s thread is
+    reused.
+    """
+    approval = (
+        ApprovalRequest.objects.select_related(
+            "run", "decided_by", "supersedes", "claimed_by"
+        )
+        .prefetch_related(
+            Prefetch("votes", queryset=ApprovalVote.objects.select_related("voter")),
+            "approver_groups",
+        )
+        .filter(tool_call=call)
+        .first()
+    )
+    if approval is not None:
+        approval.thread = call.thread
+        approval.tool_call = call
+    return approval
 
 
 def notify_call_changed(
