@@ -106,7 +106,7 @@ def test_assigned_to_me_claim_and_release_over_rest(user, finance, client, execu
 def test_assigned_to_me_follows_the_authorization_rules(
     user, finance, client, executor, django_user_model
 ):
-    """"Assigned to me" lists what the user may decide: a lapsed claim frees it, superusers are in every group."""
+    """The "assigned to me" list holds what the user may decide: a lapsed claim frees it, superusers are in every group."""
     _policy(approvals_required=1)
     ada, grace, _linus = finance
     root = django_user_model.objects.create_superuser("root", password="pw")
