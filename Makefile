@@ -7,6 +7,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
+# Extra pytest arguments for `make test`, e.g. make test ARGS="-k refund tests/api".
+ARGS   ?=
 
 .PHONY: install run test ci lint worker beat prod-like prod-like-stop prod-like-status smoke chaos fuzz bench clean
 
@@ -29,7 +31,7 @@ run: install
 	$(BIN)/python -m uvicorn config.asgi:application --host $(HOST) --port $(PORT) --ws-per-message-deflate false
 
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(ARGS)
 
 # Production processes in the foreground (settings from the environment: DATABASE_URL,
 # REDIS_URL, SECRET_KEY, DEBUG=0...), as in docker-compose.yml.

@@ -542,14 +542,27 @@ async def _execute_resolved(
     if outcome != "ok":
         if outcome == "error":
             kind, message = _classify(value, tool)
-            logger.error(
-                "tool %r failed (call %s, run %s): %s",
-                tool.name,
-                call.tool_call_id,
-                context.run_id,
-                kind,
-                exc_info=(type(value), value, value.__traceback__),
-            )
+            if isinstance(value, ToolError):
+                # The tool refused on purpose (a refund over the order total, an
+                # unknown order): an expected outcome the model is told about, not a
+                # fault; the operator's log keeps its text, without a traceback.
+                logger.warning(
+                    "tool %r refused (call %s, run %s): %s: %s",
+                    tool.name,
+                    call.tool_call_id,
+                    context.run_id,
+                    kind,
+                    value,
+                )
+            else:
+                logger.error(
+                    "tool %r failed (call %s, run %s): %s",
+                    tool.name,
+                    call.tool_call_id,
+                    context.run_id,
+                    kind,
+                    exc_info=(type(value), value, value.__traceback__),
+                )
         else:
             kind = "timeout" if outcome == "timeout" else "cancelled"
             message = _generic_message(kind, tool)

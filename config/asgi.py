@@ -1,8 +1,15 @@
-"""ASGI entry point: HTTP through Django, WebSockets through Channels."""
+"""ASGI entry point: HTTP through Django, WebSockets through Channels.
+
+Importing this module starts no background work (tests import it to drive the
+consumers in-process). The embedded beat starts when a server starts serving:
+on the ASGI lifespan ``startup`` event, which uvicorn sends (``--lifespan auto``,
+its default), and stops on ``shutdown``.
+"""
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from django.core.asgi import get_asgi_application
 
@@ -13,19 +20,14 @@ from threads.checks import raise_on_configuration_errors  # noqa: E402
 
 raise_on_configuration_errors()
 
-from threads.execution import start_embedded_beat  # noqa: E402
-
-# Without Celery beat (the embedded default), approvals still expire and abandoned
-# runs are still reaped: the schedule runs on the server's own pool.
-start_embedded_beat()
-
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from config.routing import websocket_urlpatterns  # noqa: E402
+from threads.execution import start_embedded_beat, stop_embedded_beat  # noqa: E402
 
-application = ProtocolTypeRouter(
+router = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         "websocket": AllowedHostsOriginValidator(
@@ -33,3 +35,26 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+
+
+async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Serve ``router``; answer the lifespan protocol, which Channels' router has not.
+
+    Lifespan ``startup`` starts the embedded beat: without Celery beat (the
+    embedded default, ``make run``) approvals still expire and abandoned runs are
+    still reaped, on the server's own pool. ``shutdown`` stops it. With Celery
+    :func:`start_embedded_beat` does nothing (Celery beat runs the schedule).
+    HTTP and WebSocket scopes go to ``router`` unchanged.
+    """
+    if scope["type"] != "lifespan":
+        await router(scope, receive, send)
+        return
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            start_embedded_beat()
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            stop_embedded_beat()
+            await send({"type": "lifespan.shutdown.complete"})
+            return

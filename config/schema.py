@@ -11,6 +11,8 @@ from typing import Any
 
 from drf_spectacular.openapi import AutoSchema
 
+import config.authentication  # noqa: F401 - registers the bearer security scheme
+
 
 class ApiAutoSchema(AutoSchema):
     """Name nested serializers after the view that holds them; strict bodies are closed.

@@ -244,10 +244,12 @@ CELERY_BEAT_SCHEDULE = {
 CELERY_IMPORTS = ("threads.janitor",)
 
 REST_FRAMEWORK = {
-    # Tokens for integrations (admin, or ``manage.py createtoken <username>``);
-    # sessions for the operator UI, with DRF's CSRF check.
+    # Tokens for integrations (admin, or ``manage.py createtoken <username>``),
+    # as ``Token <key>`` or ``Bearer <key>``; sessions for the operator UI, with
+    # DRF's CSRF check.
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.TokenAuthentication",
+        "config.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

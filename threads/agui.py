@@ -6,8 +6,8 @@ text/event-stream`` with one ``data:`` frame per event, ending with the run's
 ``RUN_FINISHED`` or ``RUN_ERROR``. Input rejected before the run is an HTTP error
 with a JSON body naming the problem (AGUI-1.0.md §2.5). ``GET`` follows a thread's
 log across runs, resuming after ``?after=<seq>`` or ``Last-Event-ID``.
-Authentication: ``Authorization: Token <key>`` (no CSRF token needed) or a
-session (CSRF checked).
+Authentication: ``Authorization: Token <key>`` or ``Bearer <key>`` (no CSRF
+token needed) or a session (CSRF checked).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def _authenticate(request: HttpRequest) -> tuple[Any, str | None]:
     if header:
         parts = header.split()
         if len(parts) != 2 or parts[0] not in ("Token", "Bearer"):
-            return None, "Authorization header must be 'Token <key>'"
+            return None, "Authorization header must be 'Token <key>' or 'Bearer <key>'"
 
         token = Token.objects.select_related("user").filter(key=parts[1]).first()
         if token is None or not token.user.is_active:

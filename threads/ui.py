@@ -21,7 +21,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.templatetags.static import static
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET
 
@@ -249,6 +250,16 @@ def _thread_refusal(request: HttpRequest, thread_id: str) -> HttpResponse:
 
 
 # -- pages ----------------------------------------------------------------------
+
+
+@require_GET
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Redirect ``/favicon.ico`` (asked for by browsers on every page) to ``ui/favicon.svg``.
+
+    302, not 301: under the manifest storage the target's hashed name changes
+    with the file, so browsers must not remember it for ever. No login needed.
+    """
+    return redirect(static("ui/favicon.svg"))
 
 
 @require_GET

@@ -16,4 +16,5 @@ urlpatterns = [
         name="ui-thread-state",
     ),
     path("attention.json", ui.attention_json, name="ui-attention"),
+    path("favicon.ico", ui.favicon, name="favicon"),
 ]

@@ -41,13 +41,22 @@ export async function apiFetch(url, { method = "GET", body } = {}) {
   return data;
 }
 
-/** Describe an API error for people: the detail plus any field errors. */
+/** Describe an API error for people: the detail plus any field errors it does not already say.
+ *
+ * A domain error about one field (edited arguments, a reason) carries the same sentence as
+ * `detail` and as that field's message; it is shown once. */
 export function errorText(error) {
   if (!(error instanceof ApiError)) return String(error && error.message ? error.message : error);
   let text = error.message;
   const fields = error.body && error.body.fields;
   if (fields && typeof fields === "object") {
-    const parts = Object.entries(fields).map(([k, v]) => `${k}: ${Array.isArray(v) ? v.join(" ") : typeof v === "string" ? v : JSON.stringify(v)}`);
+    const parts = [];
+    for (const [k, v] of Object.entries(fields)) {
+      const messages = (Array.isArray(v) ? v : [v])
+        .map((m) => (typeof m === "string" ? m : JSON.stringify(m)))
+        .filter((m) => m && !text.includes(m));
+      if (messages.length) parts.push(`${k}: ${messages.join(" ")}`);
+    }
     if (parts.length) text += ` (${parts.join("; ")})`;
   }
   return text;

@@ -25,6 +25,7 @@ from agentcore.dispatch import (
 from agentcore.tools import (
     Tool,
     ToolContext,
+    ToolError,
     ToolInputError,
     ToolOutput,
     ToolPermissionDenied,
@@ -298,7 +299,7 @@ async def test_sec06_secrets_in_exceptions_never_reach_the_result(
         raise exc
 
     t = make("boom", boom)
-    with caplog.at_level(logging.ERROR, logger="agentcore.dispatch"):
+    with caplog.at_level(logging.WARNING, logger="agentcore.dispatch"):
         [result] = await run([ToolCallRequest("c", "boom", "{}")], t)
     assert result.error == kind
     visible = json.dumps([result.content, result.message, result.details])
@@ -308,7 +309,52 @@ async def test_sec06_secrets_in_exceptions_never_reach_the_result(
     assert "File " not in visible
     assert json.loads(result.content) == {"error": kind, "detail": result.message}
     assert "hunter2" in caplog.text  # the full detail is logged for operators
-    assert "Traceback" in caplog.text
+    [record] = caplog.records
+    if isinstance(exc, ToolError):
+        # a refusal the tool chose (ToolError) is expected: WARNING, no traceback
+        assert record.levelno == logging.WARNING
+        assert record.exc_info is None
+        assert "Traceback" not in caplog.text
+    else:
+        assert record.levelno == logging.ERROR
+        assert "Traceback" in caplog.text
+
+
+async def test_a_business_refusal_is_logged_as_a_warning_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An expected refusal becomes the model's tool result; the log has one line, no traceback."""
+
+    def refund(params: dict[str, Any], context: ToolContext) -> str:
+        raise ToolInputError("amount 500.00 is more than the 120.00 left to refund")
+
+    with caplog.at_level(logging.DEBUG, logger="agentcore.dispatch"):
+        [result] = await run(
+            [ToolCallRequest("c", "refund", "{}")], make("refund", refund)
+        )
+    assert result.error == "invalid_arguments"
+    assert [(r.levelname, r.getMessage(), r.exc_info) for r in caplog.records] == [
+        (
+            "WARNING",
+            "tool 'refund' refused (call c, run run1): invalid_arguments: "
+            "amount 500.00 is more than the 120.00 left to refund",
+            None,
+        )
+    ]
+
+
+async def test_an_unexpected_exception_keeps_error_with_its_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.DEBUG, logger="agentcore.dispatch"):
+        [result] = await run(
+            [ToolCallRequest("c", "boom", "{}")], make("boom", lambda p, c: 1 / 0)
+        )
+    assert result.error == "tool_error"
+    [record] = caplog.records
+    assert record.levelname == "ERROR"
+    assert record.exc_info is not None
+    assert record.exc_info[0] is ZeroDivisionError
 
 
 async def test_sec06_async_tool_error_is_sanitized_too() -> None:

@@ -46,3 +46,30 @@ def test_createtoken_for_an_unknown_user_fails_clearly():
     """An unknown username is a CommandError saying what to do."""
     with pytest.raises(CommandError, match="no user 'ghost'; create one first"):
         _createtoken("ghost")
+
+
+@pytest.mark.parametrize("keyword", ["Token", "Bearer"])
+def test_the_api_accepts_the_token_under_both_keywords(user, keyword):
+    """``Authorization: Token <key>`` (DRF's) and ``Bearer <key>`` (RFC 6750) both work."""
+    key = _createtoken("olivia")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"{keyword} {key}")
+
+    answer = client.get("/api/threads/")
+
+    assert answer.status_code == 200
+    assert answer.json()["results"] == []
+
+
+@pytest.mark.parametrize("keyword", ["Token", "Bearer"])
+def test_a_wrong_token_is_refused_under_both_keywords(user, keyword):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"{keyword} not-a-real-key")
+
+    answer = client.get("/api/threads/")
+
+    assert answer.status_code == 401
+    assert answer.json() == {
+        "type": "authentication_failed",
+        "detail": "Invalid token.",
+    }

@@ -79,7 +79,10 @@ def test_dc05_schema_is_openapi_3_with_every_operation(api):
     _, _, post_message = operations["threads_messages_create"]
     assert {"400", "404", "409", "422", "429"} <= set(post_message["responses"])
     assert any(p["name"] == "Idempotency-Key" for p in post_message["parameters"])
-    assert set(schema["components"]["securitySchemes"]) == {"tokenAuth", "cookieAuth"}
+    schemes = schema["components"]["securitySchemes"]
+    assert set(schemes) == {"tokenAuth", "bearerAuth", "cookieAuth"}
+    assert schemes["bearerAuth"]["type"] == "http"
+    assert schemes["bearerAuth"]["scheme"] == "bearer"
 
 
 def test_schema_documents_one_run_per_request_and_one_interrupt_spelling(api):

@@ -18,8 +18,8 @@ def test_pending_approval_expires_without_celery_beat(pending_refund, executor):
     ApprovalRequest.objects.filter(tool_call=call).update(
         expires_at=timezone.now() - timedelta(seconds=1)
     )
-    # The schedule's 30 s intervals, scaled down for the test (importing the ASGI
-    # app elsewhere in the session may have started the beat at full scale).
+    # The schedule's 30 s intervals, scaled down for the test; only a served app
+    # (lifespan startup) starts the beat, so nothing else runs it in this process.
     stop_embedded_beat()
     assert start_embedded_beat(interval_scale=0.01) is True
     try:

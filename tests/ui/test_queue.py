@@ -157,6 +157,11 @@ def test_dc03_keyboard_reject_and_edit_then_approve(browser, ui_server):
         third_item.get_by_role("button", name="Approve edited arguments").click()
         _confirm(page)
         expect(third_item.get_by_role("alert")).to_contain_text("invalid")
+        # the reason once: the field error repeating the detail is not appended again
+        shown = third_item.get_by_role("alert").inner_text()
+        assert shown.startswith("edited arguments are invalid: ")
+        assert shown.count("edited arguments are invalid") == 1
+        assert "editedArguments:" not in shown
         assert _status(third) == "pending"
         editor.fill("{not json")
         third_item.get_by_role("button", name="Approve edited arguments").click()
