@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from importlib import import_module
 from typing import Any
 
 from django.conf import settings
@@ -47,12 +48,14 @@ def _embedded_pool() -> ThreadPoolExecutor:
 def celery_task(task_path: str) -> Any:
     """Import and return the Celery task at ``task_path`` (a dotted path).
 
-    Imports the project's Celery app first: ``config/__init__`` does not (so a web
-    process that never sends a task never imports Celery, bench B6), and a
-    ``shared_task`` sent before the app exists would bind to Celery's default app.
+    Imports the project's Celery app first (the module named by
+    ``settings.COUNTERSIGN_CELERY_APP``, ``config.celery`` here): ``config/__init__``
+    does not (so a web process that never sends a task never imports Celery,
+    bench B6), and a ``shared_task`` sent before the app exists would bind to
+    Celery's default app. The module comes from settings, as ``ROOT_URLCONF``
+    does, so this domain package names no project module.
     """
-    import config.celery  # noqa: F401
-
+    import_module(getattr(settings, "COUNTERSIGN_CELERY_APP", "config.celery"))
     return import_string(task_path)
 
 
