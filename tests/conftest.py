@@ -12,6 +12,12 @@ import os
 import socket
 from urllib.parse import urlparse
 
+# Imported while the session starts, on the main thread: pytest rewrites the asserts
+# of llmock (a pytest plugin) from source on its first import, and a first import
+# late in a full run (from the llmock_server fixture) failed every time in that
+# process with CPython 3.11's "SystemError: AST constructor recursion depth
+# mismatch" in ast.parse, erroring all 60 tests that use the fake LLM server.
+import llmock.main  # noqa: F401
 import pytest
 
 pytest_plugins = ["tests.executors"]
