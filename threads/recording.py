@@ -199,7 +199,7 @@ class RunRecorder:
         self._buffer: list[BaseEvent] = []
         # The buffered events' JSON objects (storable), index for index: made once
         # per event, sent as its preview and written by the flush.
-        self._payloads: list[dict[str, Any]] = []
+        self._payloads: list[dict[str, Any] | None] = []
         self._buffer_bytes = 0
         self._buffer_since: float | None = None
         prior_calls = ToolCall.objects.filter(thread=self.thread).exclude(run=run)
@@ -370,19 +370,18 @@ class RunRecorder:
         """Buffer ``event`` (validated, shaped) for the next flush, previewing it first.
 
         PostgreSQL stores no NUL character: model output carrying one is kept with
-        U+FFFD instead, in the preview, the log and the projection alike.
+        U+FFFD instead, in the preview, the log and the projection alike. The
+        stored dict is made here only for a previewed event (the preview is that
+        dict); otherwise the flush makes it once per coalesced row (bench B4).
         """
         if self._buffer_since is None:
             self._buffer_since = time.monotonic()
-        payload = event_to_dict(event)
-        clean = storable(payload, what=f"event of run {self.run.run_id}")
-        if clean is not payload:
-            repaired = event_from_dict(clean)
-            if id(event) in self._hidden:
-                self._hidden.discard(id(event))
-                self._hidden.add(id(repaired))
-            event, payload = repaired, clean
+        payload: dict[str, Any] | None = None
         if self.previews and id(event) not in self._hidden:
+            payload = event_to_dict(event)
+            clean = storable(payload, what=f"event of run {self.run.run_id}")
+            if clean is not payload:
+                event, payload = event_from_dict(clean), clean
             self.previewed += 1
             publish_preview(
                 thread_pk=self.thread.pk,
@@ -395,10 +394,14 @@ class RunRecorder:
             index = _merge_delta(self._buffer, event)
             if index is not None:
                 first = self._payloads[index]
-                self._payloads[index] = {
-                    **first,
-                    "delta": first.get("delta", "") + payload.get("delta", ""),
-                }
+                self._payloads[index] = (
+                    None
+                    if first is None or payload is None
+                    else {
+                        **first,
+                        "delta": first.get("delta", "") + payload.get("delta", ""),
+                    }
+                )
                 return
         self._buffer.append(event)
         self._payloads.append(payload)
@@ -448,6 +451,13 @@ class RunRecorder:
         self._buffer_since = None
         self._last_flush = time.monotonic()
         through = self.previewed if self.previews and self.previewed else None
+        for index, known in enumerate(payloads):
+            if known is None:
+                made = event_to_dict(batch[index])
+                known = storable(made, what=f"event of run {self.run.run_id}")
+                if known is not made:
+                    batch[index] = event_from_dict(known)
+                payloads[index] = known
         with transaction.atomic():
             thread = thread_lock(thread_pk=self.thread.pk)
             first = thread.next_seq
