@@ -10,6 +10,7 @@ answering calls :mod:`threads.answers`. Implements DC-01, FT-06.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import transaction
@@ -243,6 +244,37 @@ def run_create(
     return run
 
 
+#: The longest title :func:`thread_title_from` makes, in characters.
+DERIVED_TITLE_LENGTH = 80
+
+
+def thread_title_from(messages: Sequence[Any]) -> str:
+    """Return a title for a new thread from its first user message's text, or ``""``.
+
+    ``messages`` are AG-UI messages (models or dicts); the text of the first user
+    message (a string, or its text parts joined by spaces) has its white space
+    folded and is cut to :data:`DERIVED_TITLE_LENGTH` characters, ending in "…"
+    when cut. A thread created over AG-UI has no other title, and every such
+    thread would otherwise read "Untitled thread" in the operator's list.
+    """
+    for message in messages:
+        data = message if isinstance(message, dict) else message.model_dump()
+        if data.get("role") != "user":
+            continue
+        content = data.get("content")
+        if isinstance(content, list):
+            content = " ".join(
+                str(part.get("text", ""))
+                for part in content
+                if isinstance(part, dict) and part.get("type") == "text"
+            )
+        text = " ".join(str(content or "").split())
+        if len(text) > DERIVED_TITLE_LENGTH:
+            text = text[: DERIVED_TITLE_LENGTH - 1].rstrip() + "…"
+        return text
+    return ""
+
+
 def run_start_from_agui(
     *,
     user: Any,
@@ -271,7 +303,10 @@ def run_start_from_agui(
         fresh = thread is None
         if thread is None:
             created = Thread.objects.create(
-                thread_id=run_input.thread_id, owner=user, agent=agent
+                thread_id=run_input.thread_id,
+                owner=user,
+                agent=agent,
+                title=thread_title_from(run_input.messages),
             )
             thread = thread_lock(thread_pk=created.pk)
         elif not thread_visible_to(user=user).filter(pk=thread.pk).exists():
