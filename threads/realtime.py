@@ -122,19 +122,21 @@ def coalesce_previews(
     """
     out: list[tuple[str, dict[str, Any]]] = []
     for group, message in batch:
-        if out and message.get("type") == PREVIEW_TYPE:
+        if message.get("type") != PREVIEW_TYPE:
+            out.append((group, message))
+            continue
+        if out:
             last_group, last = out[-1]
             if (
                 last_group == group
                 and last.get("type") == PREVIEW_TYPE
                 and last.get("runId") == message.get("runId")
             ):
-                out[-1] = (
-                    group,
-                    {**last, "previews": last["previews"] + message["previews"]},
-                )
+                last["previews"].extend(message["previews"])
                 continue
-        out.append((group, message))
+        # A copy with its own list: merging extends it in place (one copy per
+        # merged message, not one per preview), never the caller's message.
+        out.append((group, {**message, "previews": list(message["previews"])}))
     return out
 
 

@@ -213,3 +213,38 @@ async def test_b1_bad_preview_values_are_refused_like_a_bad_after(user):
     plain = await open_socket("/ws/threads/pv-q/?preview=0&after=0", headers)
     await assert_silent(plain)
     await plain.disconnect()
+
+
+def test_coalesce_previews_merges_consecutive_previews_of_one_run_only():
+    """Consecutive previews of one group and run become one message; others are boundaries."""
+    from threads.realtime import PREVIEW_TYPE, coalesce_previews
+
+    def preview(run, p):
+        return {"type": PREVIEW_TYPE, "runId": run, "previews": [{"p": p, "event": {}}]}
+
+    first = preview("r1", 1)
+    bell = {"type": "thread.events", "events": []}
+    batch = [
+        ("g", first),
+        ("g", preview("r1", 2)),
+        ("g", preview("r2", 1)),
+        ("g", bell),
+        ("g", preview("r1", 3)),
+        ("h", preview("r1", 4)),
+    ]
+
+    out = coalesce_previews(batch)
+
+    assert [
+        (g, m.get("runId"), [x["p"] for x in m.get("previews", [])]) for g, m in out
+    ] == [
+        ("g", "r1", [1, 2]),
+        ("g", "r2", [1]),
+        ("g", None, []),
+        ("g", "r1", [3]),
+        ("h", "r1", [4]),
+    ]
+    assert out[2][1] is bell
+    assert first["previews"] == [
+        {"p": 1, "event": {}}
+    ]  # the sender's message is untouched
