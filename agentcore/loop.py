@@ -762,13 +762,10 @@ class _Execution:
         try:
             return await awaitable
         except asyncio.CancelledError:
-            reason = self._interrupted
-            if reason is None:
+            error = self._interruption(task)
+            if error is None:
                 raise
-            task.uncancel()
-            if reason == "cancel":
-                raise _Cancelled() from None
-            raise self._deadline_error() from None
+            raise error from None
         finally:
             self._racing = None
 
@@ -791,15 +788,27 @@ class _Execution:
         except StopAsyncIteration:
             return _END
         except asyncio.CancelledError:
-            reason = self._interrupted
-            if reason is None:
+            error = self._interruption(task)
+            if error is None:
                 raise
-            task.uncancel()
-            if reason == "cancel":
-                raise _Cancelled() from None
-            raise self._deadline_error() from None
+            raise error from None
         finally:
             self._racing = None
+
+    def _interruption(self, task: asyncio.Task[Any]) -> Exception | None:
+        """Return what a cancelled race raises instead, or ``None`` for a foreign cancel.
+
+        Our own interruption (:meth:`_interrupt`) is taken back from ``task``
+        (``uncancel``) and becomes :class:`_Cancelled` or the deadline's error; any
+        other cancellation propagates unchanged.
+        """
+        reason = self._interrupted
+        if reason is None:
+            return None
+        task.uncancel()
+        if reason == "cancel":
+            return _Cancelled()
+        return self._deadline_error()
 
     def _interrupt(self, reason: str) -> None:
         """Cancel the task racing an awaitable, for ``reason`` (``cancel``/``deadline``)."""
