@@ -39,6 +39,9 @@ from threads.transitions import run_transition
 
 logger = logging.getLogger(__name__)
 
+#: Seconds the inbox must stay empty before the agent counts as paused (B1).
+PAUSE_GRACE_SECONDS = 0.002
+
 
 def run_execute(*, run_pk: int) -> Run:
     """Claim run ``run_pk``, run its agent and record every event; return the run.
@@ -138,9 +141,9 @@ def drive_agent(*, agent: Any, run_input: Any, recorder: RunRecorder) -> None:
     (synchronous) thread does every database write, flushing coalesced deltas when
     their window closes even if the agent is silent, and passes a cancellation
     requested in the database (``Run.cancel_requested``) to the agent as an
-    ``asyncio.Event``. When the inbox is empty (the agent paused) buffered deltas
-    are flushed at once, at most every ``COALESCE_PAUSE_MS``; a fast stream still
-    batches by the coalescing window. Implements DESIGN.md "one path for every
+    ``asyncio.Event``. When nothing arrives for :data:`PAUSE_GRACE_SECONDS` (the
+    agent paused) buffered deltas are flushed at once, at most every
+    ``COALESCE_PAUSE_MS``; a fast stream still batches by the coalescing window. Implements DESIGN.md "one path for every
     event".
     """
     inbox: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=10000)
@@ -173,12 +176,16 @@ def drive_agent(*, agent: Any, run_input: Any, recorder: RunRecorder) -> None:
     last_cancel_check = time.monotonic()
     try:
         while True:
-            # Waiting on an empty inbox: the agent paused (B1).
+            # The agent has paused only once nothing arrived for PAUSE_GRACE_SECONDS:
+            # an inbox found empty the instant after a write usually means the
+            # producer thread has not had the GIL yet, not that the agent stopped
+            # (B1, B4: a spurious pause splits a burst of deltas into extra rows).
             wait = recorder.seconds_until_flush(paused=True)
+            timeout = (
+                0.25 if wait is None else min(max(wait, PAUSE_GRACE_SECONDS), 0.25)
+            )
             try:
-                kind, item = inbox.get(
-                    timeout=0.25 if wait is None else min(wait, 0.25)
-                )
+                kind, item = inbox.get(timeout=timeout)
             except queue.Empty:
                 kind, item = "idle", None
             if kind == "event":
@@ -195,7 +202,7 @@ def drive_agent(*, agent: Any, run_input: Any, recorder: RunRecorder) -> None:
                     )
             elif kind == "done":
                 break
-            if recorder.flush_due(paused=inbox.empty()):
+            if recorder.flush_due(paused=kind == "idle"):
                 recorder.flush()
             now = time.monotonic()
             if now - last_cancel_check >= 0.2 and not cancel.is_set():

@@ -61,10 +61,19 @@ def types(events: Iterable[BaseEvent]) -> list[str]:
     return [str(e.type.value) for e in events]
 
 
-def collapsed(events: Iterable[BaseEvent]) -> list[str]:
-    """Return the event types with runs of ARGS / CONTENT deltas collapsed to one."""
+def collapsed(events: Iterable[BaseEvent | dict[str, Any] | str]) -> list[str]:
+    """Return the event types with runs of ARGS / CONTENT deltas collapsed to one.
+
+    ``events`` are events, their wire dicts or their type strings. How many rows a
+    streamed burst of deltas becomes depends on timing (coalescing windows, a
+    paused producer): compare live runs collapsed unless the test sets the timing.
+    """
+    kinds = [
+        e if isinstance(e, str) else e["type"] if isinstance(e, dict) else e.type.value
+        for e in events
+    ]
     result: list[str] = []
-    for kind in types(events):
+    for kind in kinds:
         if result and result[-1] == kind and kind.endswith(("_ARGS", "_CONTENT")):
             continue
         result.append(kind)
@@ -103,3 +112,29 @@ async def collect(
 ) -> list[BaseEvent]:
     """Return every event of one run of ``agent``."""
     return [event async for event in agent.run(run_input, cancel=cancel)]
+
+
+def coalesced(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Return wire events with consecutive deltas of one item merged into one event.
+
+    ``TOOL_CALL_ARGS`` of one ``toolCallId`` and ``TEXT_MESSAGE_CONTENT`` of one
+    ``messageId`` in a row become one event whose ``delta`` is their concatenation
+    (what any AG-UI reader makes of them), so a test of a live run does not depend
+    on how many rows the coalescing windows made of a burst (:func:`collapsed`).
+    """
+    result: list[dict[str, Any]] = []
+    for event in events:
+        kind = event.get("type")
+        key = {"TOOL_CALL_ARGS": "toolCallId", "TEXT_MESSAGE_CONTENT": "messageId"}.get(
+            str(kind)
+        )
+        if (
+            key is not None
+            and result
+            and result[-1].get("type") == kind
+            and result[-1].get(key) == event.get(key)
+        ):
+            result[-1] = {**result[-1], "delta": result[-1]["delta"] + event["delta"]}
+            continue
+        result.append(event)
+    return result

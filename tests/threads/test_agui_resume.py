@@ -22,6 +22,7 @@ from django.utils import timezone
 from approvals.models import ApprovalRequest, AuditEntry, arguments_hash
 from approvals.services import approval_decide
 from demo.models import Refund
+from tests.agentcore.helpers import coalesced
 from tests.threads.agui_history import apply_events
 from tests.threads.test_agui_live import bearer, parse_stream
 from tests.threads.test_ws_live import (  # noqa: F401 - fixtures
@@ -81,7 +82,7 @@ class Client:
     def apply(self, response: httpx.Response) -> list[dict[str, Any]]:
         events, _, _ = parse_stream(response.content)
         apply_events(self.messages, events)
-        return events
+        return coalesced(events)
 
 
 def refund_ledger() -> list[tuple[str, str]]:

@@ -33,6 +33,7 @@ from django.conf import settings as django_settings
 from django.db import connections
 from django.test import Client
 
+from tests.agentcore.helpers import collapsed
 from tests.executors import (
     ROOT,
     WorkerProcess,
@@ -339,9 +340,9 @@ async def test_dc02_real_websocket_client_streams_and_resumes_live(user, live):
     log = await sync_to_async(list)(
         Event.objects.filter(thread=thread).order_by("seq").values_list("seq", "type")
     )
-    assert [seq for seq, _ in log] == list(range(1, 10))
+    assert [seq for seq, _ in log] == list(range(1, len(log) + 1))
     assert [(e["seq"], e["type"]) for e in events_of(everything)] == log
-    assert [e["type"] for e in events_of(everything)] == [
+    assert collapsed(events_of(everything)) == [
         "RUN_STARTED",
         "TOOL_CALL_START",
         "TOOL_CALL_ARGS",
