@@ -18,6 +18,7 @@ from bench.common import Row, print_rows, save_rows
 
 BENCHES = {
     "b1": "bench.e2e_stream",
+    "b1sse": "bench.e2e_sse",
     "b2": "bench.approval_latency",
     "b3": "bench.dispatch",
     "b4": "bench.write_amplification",
