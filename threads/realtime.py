@@ -23,9 +23,11 @@ re-reads the log.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 import threading
+import uuid
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
@@ -43,6 +45,8 @@ MAX_BATCH = 500
 PREVIEW_LINGER_SECONDS = 0.003
 #: The channel-layer message type of previews (:func:`publish_preview`).
 PREVIEW_TYPE = "thread.preview"
+#: The key of the id every channel message sent from here carries (:func:`message_id`).
+MESSAGE_ID_KEY = "mid"
 
 _server_loop: asyncio.AbstractEventLoop | None = None
 
@@ -152,12 +156,31 @@ def _get_publisher() -> _Publisher:
         return _publisher
 
 
+_id_pid = -1
+_id_prefix = ""
+_id_counter = itertools.count(1)
+
+
+def message_id() -> str:
+    """Return an id no other channel message sent by any process carries.
+
+    ``"<random per-process token>.<counter>"``: every socket of a server process
+    that receives one message sees the same id, so a consumer can encode the
+    message's frames once for all of them (threads.consumers ``FrameCache``).
+    A forked process draws its own token.
+    """
+    global _id_pid, _id_prefix
+    if _id_pid != os.getpid():
+        _id_pid, _id_prefix = os.getpid(), uuid.uuid4().hex[:16]
+    return f"{_id_prefix}.{next(_id_counter)}"
+
+
 async def _send(group: str, message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
     try:
-        await layer.group_send(group, message)
+        await layer.group_send(group, {**message, MESSAGE_ID_KEY: message_id()})
     except Exception:
         logger.warning(
             "group_send to %s failed; clients will catch up from the log",
