@@ -131,7 +131,7 @@ def preview_linger(since_previous: float) -> float:
     took. In a stream (closer than :data:`PREVIEW_STREAM_GAP_SECONDS`) the next
     event is usually a millisecond away: waiting :data:`PREVIEW_LINGER_SECONDS`
     lets one send, and one frame per socket, carry several (every send and frame
-    costs the server a write; without the wait B1's paced p99 doubled). A lone
+    costs the server a write; without it B1's paced p99 nearly doubled). A lone
     preview (a stream's first, or after a pause) has nothing to wait for and
     leaves at once.
     """
