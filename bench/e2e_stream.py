@@ -12,10 +12,14 @@ its row is written) or, when no preview came, in the committed frame; a second
 row gives the latency to the logged event (a coalesced delta carries its first
 fragment's stamp, so the coalescing window is inside that figure). Baseline: the same frames PUBLISHed one
 by one with redis-py to a raw ``websockets`` server (bench.raw_ws_server) that
-fans them out to the same N clients. Throughput = E / (first yield → last client
+fans them out to the same N clients. The clients run in a process of their own
+(bench.ws_clients), for ours and the baseline alike. Throughput = E / (first yield → last client
 has everything). A paced variant at 1,000 events/s gives latency under load.
 
     python -m bench.e2e_stream       # BENCH_E (10000), BENCH_REPS (1), BENCH_N ("1,10")
+
+BENCH_PREVIEW_LINGER_MS and BENCH_PREVIEW_STREAM_GAP_MS override the publisher's
+merge rule (threads.realtime) for comparisons.
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import threading
 import time
 import uuid
 from typing import Any
@@ -45,16 +48,13 @@ from bench.common import (
     stop_process,
     uvicorn,
 )
+from bench.ws_clients import ClientsProcess, now_us
 
 E = int(os.environ.get("BENCH_E") or 10000)
 REPS = int(os.environ.get("BENCH_REPS") or 1)
 NS = tuple(int(n) for n in (os.environ.get("BENCH_N") or "1,10").split(","))
 PACED_RATE = 1000
 PACED_SECONDS = 3
-
-
-def now_us() -> int:
-    return int(time.time() * 1_000_000)
 
 
 def event_plan(count: int) -> list[dict[str, Any]]:
@@ -135,89 +135,6 @@ class PlanAgent:
         )
 
 
-class Clients(threading.Thread):
-    """N websocket clients on their own loop; record latency per stamped message."""
-
-    def __init__(
-        self,
-        urls: list[str],
-        headers: dict[str, str],
-        origin: str | None,
-        done_type: str,
-    ) -> None:
-        super().__init__(daemon=True)
-        self.urls, self.headers, self.origin, self.done_type = (
-            urls,
-            headers,
-            origin,
-            done_type,
-        )
-        self.latencies: list[float] = []
-        #: Latency to the first sighting (a preview, else the committed frame).
-        self.first_seen: list[float] = []
-        self.received = 0
-        self.finished_at: list[float] = []
-        self.ready = threading.Event()
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            asyncio.run(self._main())
-        except BaseException as error:
-            self.error = error
-            self.ready.set()
-
-    async def _main(self) -> None:
-        from websockets.asyncio.client import connect
-        from websockets.typing import Origin
-
-        sockets = [
-            await connect(
-                u,
-                additional_headers=self.headers,
-                origin=Origin(self.origin) if self.origin else None,
-                compression=None,
-                max_size=None,
-                max_queue=None,
-            )
-            for u in self.urls
-        ]
-        self.ready.set()
-
-        async def read(socket: Any) -> None:
-            # Stamps already seen on this socket: a committed merged delta carries
-            # its first fragment's stamp, which a preview may have shown already.
-            seen: set[int] = set()
-            async for raw in socket:
-                message = json.loads(raw)
-                kind = message.get("kind")
-                if kind == "confirmed":
-                    continue
-                if kind == "preview":
-                    arrived = now_us()
-                    for item in message["previews"]:
-                        stamp = item["event"].get("timestamp")
-                        if stamp and stamp not in seen:
-                            seen.add(stamp)
-                            self.first_seen.append((arrived - stamp) / 1000)
-                    continue
-                stamp = message.get("timestamp")
-                if stamp:
-                    latency = (now_us() - stamp) / 1000
-                    self.latencies.append(latency)
-                    if stamp not in seen:
-                        seen.add(stamp)
-                        self.first_seen.append(latency)
-                self.received += 1
-                if message.get("type") == self.done_type:
-                    self.finished_at.append(time.time())
-                    return
-
-        await asyncio.wait_for(asyncio.gather(*(read(s) for s in sockets)), timeout=180)
-        for socket in sockets:
-            await socket.close()
-
-
 def run_ours(
     server: Any, cookie: str, n: int, plan: list[dict[str, Any]], rate: float | None
 ) -> dict[str, float]:
@@ -231,16 +148,12 @@ def run_ours(
     thread = thread_create(owner=user, title=f"B1 n={n}")
     run = Run.objects.create(thread=thread, status=Run.Status.RUNNING)
     ws = server.base.replace("http://", "ws://")
-    clients = Clients(
+    clients = ClientsProcess(
         [f"{ws}/ws/threads/{thread.thread_id}/?preview=1"] * n,
         {"Cookie": f"sessionid={cookie}"},
         server.base,
         "RUN_FINISHED",
     )
-    clients.start()
-    clients.ready.wait(30)
-    if clients.error:
-        raise clients.error
     time.sleep(0.3)
     run_input = RunAgentInput.model_validate(
         {
@@ -257,9 +170,7 @@ def run_ours(
     drive_agent(
         agent=PlanAgent(plan, rate), run_input=run_input, recorder=RunRecorder(run)
     )
-    clients.join(180)
-    if clients.error:
-        raise clients.error
+    clients.join(200)
     elapsed = max(clients.finished_at) - start
     return {
         "rate": (len(plan) + 2) / elapsed,
@@ -276,11 +187,7 @@ def run_raw(
 ) -> dict[str, float]:
     import redis
 
-    clients = Clients([f"ws://127.0.0.1:{port}/"] * n, {}, None, "RUN_FINISHED")
-    clients.start()
-    clients.ready.wait(30)
-    if clients.error:
-        raise clients.error
+    clients = ClientsProcess([f"ws://127.0.0.1:{port}/"] * n, {}, None, "RUN_FINISHED")
     time.sleep(0.3)
     client = redis.Redis.from_url(REDIS_URL)
     frames = [{"type": "RUN_STARTED"}, *plan, {"type": "RUN_FINISHED"}]
@@ -294,9 +201,7 @@ def run_raw(
         client.publish(
             channel, json.dumps({"seq": seq, **frame, "timestamp": now_us()})
         )
-    clients.join(180)
-    if clients.error:
-        raise clients.error
+    clients.join(200)
     elapsed = max(clients.finished_at) - start
     return {
         "rate": len(frames) / elapsed,
@@ -310,11 +215,28 @@ def _median_of(results: list[dict[str, float]]) -> dict[str, float]:
     return {k: median([r[k] for r in results]) for k in results[0]}
 
 
+def _tune_publisher() -> None:
+    """Apply BENCH_PREVIEW_LINGER_MS / BENCH_PREVIEW_STREAM_GAP_MS to this process's publisher.
+
+    The recorder, hence the publisher thread, runs in the bench process; the two
+    knobs compare merge rules (a gap of 0 lingers never, a huge one always).
+    """
+    from threads import realtime
+
+    linger = os.environ.get("BENCH_PREVIEW_LINGER_MS")
+    gap = os.environ.get("BENCH_PREVIEW_STREAM_GAP_MS")
+    if linger:
+        realtime.PREVIEW_LINGER_SECONDS = float(linger) / 1000
+    if gap:
+        realtime.PREVIEW_STREAM_GAP_SECONDS = float(gap) / 1000
+
+
 def main() -> list[Row]:
     from bench.common import raise_nofile
 
     raise_nofile()
     setup_django()
+    _tune_publisher()
     cookie = session_for(bench_user())
     server = uvicorn("b1-web")
     port = free_port()

@@ -45,9 +45,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import logging
 import random
 import time
+from collections.abc import Callable
 from typing import Any, Final
 from urllib.parse import parse_qs
 
@@ -61,7 +63,12 @@ from approvals.models import ApprovalRequest
 from approvals.services import APPROVALS_GROUP, approval_snapshot
 from threads.conf import countersign_settings
 from threads.logreader import log_after
-from threads.realtime import PREVIEW_TYPE, register_server_loop, thread_group_name
+from threads.realtime import (
+    MESSAGE_ID_KEY,
+    PREVIEW_TYPE,
+    register_server_loop,
+    thread_group_name,
+)
 from threads.selectors import thread_visible_to
 from threads.validation import JSONInputError, parse_json
 
@@ -80,6 +87,57 @@ APPROVAL_WATCH_PERMISSIONS = (
     "approvals.decide_approvalrequest",
     "approvals.view_approvalrequest",
 )
+
+
+class FrameCache:
+    """The text frames encoded from recent channel messages, shared by a process's sockets.
+
+    The channel layer hands every socket of a group its own copy of a message
+    (Redis pub/sub decodes the payload once per socket, the in-memory layer copies
+    it), so identity cannot tell that two sockets hold the same message; the id
+    :func:`threads.realtime.message_id` adds to every message can. A frame is keyed
+    by that id and a part name (``"preview"``, ``"confirmed"``, ``"row:<i>"`` for
+    the i-th event...); it is the JSON text of a dict that every socket would
+    build alike from that message, so each is encoded once per process instead of
+    once per socket (B1: encoding was the largest cost after the socket writes).
+    Which frames a socket sends (``seq`` filtering, gaps, ``preview=0``) is still
+    decided per socket. The last :attr:`size` messages are kept (a message reaches
+    all of a process's sockets within one pass of its loop); ``encodings`` counts
+    the frames encoded.
+    """
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self.frames: dict[str, dict[str, str]] = {}
+        self.encodings = 0
+
+    def text(self, message: dict[str, Any], part: str, build: Callable[[], Any]) -> str:
+        """Return the JSON text of ``build()`` for ``part`` of ``message``, encoded once.
+
+        ``build`` makes the frame's object from the message; it and the encoding
+        (``json.dumps``, as ``send_json``) run only the first time the part of a
+        message with this id is asked for. A message without an id (not sent by
+        threads.realtime) is encoded every time.
+        """
+        mid = message.get(MESSAGE_ID_KEY)
+        if not isinstance(mid, str):
+            self.encodings += 1
+            return json.dumps(build())
+        parts = self.frames.get(mid)
+        if parts is None:
+            if len(self.frames) >= self.size:
+                # Oldest first (dicts keep insertion order).
+                del self.frames[next(iter(self.frames))]
+            parts = self.frames[mid] = {}
+        text = parts.get(part)
+        if text is None:
+            self.encodings += 1
+            text = parts[part] = json.dumps(build())
+        return text
+
+
+#: This process's :class:`FrameCache` (its sockets run on one event loop).
+frame_cache = FrameCache()
 
 
 @database_sync_to_async
@@ -172,6 +230,17 @@ class CountersignConsumer(AsyncJsonWebsocketConsumer):
             )
         except Exception as error:  # the broker forgets the subscription anyway
             logger.warning("socket: could not leave %s (%r)", group, error)
+
+    async def send_shared(
+        self, message: dict[str, Any], part: str, build: Callable[[], Any]
+    ) -> None:
+        """Send the JSON frame ``build()`` makes from channel ``message``, encoded once per process.
+
+        ``build`` must depend on the message only, never on this socket: every
+        socket of the process that sends ``part`` of this message sends the same
+        text (:class:`FrameCache`).
+        """
+        await self.send(text_data=frame_cache.text(message, part, build))
 
     async def send_error(self, type_: str, detail: str) -> None:
         """Send ``{"kind": "error", "type", "detail"}`` to the client."""
@@ -302,14 +371,14 @@ class ThreadEventsConsumer(CountersignConsumer):
         events = message.get("events", [])
         async with self.lock:
             gap = False
-            for event in events:
+            for index, event in enumerate(events):
                 seq = event.get("seq", 0)
                 if seq <= self.last_seq:
                     continue
                 if seq != self.last_seq + 1:
                     gap = True
                     break
-                await self.send_json(event)
+                await self.send_shared(message, f"row:{index}", event.copy)
                 self.last_seq = seq
         if gap:
             await self.catch_up()
@@ -317,8 +386,14 @@ class ThreadEventsConsumer(CountersignConsumer):
         if self.preview and through is not None:
             # After the rows (or the catch-up that sent them): the client drops
             # the previews they stand for.
-            await self.send_json(
-                {"kind": "confirmed", "runId": message.get("runId"), "through": through}
+            await self.send_shared(
+                message,
+                "confirmed",
+                lambda: {
+                    "kind": "confirmed",
+                    "runId": message.get("runId"),
+                    "through": through,
+                },
             )
 
     async def dispatch(self, message: dict[str, Any]) -> None:
@@ -342,17 +417,23 @@ class ThreadEventsConsumer(CountersignConsumer):
         """
         if not self.preview:
             return
-        await self.send_json(
-            {
+        await self.send_shared(
+            message,
+            "preview",
+            lambda: {
                 "kind": "preview",
                 "runId": message.get("runId"),
                 "previews": message.get("previews", []),
-            }
+            },
         )
 
     async def thread_notification(self, message: dict[str, Any]) -> None:
         """Forward an application notification (not an AG-UI event; no ``seq``)."""
-        await self.send_json({**message.get("payload", {}), "kind": "notification"})
+        await self.send_shared(
+            message,
+            "notification",
+            lambda: {**message.get("payload", {}), "kind": "notification"},
+        )
 
 
 @database_sync_to_async
@@ -403,4 +484,8 @@ class ApprovalsConsumer(CountersignConsumer):
 
     async def approvals_changed(self, message: dict[str, Any]) -> None:
         """Forward a change of the queue as ``{"kind": "notification", ...}``."""
-        await self.send_json({**message.get("payload", {}), "kind": "notification"})
+        await self.send_shared(
+            message,
+            "notification",
+            lambda: {**message.get("payload", {}), "kind": "notification"},
+        )

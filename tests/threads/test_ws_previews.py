@@ -248,3 +248,18 @@ def test_coalesce_previews_merges_consecutive_previews_of_one_run_only():
     assert first["previews"] == [
         {"p": 1, "event": {}}
     ]  # the sender's message is untouched
+
+
+def test_b1_only_a_preview_in_a_stream_waits_to_merge(monkeypatch):
+    """A preview within the stream gap of the previous one lingers; a lone one does not."""
+    from threads import realtime
+
+    monkeypatch.setattr(realtime, "PREVIEW_LINGER_SECONDS", 0.003)
+    monkeypatch.setattr(realtime, "PREVIEW_STREAM_GAP_SECONDS", 0.010)
+
+    assert [
+        realtime.preview_linger(since) for since in (0.001, 0.0099, 0.010, 2.5, 1e9)
+    ] == [0.003, 0.003, 0.0, 0.0, 0.0]
+
+    monkeypatch.setattr(realtime, "PREVIEW_LINGER_SECONDS", 0.0)
+    assert realtime.preview_linger(0.001) == 0.0
