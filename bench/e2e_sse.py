@@ -39,7 +39,8 @@ from bench.common import (
     setup_django,
     uvicorn,
 )
-from bench.e2e_stream import PACED_RATE, PACED_SECONDS, E, PlanAgent, event_plan, now_us
+from bench.e2e_stream import PACED_RATE, PACED_SECONDS, E, PlanAgent, event_plan
+from bench.ws_clients import now_us
 
 
 async def _client(url: str, headers: dict[str, str]) -> dict[str, Any]:
