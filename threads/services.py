@@ -216,7 +216,7 @@ def run_create(
     ``RUN_STARTED`` (echoing ``wire_input``, what the client sent) is written now;
     ``managed=False`` keeps the unmanaged shape of the run it continues.
     Must be called inside a transaction holding the thread's row lock
-    (:func:`threads.locks.thread_lock`).
+    (:func:`threads.locks.thread_lock`), with ``continues`` read in it.
     """
     latest = thread.runs.order_by("-created_at", "-id").first()
     fields: dict[str, Any] = {}
@@ -226,6 +226,9 @@ def run_create(
         fields["input"] = {"client": client_input}
     if outer is not None:
         fields.update(outer=outer, wire_state=WIRE_SEGMENT)
+    elif managed:
+        # Created open: wire_run_open has no wire_state of its own to write (B2).
+        fields.update(wire_state=WIRE_OPEN)
     run = Run.objects.create(
         thread=thread,
         agent=agent or thread.agent,
@@ -236,7 +239,13 @@ def run_create(
     )
     if managed and outer is None:
         wire_run_open(run=run, run_input=wire_input)
-    if continues is None or not run_awaits_answers(run_pk=continues.pk):
+    # ``continues`` was read (and locked) in this transaction: one that is no
+    # longer awaiting tools here is not in the database either (B2: no re-read).
+    if (
+        continues is None
+        or continues.status != Run.Status.AWAITING_TOOLS
+        or not run_awaits_answers(run_pk=continues.pk)
+    ):
         # A resume's continuation waits for its calls' answers: the answer that
         # completes them enqueues it (continuation_maybe_start), once; a second
         # delivery of a running run would be taken for a dead worker's.

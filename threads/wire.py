@@ -22,7 +22,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from agentcore.events import PROTOCOL_VERSION, ToolCallResultEvent
+from agentcore.events import PROTOCOL_VERSION, BaseEvent, ToolCallResultEvent
 from threads.interrupt_sources import (  # noqa: F401  (re-exported)
     InterruptSource,
     interrupt_source_register,
@@ -57,11 +57,15 @@ def wire_run_open(*, run: Run, run_input: dict[str, Any] | None) -> None:
 
     ``run_input`` is the ``RunAgentInput`` the client sent (echoed as
     ``RUN_STARTED.input``), or ``None`` for a run nobody requested. Results that
-    Countersign wrote while no wire run was open follow at once. Must run inside
-    the transaction that created ``run``.
+    Countersign wrote while no wire run was open follow at once, in the same
+    append as the ``RUN_STARTED`` (one ``next_seq`` advance, B2): ``run`` is the
+    thread's open wire run now, at most one is open at a time. A ``run`` created
+    with ``wire_state`` open already (``run_create``) is not updated again. Must
+    run inside the transaction that created ``run``.
     """
-    Run.objects.filter(pk=run.pk).update(wire_state=WIRE_OPEN)
-    run.wire_state = WIRE_OPEN
+    if run.wire_state != WIRE_OPEN:
+        Run.objects.filter(pk=run.pk).update(wire_state=WIRE_OPEN)
+        run.wire_state = WIRE_OPEN
     started: dict[str, Any] = {
         "type": "RUN_STARTED",
         "threadId": run.thread.thread_id,
@@ -72,8 +76,9 @@ def wire_run_open(*, run: Run, run_input: dict[str, Any] | None) -> None:
         started["parentRunId"] = run.parent_run.run_id
     if run_input is not None:
         started["input"] = run_input
-    record_wire_events(run=run, events=[started])
-    wire_results_report(thread=run.thread)
+    events: list[BaseEvent | dict[str, Any]] = [started]
+    events += _unreported_results(thread=run.thread)
+    record_wire_events(run=run, events=events)
 
 
 def wire_results_report(*, thread: Thread) -> int:
@@ -85,7 +90,14 @@ def wire_results_report(*, thread: Thread) -> int:
     wire = wire_run_current(thread=thread)
     if wire is None:
         return 0
-    events = [
+    events = _unreported_results(thread=thread)
+    record_wire_events(run=wire, events=events)
+    return len(events)
+
+
+def _unreported_results(*, thread: Thread) -> list[ToolCallResultEvent]:
+    """Return a ``TOOL_CALL_RESULT`` for each of ``thread``'s unreported application results."""
+    return [
         ToolCallResultEvent(
             message_id=m.message_id,
             tool_call_id=m.tool_call_id or "",
@@ -95,8 +107,6 @@ def wire_results_report(*, thread: Thread) -> int:
         )
         for m in unreported_application_results(thread=thread)
     ]
-    record_wire_events(run=wire, events=events)
-    return len(events)
 
 
 def wire_run_close_if_waiting(*, run: Run, wire: Run | None = None) -> bool:

@@ -49,10 +49,12 @@ def deliveries_create(
     is delivered once. Returns the deliveries created now.
     """
     created: list[NotificationDelivery] = []
+    targets = [t for t in configured_targets() if event in t.events]
+    if not targets:
+        # No transaction opened for nothing (B2: two statements per decision).
+        return created
     with transaction.atomic():
-        for target in configured_targets():
-            if event not in target.events:
-                continue
+        for target in targets:
             delivery, new = NotificationDelivery.objects.get_or_create(
                 approval_id=approval.pk,
                 event=event,

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from django.db import transaction
+from django.db.models import prefetch_related_objects
 from django.utils import timezone
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, best_match
@@ -33,7 +34,7 @@ from approvals.models import (
     ToolExecution,
     arguments_hash,
 )
-from approvals.services.audit import audit_append
+from approvals.services.audit import audit_append, audit_batch
 from approvals.services.dispatch import call_answer_refused, execution_create, run_tools
 from approvals.services.grants import grant_create, grant_revoke
 from approvals.services.notify import notify_approval_changed
@@ -124,8 +125,12 @@ def approval_decide(
         if decision == "approve"
         else ApprovalRequest.Status.REJECTED
     )
-    with transaction.atomic():
+    # One INSERT for the vote's and the decision's audit entries (B2).
+    with transaction.atomic(), audit_batch():
         _, call, locked = approval_lock(approval=approval)
+        # Read once, under the request's lock (which every change of its groups
+        # takes): the decider's check and the notification's snapshot share it.
+        prefetch_related_objects([locked], "approver_groups")
         # Checked on the locked row: an escalation or a claim may have just
         # changed who may decide (issue 16), and nothing is recorded if refused.
         authorization_require(approval=locked, user=decided_by, decision=decision)

@@ -113,20 +113,22 @@ def execution_create(
     wait. Idempotent: a second call
     finds the record and enqueues nothing (BC34) — except for a call approved
     again after a re-approval (``reapproved``): its record, still ``queued`` and
-    never run, takes the newly approved arguments and is enqueued once.
+    never run, takes the newly approved arguments and is enqueued once. Must run
+    holding ``call``'s row lock (:mod:`threads.locks`).
     """
-    execution, created = ToolExecution.objects.get_or_create(
-        tool_call=call,
-        defaults={
-            "authorized_by": authorized_by,
-            "grant": grant,
-            "arguments": arguments,
-            "arguments_hash": arguments_hash(arguments),
-            "idempotency_key": f"{call.thread.thread_id}:{call.tool_call_id}",
-            "not_before": not_before,
-        },
-    )
-    if created:
+    # The caller holds the call's row lock, under which alone a call's execution
+    # is created: no concurrent insert to catch, so no savepoint (B2).
+    execution = ToolExecution.objects.filter(tool_call=call).first()
+    if execution is None:
+        ToolExecution.objects.create(
+            tool_call=call,
+            authorized_by=authorized_by,
+            grant=grant,
+            arguments=arguments,
+            arguments_hash=arguments_hash(arguments),
+            idempotency_key=f"{call.thread.thread_id}:{call.tool_call_id}",
+            not_before=not_before,
+        )
         _execution_enqueue(call=call, not_before=not_before)
     elif (
         reapproved

@@ -34,6 +34,22 @@ def live_votes(approval: ApprovalRequest) -> list[ApprovalVote]:
     return list(approval.votes.filter(reset_at__isnull=True).select_related("voter"))
 
 
+def _votes_cache(approval: ApprovalRequest, votes: list[ApprovalVote]) -> None:
+    """Make ``approval.votes.all()`` return ``votes`` without a query (as a prefetch does).
+
+    ``votes`` must be all of the request's votes, oldest first, read or written
+    under its row lock (so no other transaction adds one before it commits).
+    """
+    cached = ApprovalVote.objects.filter(approval=approval)
+    # What prefetch_related stores: a queryset whose result is already known.
+    cached._result_cache = votes
+    cached._prefetch_done = True  # type: ignore[attr-defined]
+    approval._prefetched_objects_cache = {  # type: ignore[attr-defined]
+        **getattr(approval, "_prefetched_objects_cache", {}),
+        "votes": cached,
+    }
+
+
 def vote_record(
     *,
     approval: ApprovalRequest,
@@ -54,7 +70,11 @@ def vote_record(
     claims) the caller checked with :func:`approvals.authorization.authorization_require`.
     Implements SEC-02 (four-eyes).
     """
-    votes = live_votes(approval)
+    # Every vote, with its voter: the live ones decide, and all of them are what
+    # the decision's notification shows (approvals_progress), without reading
+    # them again once this vote is added (B2).
+    every = list(approval.votes.select_related("voter"))
+    votes = [v for v in every if v.reset_at is None]
     current = approval.approved_arguments
     if edited_arguments is not None and edited_arguments != current:
         proposed = edited_arguments
@@ -105,6 +125,8 @@ def vote_record(
         reason=reason,
     )
     votes.append(vote)
+    every.append(vote)
+    _votes_cache(approval, every)
     if decision == "approve":
         given = sum(
             1
