@@ -29,11 +29,6 @@ class VoteOutcome:
     reset: tuple[str, ...] = ()
 
 
-def live_votes(approval: ApprovalRequest) -> list[ApprovalVote]:
-    """Return ``approval``'s votes not reset by an edit, oldest first."""
-    return list(approval.votes.filter(reset_at__isnull=True).select_related("voter"))
-
-
 def _votes_cache(approval: ApprovalRequest, votes: list[ApprovalVote]) -> None:
     """Make ``approval.votes.all()`` return ``votes`` without a query (as a prefetch does).
 
