@@ -39,7 +39,7 @@ from bench.common import (
     setup_django,
     uvicorn,
 )
-from bench.e2e_stream import PACED_RATE, PACED_SECONDS, E, PlanAgent, event_plan
+from bench.e2e_stream import PACED_RATE, PACED_SECONDS, E, drive_plan, event_plan
 from bench.ws_clients import now_us
 
 
@@ -121,10 +121,7 @@ def _figures(result: dict[str, Any], started: float, count: int) -> dict[str, fl
 def run_ours(
     server: Any, token: str, plan: list[dict[str, Any]], rate: float | None
 ) -> dict[str, float]:
-    from agentcore.events import RunAgentInput
-    from orchestration.runs import drive_agent
     from threads.models import Run
-    from threads.recording import RunRecorder
     from threads.services import thread_create
 
     thread = thread_create(owner=bench_user(), title="B1 SSE")
@@ -133,21 +130,7 @@ def run_ours(
         f"{server.base}/agui/threads/{thread.thread_id}/events?after=0",
         {"Authorization": f"Token {token}", "Accept": "text/event-stream"},
     )
-    run_input = RunAgentInput.model_validate(
-        {
-            "threadId": thread.thread_id,
-            "runId": run.run_id,
-            "state": {},
-            "messages": [],
-            "tools": [],
-            "context": [],
-            "forwardedProps": {},
-        }
-    )
-    started = time.time()
-    drive_agent(
-        agent=PlanAgent(plan, rate), run_input=run_input, recorder=RunRecorder(run)
-    )
+    started = drive_plan(run, plan, rate)
     return _figures(client.result(), started, len(plan) + 2)
 
 

@@ -135,13 +135,38 @@ class PlanAgent:
         )
 
 
+def drive_plan(run: Any, plan: list[dict[str, Any]], rate: float | None) -> float:
+    """Record :class:`PlanAgent`'s run of ``plan`` as ``run`` (``drive_agent``, this process).
+
+    Returns the wall-clock time (``time.time()``) the drive began, the start of every
+    client's latency and throughput figure.
+    """
+    from agentcore.events import RunAgentInput
+    from orchestration.runs import drive_agent
+    from threads.recording import RunRecorder
+
+    run_input = RunAgentInput.model_validate(
+        {
+            "threadId": run.thread.thread_id,
+            "runId": run.run_id,
+            "state": {},
+            "messages": [],
+            "tools": [],
+            "context": [],
+            "forwardedProps": {},
+        }
+    )
+    start = time.time()
+    drive_agent(
+        agent=PlanAgent(plan, rate), run_input=run_input, recorder=RunRecorder(run)
+    )
+    return start
+
+
 def run_ours(
     server: Any, cookie: str, n: int, plan: list[dict[str, Any]], rate: float | None
 ) -> dict[str, float]:
-    from agentcore.events import RunAgentInput
-    from orchestration.runs import drive_agent
     from threads.models import Run
-    from threads.recording import RunRecorder
     from threads.services import thread_create
 
     user = bench_user()
@@ -155,21 +180,7 @@ def run_ours(
         "RUN_FINISHED",
     )
     time.sleep(0.3)
-    run_input = RunAgentInput.model_validate(
-        {
-            "threadId": thread.thread_id,
-            "runId": run.run_id,
-            "state": {},
-            "messages": [],
-            "tools": [],
-            "context": [],
-            "forwardedProps": {},
-        }
-    )
-    start = time.time()
-    drive_agent(
-        agent=PlanAgent(plan, rate), run_input=run_input, recorder=RunRecorder(run)
-    )
+    start = drive_plan(run, plan, rate)
     clients.join(200)
     elapsed = max(clients.finished_at) - start
     return {
