@@ -254,7 +254,7 @@ def test_redis_restarted_without_persistence_janitor_requeues_execution_and_cont
     # Frozen once the outcome (and the queued continuation) committed: the worker
     # would otherwise run the continuation itself in the same task
     # (orchestration.executions, one hop), and its message would not matter.
-    stack.worker(
+    frozen = stack.worker(
         "tools-worker-2", queues="tools", COUNTERSIGN_TEST_HANG_AT="after_outcome"
     )
 
@@ -279,6 +279,13 @@ def test_redis_restarted_without_persistence_janitor_requeues_execution_and_cont
         ),
         timeout=20,
         what="the continuation queued",
+    )
+    # The continuation's message leaves on commit, just before the crash point:
+    # restarting Redis before it has would not lose it (it would be retried).
+    wait_until(
+        lambda: "crash point after_outcome: hanging" in frozen.text(),
+        timeout=20,
+        what="the frozen worker past its outcome's commit",
     )
 
     # when the continuation's message is lost too
