@@ -521,8 +521,23 @@ class GroupListener:
         return any(e["type"] == event_type for e in self.events)
 
     def stop(self) -> None:
+        """Stop the loop, end its tasks and close it (channels_redis flushes its layer).
+
+        A loop left unclosed is closed by the garbage collector whenever it runs,
+        inside a later test's running loop: channels_redis' close hook then cannot
+        flush, the close fails half done and the loop's sockets are left to their
+        finalizers, which can close a descriptor number a later test reuses (a
+        later test's HTTP client hung that way in CI).
+        """
+        import asyncio
+
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.runner.join(10)
+        pending = asyncio.all_tasks(self.loop)
+        for task in pending:
+            task.cancel()
+        self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        self.loop.close()
 
 
 @pytest.mark.django_db(transaction=True)
