@@ -70,9 +70,13 @@ def audit_batch() -> Iterator[None]:
             return
         batch = _Batch()
         transaction_memo_set(_BATCH, batch)
-        yield
-        _flush(batch)
-        transaction_memo_set(_BATCH, None)
+        try:
+            yield
+            _flush(batch)
+        finally:
+            # Even after an error: a later append in this transaction must not
+            # join a batch that will never be written.
+            transaction_memo_set(_BATCH, None)
 
 
 def audit_append(
