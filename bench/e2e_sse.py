@@ -28,7 +28,6 @@ from typing import Any
 
 from bench.common import (
     PYTHON,
-    REDIS_URL,
     ROOT,
     Row,
     bench_env,
@@ -39,7 +38,14 @@ from bench.common import (
     setup_django,
     uvicorn,
 )
-from bench.e2e_stream import PACED_RATE, PACED_SECONDS, E, drive_plan, event_plan
+from bench.e2e_stream import (
+    PACED_RATE,
+    PACED_SECONDS,
+    E,
+    drive_plan,
+    event_plan,
+    publish_plan,
+)
 from bench.ws_clients import now_us
 
 
@@ -137,23 +143,11 @@ def run_ours(
 def run_raw(
     server: Any, plan: list[dict[str, Any]], rate: float | None
 ) -> dict[str, float]:
-    import redis
 
     channel = f"bench-sse-{uuid.uuid4().hex}"
     client = Client(f"{server.base}/events?channel={channel}", {})
-    publisher = redis.Redis.from_url(REDIS_URL)
-    frames = [{"type": "RUN_STARTED"}, *plan, {"type": "RUN_FINISHED"}]
-    started = time.time()
-    t0 = time.monotonic()
-    for seq, frame in enumerate(frames, 1):
-        if rate:
-            delay = t0 + seq / rate - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-        publisher.publish(
-            channel, json.dumps({"seq": seq, **frame, "timestamp": now_us()})
-        )
-    return _figures(client.result(), started, len(frames))
+    started, count = publish_plan(channel, plan, rate)
+    return _figures(client.result(), started, count)
 
 
 def main() -> list[Row]:

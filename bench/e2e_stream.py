@@ -163,6 +163,31 @@ def drive_plan(run: Any, plan: list[dict[str, Any]], rate: float | None) -> floa
     return start
 
 
+def publish_plan(
+    channel: str, plan: list[dict[str, Any]], rate: float | None
+) -> tuple[float, int]:
+    """PUBLISH RUN_STARTED, ``plan`` and RUN_FINISHED to ``channel``, stamped, paced at ``rate``/s.
+
+    The raw baselines' source (redis-py, one PUBLISH per frame, each carrying its
+    ``seq``). Returns the wall-clock start (``time.time()``) and the frame count.
+    """
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    frames = [{"type": "RUN_STARTED"}, *plan, {"type": "RUN_FINISHED"}]
+    start = time.time()
+    t0 = time.monotonic()
+    for seq, frame in enumerate(frames, 1):
+        if rate:
+            delay = t0 + seq / rate - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        client.publish(
+            channel, json.dumps({"seq": seq, **frame, "timestamp": now_us()})
+        )
+    return start, len(frames)
+
+
 def run_ours(
     server: Any, cookie: str, n: int, plan: list[dict[str, Any]], rate: float | None
 ) -> dict[str, float]:
@@ -196,26 +221,14 @@ def run_ours(
 def run_raw(
     port: int, n: int, plan: list[dict[str, Any]], rate: float | None, channel: str
 ) -> dict[str, float]:
-    import redis
 
     clients = ClientsProcess([f"ws://127.0.0.1:{port}/"] * n, {}, None, "RUN_FINISHED")
     time.sleep(0.3)
-    client = redis.Redis.from_url(REDIS_URL)
-    frames = [{"type": "RUN_STARTED"}, *plan, {"type": "RUN_FINISHED"}]
-    start = time.time()
-    t0 = time.monotonic()
-    for seq, frame in enumerate(frames, 1):
-        if rate:
-            delay = t0 + seq / rate - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-        client.publish(
-            channel, json.dumps({"seq": seq, **frame, "timestamp": now_us()})
-        )
+    start, count = publish_plan(channel, plan, rate)
     clients.join(200)
     elapsed = max(clients.finished_at) - start
     return {
-        "rate": len(frames) / elapsed,
+        "rate": count / elapsed,
         "p50": pct(clients.first_seen, 50),
         "p99": pct(clients.first_seen, 99),
         "frames": clients.received / n,
