@@ -25,6 +25,8 @@ pytest_plugins = ["tests.executors"]
 # The demo agent streams at a human pace for `make run`; tests (and the workers and
 # servers they start, which inherit this) want it instant.
 os.environ["COUNTERSIGN_DEMO_PACE"] = "0"
+# A fast password hasher for this process and every worker or server it starts.
+os.environ["COUNTERSIGN_FAST_PASSWORD_HASHER"] = "1"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -32,6 +34,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from django.conf import settings
 
     settings.COUNTERSIGN_DEMO_PACE = 0.0
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 REQUIRE_SERVICES = os.environ.get("COUNTERSIGN_REQUIRE_SERVICES") == "1"
