@@ -31,8 +31,8 @@ from django.utils import timezone
 from approvals.exceptions import ApprovalClaimed, ApprovalNotAuthorized
 from approvals.governance import user_in_groups
 from approvals.models import DECIDE_PERMISSION, ApprovalRequest
+from core.conf import countersign_settings
 from threads.agent_config import agent_toolset
-from threads.conf import countersign_settings
 
 logger = logging.getLogger(__name__)
 

@@ -13,11 +13,11 @@ Notifications (issue 15):
 
 Governance (issue 16; ids in the ``threads`` range of the agents' settings):
 
-- ``threads.E070``: a static policy in ``COUNTERSIGN_AGENTS[agent]["policies"]``
+- ``approvals.E070``: a static policy in ``COUNTERSIGN_AGENTS[agent]["policies"]``
   is not a valid declaration (unknown key, bad count, expiry shorter than the
   escalation steps...);
-- ``threads.E071``: a static policy names a tool the agent does not have;
-- ``threads.E072``: ``COUNTERSIGN["POLICY_FAIL_CLOSED_GROUP"]`` is not a group
+- ``approvals.E071``: a static policy names a tool the agent does not have;
+- ``approvals.E072``: ``COUNTERSIGN["POLICY_FAIL_CLOSED_GROUP"]`` is not a group
   name, so a failing policy would route to nobody in particular.
 
 Policies edited in the admin (:class:`approvals.models.ToolPolicy`) are checked
@@ -36,8 +36,8 @@ from django.core import checks
 
 from agentcore.policy import PolicyError, decision_from
 from approvals.notifications.targets import target_name, target_problems
+from core.conf import countersign_settings
 from threads.checks import positive_number_error
-from threads.conf import countersign_settings
 
 _NUMBERS = (
     "NOTIFY_EXPIRING_SECONDS",
@@ -121,11 +121,11 @@ def check_notifications(
 
 def _agent_tool_names(name: str) -> set[str] | None:
     """Return the local tool names of agent ``name``, or ``None`` if they cannot be loaded."""
-    from threads.agent_config import _load_toolset, agent_settings
+    from threads.agent_config import agent_settings, toolset_load
 
     try:
         config = agent_settings(name)
-        return {t.name for t in _load_toolset(tuple(config.get("toolsets", ())))}
+        return {t.name for t in toolset_load(tuple(config.get("toolsets", ())))}
     except Exception:  # threads.E003 reports toolsets that do not import
         return None
 
@@ -141,7 +141,7 @@ def check_policies(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 f"COUNTERSIGN['POLICY_FAIL_CLOSED_GROUP'] is {group!r}",
                 hint="Name the Django group that approves calls whose policy failed, "
                 "e.g. 'approvers-strict'.",
-                id="threads.E072",
+                id="approvals.E072",
             )
         )
     agents = getattr(settings, "COUNTERSIGN_AGENTS", None) or {}
@@ -161,7 +161,7 @@ def check_policies(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                         hint="Give an action string or a mapping of action, groups, "
                         "approvals_required, rejections_required, requester_may_approve, "
                         "expiry_seconds, escalation, risk_level, risk_reason, reason.",
-                        id="threads.E070",
+                        id="approvals.E070",
                     )
                 )
             if tools is not None and tool_name not in tools:
@@ -169,7 +169,7 @@ def check_policies(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                     checks.Error(
                         f"{where} names a tool agent {agent!r} does not have",
                         hint=f"Use one of {', '.join(sorted(tools)) or 'its tools'}.",
-                        id="threads.E071",
+                        id="approvals.E071",
                     )
                 )
     return errors

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from threads.exceptions import ThreadsError
+from core.errors import CountersignError
 
 
-class ApprovalError(ThreadsError):
+class ApprovalError(CountersignError):
     """Base class of approval errors."""
 
     code = "approval_error"

@@ -30,8 +30,8 @@ from agentcore.policy import (
 )
 from agentcore.tools import Tool
 from approvals.models import DECIDE_PERMISSION, ApprovalRequest, ToolPolicy
+from core.conf import countersign_settings
 from threads.agent_config import agent_settings
-from threads.conf import countersign_settings
 from threads.exceptions import UnknownAgent
 from threads.models import Thread
 

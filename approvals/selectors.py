@@ -22,7 +22,7 @@ from approvals.models import (
     ToolExecution,
 )
 from approvals.services.notify import approval_snapshot
-from threads.conf import countersign_settings
+from core.conf import countersign_settings
 from threads.models import Message, ToolCall
 from threads.selectors import thread_visible_to
 

@@ -15,7 +15,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import path  # noqa: E402
 
-from config.routing import websocket_urlpatterns  # noqa: E402
+from web.routing import websocket_urlpatterns  # noqa: E402
 
 
 class BareConsumer(AsyncWebsocketConsumer):

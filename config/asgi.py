@@ -24,8 +24,8 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from config.routing import websocket_urlpatterns  # noqa: E402
 from threads.execution import start_embedded_beat, stop_embedded_beat  # noqa: E402
+from web.routing import websocket_urlpatterns  # noqa: E402
 
 router = ProtocolTypeRouter(
     {

@@ -75,7 +75,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "threads.middleware.ContentSecurityPolicyMiddleware",
+    "web.middleware.ContentSecurityPolicyMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -256,15 +256,15 @@ REST_FRAMEWORK = {
     # DRF's CSRF check.
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.TokenAuthentication",
-        "config.authentication.BearerTokenAuthentication",
+        "web.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "config.schema.ApiAutoSchema",
-    "DEFAULT_PARSER_CLASSES": ["config.parsers.StrictJSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "web.schema.ApiAutoSchema",
+    "DEFAULT_PARSER_CLASSES": ["web.parsers.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "EXCEPTION_HANDLER": "config.exception_handler.api_exception_handler",
-    # Message posting per token (threads.api.MessageRateThrottle); the default
+    "EXCEPTION_HANDLER": "web.exception_handler.api_exception_handler",
+    # Message posting per token (web.api.threads.MessageRateThrottle); the default
     # cache (LocMemCache, per process) holds the counters.
     "DEFAULT_THROTTLE_RATES": {
         "messages": os.environ.get("API_MESSAGE_RATE", "30/min")
@@ -286,13 +286,13 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
-# Countersign's own settings; read lazily through threads.conf.countersign_settings.
+# Countersign's own settings; read lazily through core.conf.countersign_settings.
 COUNTERSIGN: dict[str, object] = {
     "JANITOR_INTERVAL_SECONDS": _JANITOR_INTERVAL,
     # The demo's refund policy: more than 100.00 is high risk on the cards.
     "RISK_THRESHOLDS": {"refund_order": {"amount": 100}},
 }
-# The recovery windows (threads.conf documents each), settable per process by
+# The recovery windows (core.conf documents each), settable per process by
 # environment, e.g. COUNTERSIGN_RUN_STALE_SECONDS=60; checked by threads.checks.
 for _name in (
     "EXECUTION_LEASE_GRACE_SECONDS",

@@ -6,19 +6,19 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 
-from approvals import views as approval_views
-from threads import agui, health
-from threads.api import api_not_found
+from web import agui, health
+from web.api.threads import api_not_found
+from web.ui import approvals as approval_views
 
 # Outside DEBUG, errors Django answers itself are JSON for the API and AG-UI paths.
-handler400 = "config.exception_handler.bad_request_view"
-handler404 = "config.exception_handler.not_found_view"
-handler500 = "config.exception_handler.server_error_view"
+handler400 = "web.exception_handler.bad_request_view"
+handler404 = "web.exception_handler.not_found_view"
+handler500 = "web.exception_handler.server_error_view"
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("admin/", admin.site.urls),
-    path("api/", include("config.api_urls")),
+    path("api/", include("web.api.urls")),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path(
         "accounts/logout/",
@@ -49,5 +49,5 @@ urlpatterns = [
         approval_views.approval_link,
         name="approval-link",
     ),
-    path("", include("threads.ui_urls")),
+    path("", include("web.ui.urls")),
 ]

@@ -55,13 +55,13 @@ from django.utils import timezone
 from approvals.models import JanitorSweep, ToolExecution
 from approvals.services import EXECUTE_TASK, pending_calls_dispatch
 from config.logging import log_context
+from core.conf import countersign_settings
 from orchestration.supervision import (
     HEARTBEAT_DEAD_INTERVALS,
     heartbeat_read,
     redis_uptime_seconds,
     requeue_claim,
 )
-from threads.conf import countersign_settings
 from threads.execution import enqueue
 from threads.models import Run, ToolCall
 from threads.services import RUN_TASK, run_fail

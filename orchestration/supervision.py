@@ -36,7 +36,7 @@ import redis
 from django.conf import settings
 
 from config.logging import log_context
-from threads.conf import countersign_settings
+from core.conf import countersign_settings
 from threads.models import Run, ToolCall
 
 logger = logging.getLogger(__name__)

@@ -8,6 +8,7 @@ here instead of in review.
 from __future__ import annotations
 
 import ast
+import importlib
 import os
 import subprocess
 import sys
@@ -17,28 +18,32 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("agentcore", "threads", "approvals", "orchestration", "demo", "config")
-
-#: Modules of ``threads`` that are its domain (not shells): they never reach up.
-THREADS_DOMAIN = frozenset(
-    {
-        "threads.agent_config",
-        "threads.answers",
-        "threads.conf",
-        "threads.exceptions",
-        "threads.execution",
-        "threads.idempotency",
-        "threads.locks",
-        "threads.models",
-        "threads.projection",
-        "threads.realtime",
-        "threads.recording",
-        "threads.selectors",
-        "threads.services",
-        "threads.transitions",
-        "threads.validation",
-    }
+PACKAGES = (
+    "core",
+    "agentcore",
+    "threads",
+    "approvals",
+    "orchestration",
+    "web",
+    "demo",
+    "config",
 )
+
+#: The layers, bottom up (DESIGN.md "Layout"): a package imports only packages of
+#: a lower rank. ``core`` (settings access, base errors, shared types) and
+#: ``agentcore`` (no Django) are both at the bottom and import no project package;
+#: ``demo`` is an example toolset that only ``config`` names; ``config`` (settings,
+#: the root URL conf, the ASGI and Celery apps) wires everything together.
+RANKS = {
+    "core": 0,
+    "agentcore": 0,
+    "demo": 1,
+    "threads": 1,
+    "approvals": 2,
+    "orchestration": 3,
+    "web": 4,
+    "config": 5,
+}
 
 #: Status fields and the only modules that assign them (STYLE.md 8).
 STATUS_FIELDS = frozenset({"status", "state"})
@@ -108,33 +113,83 @@ def test_import_graph_has_no_cycle() -> None:
     assert cycles == []
 
 
-def test_threads_domain_never_reaches_approvals_or_orchestration() -> None:
-    """The domain modules of ``threads`` never import ``approvals`` or ``orchestration``."""
-    upward = {
-        module: sorted(
-            t
-            for t in _closure(module)
-            if t.split(".")[0] in {"approvals", "orchestration"}
-        )
-        for module in sorted(THREADS_DOMAIN)
-    }
-    assert {m: found for m, found in upward.items() if found} == {}
+def _package(module: str) -> str:
+    return module.split(".")[0]
 
 
-#: Shells (STYLE.md 3): they may import any layer.
-SHELLS = frozenset(
-    {"approvals.tasks", "approvals.admin", "approvals.api", "threads.tasks"}
-)
-
-
-def test_approvals_domain_never_imports_orchestration() -> None:
-    """``approvals`` sits below ``orchestration``; only its shells (tasks) call up."""
-    upward = {
-        module: sorted(t for t in targets if t.startswith("orchestration"))
+def test_packages_import_only_lower_layers() -> None:
+    """Every import between packages points down: core/agentcore <- threads <- approvals
+    <- orchestration <- web <- config, with no module allowlist (DESIGN.md "Layout")."""
+    upward = sorted(
+        f"{module} -> {target}"
         for module, targets in GRAPH.items()
-        if module.startswith("approvals") and module not in SHELLS
-    }
-    assert {m: found for m, found in upward.items() if found} == {}
+        for target in targets
+        if _package(target) != _package(module)
+        and RANKS[_package(target)] >= RANKS[_package(module)]
+    )
+    assert upward == []
+
+
+def test_every_module_belongs_to_a_ranked_package() -> None:
+    """A new top-level package gets a place in the layers before it gets code."""
+    assert sorted({_package(m) for m in MODULES} - set(RANKS)) == []
+
+
+def _public_modules(package: str) -> frozenset[str]:
+    return frozenset(getattr(importlib.import_module(package), "PUBLIC_MODULES", ()))
+
+
+#: The domain packages, each declaring its public surface in its ``__init__``.
+DOMAIN_PACKAGES = ("core", "threads", "approvals", "orchestration")
+
+
+@pytest.mark.parametrize("package", DOMAIN_PACKAGES)
+def test_domain_packages_declare_their_public_surface(package: str) -> None:
+    """Each domain package lists the modules other packages may import, and they exist."""
+    public = _public_modules(package)
+    assert public, f"{package}/__init__.py declares no PUBLIC_MODULES"
+    assert sorted(m for m in public if m not in MODULES) == []
+
+
+def _cross_package_imports() -> Iterator[tuple[str, str, str]]:
+    """Yield ``(importer, module, name)`` for each ``from X import name`` across packages."""
+    for module, path in MODULES.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    anchor = parts[: len(parts) - node.level + 1]
+                    base = ".".join([*anchor, base] if base else anchor)
+                for alias in node.names:
+                    candidate = f"{base}.{alias.name}"
+                    target = candidate if candidate in MODULES else base
+                    if target in MODULES and _package(target) != _package(module):
+                        yield module, target, alias.name
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name in MODULES and _package(alias.name) != _package(
+                        module
+                    ):
+                        yield module, alias.name, ""
+
+
+def test_other_packages_import_only_the_public_surface() -> None:
+    """Across packages, only a domain package's public modules are imported, and no
+    private name (one starting with ``_``) of any module."""
+    public = {p: _public_modules(p) for p in DOMAIN_PACKAGES}
+    offenders = sorted(
+        f"{importer} imports {target}" + (f".{name}" if name else "")
+        for importer, target, name in _cross_package_imports()
+        if (
+            _package(target) in public
+            and target not in public[_package(target)]
+            and target != _package(target)
+        )
+        or name.startswith("_")
+    )
+    assert offenders == []
 
 
 def test_agentcore_imports_no_django_and_no_app() -> None:

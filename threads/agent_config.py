@@ -43,7 +43,7 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 from pydantic import TypeAdapter, ValidationError
 
-from threads.conf import countersign_settings
+from core.conf import countersign_settings
 from threads.exceptions import UnknownAgent
 from threads.mcp_servers import toolset_with_mcp
 
@@ -113,7 +113,13 @@ def agent_settings(name: str) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=64)
-def _load_toolset(paths: tuple[str, ...]) -> Any:
+def toolset_load(paths: tuple[str, ...]) -> Any:
+    """Return the :class:`agentcore.tools.Toolset` assembled from dotted ``paths``, cached.
+
+    The application tools a configuration names, without any MCP server's tools
+    (:func:`agent_toolset` adds those). Raises ``ImportError`` for a bad path.
+    Implements RT-03.
+    """
     # Deferred: agentcore's protocol models cost a few hundred ms to import (B6), and
     # the web process's settings/checks path must not pay it before it serves.
     from agentcore.tools import Toolset
@@ -124,7 +130,7 @@ def _load_toolset(paths: tuple[str, ...]) -> Any:
 def agent_toolset(name: str) -> Any:
     """Return agent ``name``'s assembled :class:`agentcore.tools.Toolset` (RT-03)."""
     config = agent_settings(name)
-    local = _load_toolset(tuple(config.get("toolsets", ())))
+    local = toolset_load(tuple(config.get("toolsets", ())))
     if not config.get("mcp_servers"):
         return local
     return toolset_with_mcp(name, config, local)

@@ -17,8 +17,6 @@ One id per problem:
   refresh re-creates it;
 - ``threads.E032``: the janitor's beat entry is missing or its schedule is not
   ``JANITOR_INTERVAL_SECONDS``;
-- ``threads.E070``-``threads.E072``: static tool policies and the fail-closed
-  group (registered by :mod:`approvals.checks`).
 """
 
 from __future__ import annotations
@@ -116,7 +114,7 @@ def check_channel_layer(
     return []
 
 
-#: The recovery windows the janitor reads (threads.conf documents each).
+#: The recovery windows the janitor reads (core.conf documents each).
 JANITOR_SETTINGS = (
     "JANITOR_INTERVAL_SECONDS",
     "QUEUED_STALE_SECONDS",
@@ -153,7 +151,7 @@ def check_janitor(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMe
     three, its worker dead after four), ``threads.E032`` when the beat entry is missing or disagrees.
     The windows bound recovery from crashes (README "Recovery from crashes").
     """
-    from threads.conf import countersign_settings
+    from core.conf import countersign_settings
 
     errors: list[checks.CheckMessage] = []
     values: dict[str, float] = {}

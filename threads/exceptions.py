@@ -6,9 +6,11 @@ value and say what to do (STYLE.md 20).
 
 from __future__ import annotations
 
+from core.errors import CountersignError
 
-class ThreadsError(Exception):
-    """Base class; ``code`` is stable and machine-readable, ``status`` the HTTP status."""
+
+class ThreadsError(CountersignError):
+    """Base class of the threads app's errors (``code`` and ``status`` as its base's)."""
 
     code = "threads_error"
     status = 400

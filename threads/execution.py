@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import close_old_connections, connections, transaction
 from django.utils.module_loading import import_string
 
-from threads.conf import countersign_settings
+from core.conf import countersign_settings
 
 logger = logging.getLogger(__name__)
 

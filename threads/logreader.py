@@ -1,7 +1,7 @@
 """Reading a thread's event log after a ``seq``, for the two followers of a thread.
 
-The SSE stream (:func:`threads.sse.follow_log`) and the WebSocket consumer
-(:class:`threads.consumers.ThreadEventsConsumer`) both catch up from the database
+The SSE stream (:func:`web.sse.follow_log`) and the WebSocket consumer
+(:class:`web.consumers.ThreadEventsConsumer`) both catch up from the database
 the same way: :func:`log_after`, page by page until caught up. The channel
 layer only wakes them up (STYLE.md 7). Implements DC-02.
 """

@@ -190,7 +190,7 @@ def message_id() -> str:
 
     ``"<random per-process token>.<counter>"``: every socket of a server process
     that receives one message sees the same id, so a consumer can encode the
-    message's frames once for all of them (threads.consumers ``FrameCache``).
+    message's frames once for all of them (web.consumers ``FrameCache``).
     A forked process draws its own token.
     """
     global _id_pid, _id_prefix

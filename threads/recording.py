@@ -30,8 +30,8 @@ from agentcore.events import (
     event_to_dict,
 )
 from agentcore.stream import RunStream, StreamViolation
+from core.conf import countersign_settings
 from threads.answers import APPLICATION_SOURCE
-from threads.conf import countersign_settings
 from threads.locks import thread_lock, thread_seq_advance, thread_seq_lock
 from threads.models import Event, Message, Run, Thread, ToolCall
 from threads.projection import Projection

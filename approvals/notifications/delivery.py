@@ -29,7 +29,7 @@ from approvals.notifications.channels import (
 )
 from approvals.notifications.targets import configured_targets, target_named
 from approvals.transitions import delivery_transition
-from threads.conf import countersign_settings
+from core.conf import countersign_settings
 from threads.execution import enqueue, enqueue_later
 
 logger = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Signed, expiring links to an approval request, carried by every notification.
 
 The token is ``TimestampSigner`` over the request's id (salted, so no other
-signed value of the site opens it); the link's view (:mod:`approvals.views`)
+signed value of the site opens it); the link's view (:mod:`web.ui.approvals`)
 verifies it and redirects to the request in the queue, where deciding still
 needs a login and the permission. A link only says *which* request: it grants
 nothing.
@@ -14,7 +14,7 @@ from datetime import timedelta
 from django.core import signing
 from django.urls import reverse
 
-from threads.conf import countersign_settings
+from core.conf import countersign_settings
 
 SALT = "countersign.approvals.link"
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlparse
 
-from threads.conf import countersign_settings
+from core.conf import countersign_settings
 
 EVENTS: Final = ("requested", "expiring", "decided", "escalated")
 KINDS: Final = ("email", "webhook", "apprise")

@@ -32,9 +32,9 @@ from approvals.services.grants import grant_find
 from approvals.services.notify import notify_approval_changed, notify_call_changed
 from approvals.signals import approval_requested, send_on_commit
 from approvals.transitions import execution_transition
+from core.conf import countersign_settings
 from threads.agent_config import agent_toolset
 from threads.answers import error_content, refusal_content, tool_message_write
-from threads.conf import countersign_settings
 from threads.execution import enqueue, enqueue_later
 from threads.locks import tool_calls_lock
 from threads.models import Run, ToolCall

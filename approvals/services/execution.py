@@ -49,8 +49,8 @@ from approvals.services.reapproval import (
     schema_hashes,
 )
 from approvals.transitions import execution_transition
+from core.conf import countersign_settings
 from threads.answers import error_content, tool_message_write
-from threads.conf import countersign_settings
 from threads.mcp_servers import agent_mcp_refresh
 from threads.models import ToolCall
 from threads.services import continuation_maybe_start

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from approvals.models import ApprovalRequest
 from approvals.signals import approval_expiring, send_now
-from threads.conf import countersign_settings
+from core.conf import countersign_settings
 
 
 def approvals_expiring_announce(*, now: datetime | None = None) -> int:

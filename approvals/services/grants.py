@@ -32,7 +32,7 @@ from approvals.exceptions import (
 from approvals.governance import groups_named, user_in_groups
 from approvals.models import DECIDE_PERMISSION, ApprovalGrant, ApprovalRequest
 from approvals.services.audit import audit_append
-from threads.conf import countersign_settings
+from core.conf import countersign_settings
 from threads.models import Thread, ToolCall
 
 #: Keys of a grant as the REST API and :func:`approval_decide` take it.

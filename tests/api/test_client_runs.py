@@ -30,7 +30,7 @@ from tests.approvals.test_interrupt_resume import agui_input
 from threads.answers import run_awaits_answers
 from threads.models import Event, Message, Run, Thread, ToolCall
 from threads.services import message_post, thread_create
-from threads.ui import thread_ui_state
+from web.ui.threads import thread_ui_state
 
 pytestmark = pytest.mark.django_db
 
@@ -50,9 +50,9 @@ FRAGILE_AGENT = {
 def fragile_agent(settings: Any) -> None:
     """The demo rules with a refund that may not run twice (tests.prod.toolsets)."""
     settings.COUNTERSIGN_AGENTS = {**settings.COUNTERSIGN_AGENTS, **FRAGILE_AGENT}
-    from threads.agent_config import _load_toolset
+    from threads.agent_config import toolset_load
 
-    _load_toolset.cache_clear()
+    toolset_load.cache_clear()
 
 
 def step(thread: Thread) -> bool:

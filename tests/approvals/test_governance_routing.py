@@ -430,7 +430,11 @@ def test_static_policy_in_settings_routes_and_checks_validate_it(
         }
     }
     found = sorted((m.id, m.msg) for m in check_policies())
-    assert [i for i, _ in found] == ["threads.E070", "threads.E070", "threads.E071"]
+    assert [i for i, _ in found] == [
+        "approvals.E070",
+        "approvals.E070",
+        "approvals.E071",
+    ]
     assert (
         "['lookup_order'] is invalid: expiry_seconds (60) must be longer" in found[0][1]
     )
@@ -440,7 +444,7 @@ def test_static_policy_in_settings_routes_and_checks_validate_it(
     )
     assert "['no_such_tool'] names a tool agent 'demo' does not have" in found[2][1]
     settings.COUNTERSIGN = {"POLICY_FAIL_CLOSED_GROUP": ""}
-    with pytest.raises(SystemCheckError, match=r"threads\.E072"):
+    with pytest.raises(SystemCheckError, match=r"approvals\.E072"):
         call_command("check")
 
 

@@ -104,9 +104,9 @@ def pair_agent(settings, monkeypatch):
     """Configure the ``pair`` agent here and, by environment, in worker processes."""
     settings.COUNTERSIGN_AGENTS = {**settings.COUNTERSIGN_AGENTS, **PAIR_AGENT}
     monkeypatch.setenv("COUNTERSIGN_AGENTS_JSON", json.dumps(PAIR_AGENT))
-    from threads.agent_config import _load_toolset
+    from threads.agent_config import toolset_load
 
-    _load_toolset.cache_clear()
+    toolset_load.cache_clear()
 
 
 REFUND = "refund order A-1001 25.00"

@@ -47,9 +47,9 @@ def case_agents(settings, monkeypatch):
     """Configure the test agents here and, by environment, in worker processes."""
     settings.COUNTERSIGN_AGENTS = {**settings.COUNTERSIGN_AGENTS, **CASE_AGENTS}
     monkeypatch.setenv("COUNTERSIGN_AGENTS_JSON", json.dumps(CASE_AGENTS))
-    from threads.agent_config import _load_toolset
+    from threads.agent_config import toolset_load
 
-    _load_toolset.cache_clear()
+    toolset_load.cache_clear()
 
 
 def test_bc21_rejected_parallel_call_still_answered_once(

@@ -14,10 +14,10 @@ from django.db import IntegrityError, transaction
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from config.exception_handler import integrity_conflict
 from threads.models import Message, Run, Thread
 from threads.services import thread_create
 from threads.validation import MAX_JSON_DEPTH, json_problem, parse_json, storable
+from web.exception_handler import integrity_conflict
 
 pytestmark = pytest.mark.django_db
 
@@ -296,7 +296,7 @@ def test_a_violated_unique_constraint_becomes_a_409_without_database_text(user):
 
 
 def test_the_rest_exception_handler_answers_integrity_errors_with_the_409_body(user):
-    from config.exception_handler import api_exception_handler
+    from web.exception_handler import api_exception_handler
 
     thread = thread_create(owner=user, title="dup-run")
     Run.objects.create(thread=thread, run_id="r-same")

@@ -273,9 +273,9 @@ def test_rt07_a_timed_out_tool_in_an_orchestrated_run_lets_the_turn_go_on(
     set it (the run used to end cancelled here).
     """
     settings.COUNTERSIGN_AGENTS = {**settings.COUNTERSIGN_AGENTS, **STALLING_AGENT}
-    from threads.agent_config import _load_toolset
+    from threads.agent_config import toolset_load
 
-    _load_toolset.cache_clear()
+    toolset_load.cache_clear()
     thread = Thread.objects.create(thread_id="t-stall", owner=user, agent="stalling")
     Message.objects.create(thread=thread, message_id="u1", role="user", content="go")
     run = Run.objects.create(
@@ -305,7 +305,7 @@ def test_rt07_a_timed_out_tool_in_an_orchestrated_run_lets_the_turn_go_on(
     tool_message = Message.objects.get(thread=thread, role="tool")
     assert json.loads(tool_message.content)["error"] == "timeout"
     assert thread_status(thread=thread) == "idle"
-    _load_toolset.cache_clear()
+    toolset_load.cache_clear()
 
 
 # -- a worker that died ------------------------------------------------------------------

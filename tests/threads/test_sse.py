@@ -1,4 +1,4 @@
-"""threads.sse: the SSE framing and ``follow_log``, the generator behind both AG-UI endpoints.
+"""web.sse: the SSE framing and ``follow_log``, the generator behind both AG-UI endpoints.
 
 ``follow_log`` is driven directly on the test's event loop (as the ASGI server
 drives it). With the log re-read and keep-alive intervals pushed out of reach, a
@@ -21,7 +21,7 @@ from tests.agentcore.helpers import collapsed
 from threads.models import Event, Run, Thread
 from threads.recording import RunRecorder
 from threads.services import message_post, thread_create
-from threads.sse import KEEPALIVE, follow_log, sse_frame
+from web.sse import KEEPALIVE, follow_log, sse_frame
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -19,8 +19,8 @@ from tests.threads.test_ws_consumer import (
     record_silently,
     session_headers,
 )
-from threads.consumers import CLOSE_UNAVAILABLE, MAX_FRAME_CHARS
 from threads.models import Run, Thread
+from web.consumers import CLOSE_UNAVAILABLE, MAX_FRAME_CHARS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

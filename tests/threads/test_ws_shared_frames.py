@@ -1,7 +1,7 @@
 """One encoding per channel message for all of a process's sockets (B1).
 
 Every socket of a thread's group gets its own copy of each channel message, so
-the consumers share the frames they encode through ``threads.consumers.frame_cache``,
+the consumers share the frames they encode through ``web.consumers.frame_cache``,
 keyed by the id ``threads.realtime`` puts on every message. Which frames a socket
 sends stays its own business (``seq`` filtering, ``preview=0``); the sockets here
 are the real ASGI application in one process (tests.threads.test_ws_consumer).
@@ -17,10 +17,10 @@ from asgiref.sync import sync_to_async
 
 from tests.threads.test_ws_consumer import NO_POLL, open_socket, session_headers
 from tests.threads.test_ws_previews import HOLD, assert_silent, raw_frames, text_run
-from threads.consumers import FrameCache, frame_cache
 from threads.models import Event, Run, Thread
 from threads.realtime import MESSAGE_ID_KEY, message_id
 from threads.recording import RunRecorder
+from web.consumers import FrameCache, frame_cache
 
 
 @pytest.mark.django_db(transaction=True)

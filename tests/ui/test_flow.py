@@ -22,7 +22,7 @@ RECORD_STATES = """() => {
     }
   }).observe(transcript, { subtree: true, attributes: true, attributeFilter: ["data-state"] });
 }"""
-#: The thread page's state read (threads.ui.thread_ui_state), fetched as the page does.
+#: The thread page's state read (web.ui.threads.thread_ui_state), fetched as the page does.
 STATE_READ = """async () => {
   const url = document.getElementById("thread").dataset.stateUrl;
   return (await fetch(url, { credentials: "same-origin" })).json();

@@ -5,8 +5,8 @@ from __future__ import annotations
 from playwright.sync_api import expect
 
 from tests.ui.conftest import login, make_user
-from threads.middleware import CONTENT_SECURITY_POLICY
 from threads.services import thread_create
+from web.middleware import CONTENT_SECURITY_POLICY
 
 
 def test_dc05_thread_list_requires_login_and_shows_new_threads_live(browser, ui_server):

@@ -2,7 +2,7 @@
 
 ``{"type": "<stable code>", "detail": "<sentence>", "fields": {"<field>": [...]}}``;
 ``fields`` is present only for validation errors. Domain errors
-(:class:`threads.exceptions.ThreadsError` and the approval errors deriving from it)
+(:class:`core.errors.CountersignError` and every domain error deriving from it)
 carry their own ``code`` and ``status``; DRF's exceptions map to their default
 codes. Implements STYLE.md 20 and DC-05.
 """
@@ -22,7 +22,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from threads.exceptions import ThreadsError
+from core.errors import CountersignError
 
 #: Domain errors that concern one request field: the field is named in ``fields``.
 _ERROR_FIELDS: Final = {
@@ -219,7 +219,7 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     if isinstance(exc, IntegrityError):
         set_rollback()
         return Response(integrity_conflict(exc), status=409)
-    if isinstance(exc, ThreadsError):
+    if isinstance(exc, CountersignError):
         set_rollback()
         field = getattr(exc, "field", None) or _ERROR_FIELDS.get(exc.code)
         detail = str(exc) or exc.code.replace("_", " ")

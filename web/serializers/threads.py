@@ -56,7 +56,7 @@ class StrictInputMixin:
     JSON values must have the type the schema documents: DRF would read ``0`` as
     the string ``"0"`` or ``"true"`` as a boolean; here they are refused, naming the
     field. The OpenAPI schema says ``additionalProperties: false`` for these
-    bodies (config.schema).
+    bodies (web.schema).
     """
 
     def to_internal_value(self, data: Any) -> Any:

@@ -11,13 +11,13 @@ from typing import Any
 
 from drf_spectacular.openapi import AutoSchema
 
-import config.authentication  # noqa: F401 - registers the bearer security scheme
+import web.authentication  # noqa: F401 - registers the bearer security scheme
 
 
 class ApiAutoSchema(AutoSchema):
     """Name nested serializers after the view that holds them; strict bodies are closed.
 
-    A request body read by a :class:`threads.serializers.StrictInputMixin`
+    A request body read by a :class:`web.serializers.threads.StrictInputMixin`
     serializer refuses undeclared fields, so its schema says
     ``additionalProperties: false``; request strings say they hold no NUL.
     """
@@ -34,7 +34,7 @@ class ApiAutoSchema(AutoSchema):
         # Deferred: this module is named in settings (REST_FRAMEWORK's
         # DEFAULT_SCHEMA_CLASS) and may load before the app registry is ready;
         # serializers import models.
-        from threads.serializers import StrictInputMixin
+        from web.serializers.threads import StrictInputMixin
 
         result = super()._map_basic_serializer(serializer, direction)
         if direction == "request":

@@ -61,7 +61,7 @@ from channels.utils import await_many_dispatch
 
 from approvals.models import ApprovalRequest
 from approvals.services import APPROVALS_GROUP, approval_snapshot
-from threads.conf import countersign_settings
+from core.conf import countersign_settings
 from threads.logreader import log_after
 from threads.realtime import (
     MESSAGE_ID_KEY,

@@ -23,19 +23,19 @@ from rest_framework.views import APIView
 from approvals.exceptions import ApprovalAlreadyDecided, InvalidEditedArguments
 from approvals.models import ApprovalGrant, ApprovalRequest, ToolExecution
 from approvals.selectors import approval_get, approval_list, grant_get, grant_list
-from approvals.serializers import ApprovalOutputSerializer, GrantOutputSerializer
 from approvals.services import approval_decide, approval_undo, execution_resolve
 from approvals.services.claims import approval_claim, approval_release
 from approvals.services.grants import grant_revoke
+from core.conf import countersign_settings
 from threads.answers import compact_json
-from threads.api import (
+from web.api.threads import (
     errors,
     limit_parameter,
     offset_page,
     offset_parameter,
 )
-from threads.conf import countersign_settings
-from threads.serializers import QueryFilterSerializer, StrictSerializer, results_of
+from web.serializers.approvals import ApprovalOutputSerializer, GrantOutputSerializer
+from web.serializers.threads import QueryFilterSerializer, StrictSerializer, results_of
 
 #: Longest reason accepted, in characters.
 MAX_REASON_CHARS = 2000

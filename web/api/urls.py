@@ -9,8 +9,8 @@ from __future__ import annotations
 from django.urls import path, re_path, register_converter
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from approvals import api as approvals_api
-from threads import api as threads_api
+from web.api import approvals as approvals_api
+from web.api import threads as threads_api
 
 
 class PkConverter:

@@ -30,7 +30,7 @@ from approvals.selectors import (
     approval_queue_facets,
     can_see_queue,
 )
-from threads.conf import countersign_settings
+from core.conf import countersign_settings
 
 #: The query parameters the queue page reads, with their defaults.
 QUEUE_FILTERS = {

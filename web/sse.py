@@ -16,7 +16,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
 from agentcore.events import EventEncoder, event_from_dict
-from threads.conf import countersign_settings
+from core.conf import countersign_settings
 from threads.logreader import log_after
 from threads.models import Run
 from threads.realtime import register_server_loop, thread_group_name

@@ -30,8 +30,8 @@ from approvals.authorization import approval_authorization
 from approvals.labels import approval_label
 from approvals.models import DECIDE_PERMISSION, ApprovalRequest
 from approvals.selectors import VIEW_PERMISSION, approval_context, can_see_queue
+from core.conf import countersign_settings
 from threads.agent_config import agent_toolset
-from threads.conf import countersign_settings
 from threads.exceptions import UnknownAgent
 from threads.models import Message, Thread, ToolCall
 from threads.selectors import (

@@ -3,7 +3,7 @@
 DRF's :class:`~rest_framework.authentication.TokenAuthentication` reads only
 ``Authorization: Token <key>``; HTTP clients and SDKs commonly send ``Bearer``.
 The same token (``manage.py createtoken``) is accepted under either keyword, for
-the REST API and for AG-UI (``threads.agui`` reads both).
+the REST API and for AG-UI (``web.agui`` reads both).
 """
 
 from __future__ import annotations

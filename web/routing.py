@@ -1,10 +1,10 @@
-"""WebSocket routes; an unknown path is closed with code 4404 (threads.consumers)."""
+"""WebSocket routes; an unknown path is closed with code 4404 (web.consumers)."""
 
 from __future__ import annotations
 
 from django.urls import path, re_path
 
-from threads.consumers import ApprovalsConsumer, NotFoundConsumer, ThreadEventsConsumer
+from web.consumers import ApprovalsConsumer, NotFoundConsumer, ThreadEventsConsumer
 
 websocket_urlpatterns = [
     path("ws/threads/<str:thread_id>/", ThreadEventsConsumer.as_asgi()),

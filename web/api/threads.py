@@ -4,7 +4,7 @@ Views are shells (STYLE.md 3): each parses its input with a nested
 ``InputSerializer`` (or ``FilterSerializer`` for query strings), calls one
 service or selector, and returns an ``OutputSerializer``'s data. Objects are
 looked up among those the user may see, so another user's thread, run or tool
-call answers 404. Errors are mapped in ``config.exception_handler``.
+call answers 404. Errors are mapped in ``web.exception_handler``.
 Implements DC-05 (a REST API for integrations).
 
 Over 400 lines because it holds the REST views of one app (threads, messages, runs,
@@ -32,7 +32,6 @@ from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
 from approvals.services import client_run_cancel, thread_pending_calls_cancel
-from config.exception_handler import error_body
 from threads.agent_config import agent_settings
 from threads.exceptions import UnknownAgent
 from threads.idempotency import MAX_KEY_LENGTH, idempotent_response
@@ -51,7 +50,9 @@ from threads.selectors import (
     tool_call_list,
     tool_list,
 )
-from threads.serializers import (
+from threads.services import message_post, thread_archive, thread_create
+from web.exception_handler import error_body
+from web.serializers.threads import (
     THREAD_STATUSES,
     AgentOutputSerializer,
     AguiMessageField,
@@ -67,7 +68,6 @@ from threads.serializers import (
     ToolOutputSerializer,
     results_of,
 )
-from threads.services import message_post, thread_archive, thread_create
 
 #: Largest integer accepted in a query string (fits a signed 64-bit column).
 MAX_INT = 2**63 - 1

@@ -33,15 +33,15 @@ from agentcore.events import (
     ToolsCapabilities,
     TransportCapabilities,
 )
-from config.exception_handler import integrity_conflict
+from core.errors import CountersignError
 from orchestration.resume import agui_run_start
 from threads.agent_config import agent_toolset
-from threads.exceptions import ThreadsError
 from threads.ids import check_input_messages
 from threads.models import Thread
 from threads.selectors import thread_visible_to, thread_write_check
-from threads.sse import follow_log
 from threads.validation import MAX_ID_LENGTH, PUBLIC_ID, JSONInputError, parse_json
+from web.exception_handler import integrity_conflict
+from web.sse import follow_log
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -149,7 +149,7 @@ def _tool_name_problem(agent: str, run_input: RunAgentInput) -> tuple[str, str] 
     return None
 
 
-def _id_problem(*, user: Any, run_input: RunAgentInput) -> ThreadsError | None:
+def _id_problem(*, user: Any, run_input: RunAgentInput) -> CountersignError | None:
     """Return the refusal for input ids that collide with the thread's history, or ``None``.
 
     Checked before the run is created (nothing is recorded on a refusal); a thread
@@ -164,7 +164,7 @@ def _id_problem(*, user: Any, run_input: RunAgentInput) -> ThreadsError | None:
         # A reader who does not own the thread learns that first, not its id clashes.
         try:
             thread_write_check(user=user, thread=thread)
-        except ThreadsError as error:
+        except CountersignError as error:
             return error
     messages = [
         m.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -172,7 +172,7 @@ def _id_problem(*, user: Any, run_input: RunAgentInput) -> ThreadsError | None:
     ]
     try:
         check_input_messages(thread=thread, messages=messages)
-    except ThreadsError as error:
+    except CountersignError as error:
         return error
     return None
 
@@ -232,7 +232,7 @@ async def agui_run(request: HttpRequest, agent: str) -> HttpResponseBase:
     if problem is None:
         try:
             problem = await sync_to_async(_tool_name_problem)(agent, run_input)
-        except ThreadsError as error:
+        except CountersignError as error:
             return error_response(error.status, error.code, str(error))
     if problem is not None:
         field, detail = problem
@@ -247,7 +247,7 @@ async def agui_run(request: HttpRequest, agent: str) -> HttpResponseBase:
         thread, run, start = await sync_to_async(agui_run_start)(
             user=user, agent=agent, run_input=run_input
         )
-    except ThreadsError as error:
+    except CountersignError as error:
         at = getattr(error, "field", None)
         extra = dict(getattr(error, "extra", None) or {})
         if at:
@@ -301,7 +301,7 @@ async def agui_capabilities(request: HttpRequest, agent: str) -> HttpResponseBas
         return error_response(401, "not_authenticated", failure)
     try:
         body = await sync_to_async(capabilities_for)(agent)
-    except ThreadsError as error:
+    except CountersignError as error:
         return error_response(error.status, error.code, str(error))
     return JsonResponse(body)
 

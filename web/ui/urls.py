@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from threads import ui
+from web.ui import threads as ui
 
 urlpatterns = [
     path("", ui.thread_list, name="ui-thread-list"),

@@ -1,0 +1,16 @@
+"""What every Countersign package stands on: settings access, base errors, shared types.
+
+``core`` sits below every other package (``agentcore`` excepted, which has no Django
+and takes its configuration as arguments) and imports none of them:
+:mod:`core.conf` (``countersign_settings``), :mod:`core.errors` (the base of every
+domain error) and :mod:`core.types` (the user type).
+"""
+
+#: The modules other packages may import (tests/test_architecture.py).
+PUBLIC_MODULES = frozenset(
+    {
+        "core.conf",
+        "core.errors",
+        "core.types",
+    }
+)
