@@ -36,7 +36,7 @@ DEFAULTS: Final[dict[str, Any]] = {
     # execution waits this long past the timeout before it treats the first
     # worker as dead (BC32).
     "EXECUTION_LEASE_GRACE_SECONDS": 30.0,
-    # Governance (issue 16): a policy that raises or returns nonsense fails closed
+    # Governance: a policy that raises or returns nonsense fails closed
     # to one approval by this Django group (created on first use).
     "POLICY_FAIL_CLOSED_GROUP": "approvers-strict",
     # A claim on an approval request lapses after this many seconds.
