@@ -137,7 +137,7 @@ class Command(BaseCommand):
             if users.objects.filter(username=username).exists():
                 self.stdout.write(
                     f"User {username!r} exists; left unchanged (reset its password "
-                    f"with: python manage.py changepassword {username})."
+                    f"with: .venv/bin/python manage.py changepassword {username})."
                 )
                 continue
             password = secrets.token_urlsafe(12)
