@@ -60,7 +60,7 @@ def check_notifications(
         return [
             checks.Error(
                 f"COUNTERSIGN['NOTIFICATIONS'] is {type(raw).__name__}, not a list",
-                hint="Give a list of targets (README, Notifications), or [] for none; "
+                hint="Give a list of targets (docs/notifications.md), or [] for none; "
                 "COUNTERSIGN_NOTIFICATIONS_JSON must be a JSON array.",
                 id="approvals.E101",
             )
@@ -71,7 +71,7 @@ def check_notifications(
         errors += [
             checks.Error(
                 problem,
-                hint="See README, Notifications, for each kind's fields.",
+                hint="See docs/notifications.md for each kind's fields.",
                 id="approvals.E102",
             )
             for problem in problems

@@ -36,7 +36,7 @@ Redis, one item is enqueued again at most once per ``QUEUED_STALE_SECONDS``. Eac
 recovery is logged as one line (``janitor`` = the kind, the ids, ``age_seconds``)
 and each sweep that recovered something is kept as a
 :class:`approvals.models.JanitorSweep` (admin: "Janitor sweeps"). The bounds are
-in the README ("Recovery from crashes"). Implements FT-06, DC-04.
+in docs/recovery.md. Implements FT-06, DC-04.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Create the groups ``operator``, ``approver`` and ``admin`` (and, optionally, demo users).
 
-README "Roles and permissions" says what each role may do. Idempotent: each run
+docs/governance.md "Roles and permissions" says what each role may do. Idempotent: each run
 sets the groups' permissions to exactly the lists below; existing users are never
 changed.
 """
