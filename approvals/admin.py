@@ -256,7 +256,7 @@ class ApprovalVoteInline(admin.TabularInline):
 
 @admin.register(ApprovalRequest)
 class ApprovalRequestAdmin(admin.ModelAdmin):
-    # Status and decider first: they are what a reviewer scans for (issue 15).
+    # Status and decider first: they are what a reviewer scans for.
     list_display = (
         "tool_badge",
         "status",
@@ -323,7 +323,7 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         "approvals_required",
         "risk_level",
         "risk_reason",
-        # Notification bookkeeping (issue 15), not a field to edit.
+        # Notification bookkeeping, not a field to edit.
         "expiry_announced_at",
     )
 

@@ -158,7 +158,7 @@ def _governed(
 
 
 def governance_refusals(*, approval: ApprovalRequest, user: Any) -> tuple[str, ...]:
-    """Return the governance rules that keep ``user`` from deciding ``approval`` (issue 16).
+    """Return the governance rules that keep ``user`` from deciding ``approval``.
 
     Sentences, empty when none applies: not a member of the request's approver
     groups (of its current escalation step; superusers always are), and being

@@ -1,6 +1,6 @@
 """System checks of the approval workflow's settings, with stable ids (STYLE.md 18).
 
-Notifications (issue 15):
+Notifications:
 
 - ``approvals.E101``: ``COUNTERSIGN["NOTIFICATIONS"]`` is not a list;
 - ``approvals.E102``: a notification target is invalid (kind, events, address,
@@ -11,7 +11,7 @@ Notifications (issue 15):
   links would not open);
 - ``approvals.E106``: a notification number (``NOTIFY_*``) is not positive.
 
-Governance (issue 16; ids in the ``threads`` range of the agents' settings):
+Governance (ids in the ``threads`` range of the agents' settings):
 
 - ``approvals.E070``: a static policy in ``COUNTERSIGN_AGENTS[agent]["policies"]``
   is not a valid declaration (unknown key, bad count, expiry shorter than the
@@ -60,7 +60,7 @@ def check_notifications(
         return [
             checks.Error(
                 f"COUNTERSIGN['NOTIFICATIONS'] is {type(raw).__name__}, not a list",
-                hint="Give a list of targets (README, Notifications), or [] for none; "
+                hint="Give a list of targets (docs/notifications.md), or [] for none; "
                 "COUNTERSIGN_NOTIFICATIONS_JSON must be a JSON array.",
                 id="approvals.E101",
             )
@@ -71,7 +71,7 @@ def check_notifications(
         errors += [
             checks.Error(
                 problem,
-                hint="See README, Notifications, for each kind's fields.",
+                hint="See docs/notifications.md for each kind's fields.",
                 id="approvals.E102",
             )
             for problem in problems

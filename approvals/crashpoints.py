@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 #: Every step boundary of a run and of an execution, in order. A worker killed at
-#: any of them is recovered (README "Recovery from crashes"):
+#: any of them is recovered (docs/recovery.md):
 #:
 #: - ``after_run_claimed``: the run is ``running``, no agent event yet;
 #: - ``after_run_recorded``: the run's events are recorded (``awaiting_tools``

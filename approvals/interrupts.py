@@ -122,7 +122,7 @@ def interrupt_for(approval: ApprovalRequest) -> dict[str, Any]:
             "argumentsHash": arguments_hash(approval.proposed_arguments),
             # The same {level, reasons} the REST API, queue and admin show.
             "risk": approval_risk(approval),
-            # Governance (issue 16 item 6): the same state the REST API shows.
+            # Governance (votes, groups): the same state the REST API shows.
             "approvals": {
                 key: progress[key] for key in ("required", "given", "by", "reset")
             },

@@ -63,7 +63,7 @@ def execution_approval_lock(
     """Lock the thread, call ``tool_call_pk``, its open approval request, then its execution.
 
     Either of the last two is ``None`` when the call has none. For the executor,
-    which may send the call back to an operator (issue 14 item 6).
+    which may send the call back to an operator when it changed since approval.
     """
     thread, call = tool_call_lock(thread_pk=thread_pk, tool_call_pk=tool_call_pk)
     # With its decider: the executor checks the approver's permission (SEC-02).

@@ -2,7 +2,7 @@
 
 Invariants backed by the database: one open approval request per tool call (an
 earlier request a re-approval superseded keeps its decision and points to its
-successor, issue 14 item 6); one execution record per tool call (claimed before any side effect, BC32); audit
+successor); one execution record per tool call (claimed before any side effect, BC32); audit
 entries chained by hash and never updated. Implements DC-03, DC-04, SEC-02.
 """
 
@@ -132,7 +132,7 @@ class ApprovalRequest(models.Model):
     schema_errors = models.TextField(blank=True, default="")
     #: When ``approval_expiring`` was sent for this request (once), or null.
     expiry_announced_at = models.DateTimeField(null=True, blank=True)
-    # -- governance (issue 16): routing, N of M, escalation, claims -------------
+    # -- governance: routing, N of M, escalation, claims -------------------------
     #: The Django groups whose members may decide now (empty: anyone holding the
     #: decide permission); replaced by each escalation step.
     approver_groups = models.ManyToManyField("auth.Group", blank=True, related_name="+")
@@ -454,7 +454,7 @@ class ApprovalVote(models.Model):
 
 
 class ToolPolicy(models.Model):
-    """A static policy for one tool, edited in the admin without code (issue 16 item 1).
+    """A static policy for one tool, edited in the admin without code.
 
     Takes precedence over ``COUNTERSIGN_AGENTS[agent]["policies"]`` and the tool's
     own policy. ``agent`` blank applies to every agent; an agent-specific row wins
@@ -524,7 +524,7 @@ class ToolPolicy(models.Model):
 
 
 class ApprovalGrant(models.Model):
-    """A scoped "always allow": future calls of one tool run without asking (issue 16 item 5).
+    """A scoped "always allow": future calls of one tool run without asking.
 
     Scope ``thread`` (this thread), ``user`` (the requesting user's threads) or
     ``agent`` (every thread of ``agent``); ``constraint`` is a JSON Schema the

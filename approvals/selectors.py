@@ -224,8 +224,8 @@ def approval_risk(approval: ApprovalRequest) -> dict[str, Any]:
     AG-UI interrupt metadata). High: the tool declares itself destructive, or a
     numeric argument is over ``COUNTERSIGN["RISK_THRESHOLDS"][tool][argument]``.
     Low: a read-only tool. Medium: any other write. A policy's declared
-    ``risk_level`` / ``risk_reason`` (stored on the request when it was routed,
-    issue 16) joins them: the level is the higher of the declared and the
+    ``risk_level`` / ``risk_reason`` (stored on the request when it was routed)
+    joins them: the level is the higher of the declared and the
     computed one (a policy cannot talk a destructive call down), its reason
     (``"policy: ..."``) listed last. Implements LP-01 (high-risk writes are confirmed).
     """

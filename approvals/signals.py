@@ -13,7 +13,7 @@ also has ``group`` (the name of the first group the request was escalated to),
 - ``approval_expiring``: it is still pending and expires within
   ``COUNTERSIGN["NOTIFY_EXPIRING_SECONDS"]`` (sent once per request by the beat task).
 - ``approval_escalated``: it was escalated to ``groups`` (sent by
-  :mod:`approvals.services.escalation` on the beat; issue 16 item 4).
+  :mod:`approvals.services.escalation` on the beat).
 
 Receivers are called with ``send_robust``: a failing receiver is logged and never
 undoes or delays the decision. Outbound notifications (``approvals.notifications``)

@@ -19,7 +19,7 @@ from web.routing import websocket_urlpatterns  # noqa: E402
 
 
 class BareConsumer(AsyncWebsocketConsumer):
-    """Accept and join one group; nothing else (PERFORMANCE.md B5 baseline)."""
+    """Accept and join one group; nothing else (docs/benchmarks.md, B5 baseline)."""
 
     async def connect(self) -> None:
         group = self.scope["url_route"]["kwargs"]["group"]

@@ -10,7 +10,7 @@ ASGI app on the same uvicorn command (``bench.raw_sse_app``) that streams its
 Pub/Sub channel as SSE frames. The client runs in its own process (``python -m
 bench.e2e_sse client URL HEADERS``), so it shares no interpreter lock with the
 recorder. Throughput = E / (first yield → the client has RUN_FINISHED); a paced
-variant at 1,000 events/s gives latency. Target (PERFORMANCE.md B1): SSE
+variant at 1,000 events/s gives latency. Target (docs/benchmarks.md, B1): SSE
 throughput >= 0.6x raw ASGI.
 
     python -m bench.e2e_sse      # BENCH_E (10000)

@@ -6,7 +6,7 @@
 subscribes to Pub/Sub channel ``C``, sends a keep-alive comment once subscribed,
 then every message published on ``C`` as ``id: <seq>`` / ``data: <message>`` until
 a message whose ``type`` is ``RUN_FINISHED``. No framework, no database: the
-floor under ``GET /agui/threads/<id>/events`` (PERFORMANCE.md B1, SSE variant).
+floor under ``GET /agui/threads/<id>/events`` (docs/benchmarks.md, B1 SSE variant).
 """
 
 from __future__ import annotations

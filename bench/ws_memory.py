@@ -39,7 +39,7 @@ from bench.common import (
 
 # 200 by default, not 1,000: every idle thread socket re-reads the log once a second
 # (SOCKET_POLL_SECONDS) on the one thread-sensitive DB thread, which saturates near
-# 1,000 sockets per process and makes handshakes time out (see README, Benchmarks).
+# 1,000 sockets per process and makes handshakes time out (docs/benchmarks.md, B5).
 CONNECTIONS = int(os.environ.get("BENCH_WS_CONNECTIONS") or 200)
 CYCLES = int(os.environ.get("BENCH_WS_CYCLES") or 3)
 THREADS = 100

@@ -2,7 +2,7 @@
 
 Selected by ``CELERY_BROKER_TRANSPORT`` (``config/settings.py``) when ``REDIS_URL``
 is a ``redis://`` or ``rediss://`` URL. Two defects of kombu 5.7's Redis transport
-kill a busy worker when its Redis restarts (issue 19 point 1):
+kill a busy worker when its Redis restarts:
 
 1. On a lost connection Celery's consumer calls ``Connection.collect()``, which
    tries to close the default channel (the channel's pending ``BRPOP`` read fails

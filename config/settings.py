@@ -231,7 +231,7 @@ CELERY_TASK_ROUTES = {
     "approvals.tasks.*": {"queue": "tools"},
 }
 # The janitor's sweep interval (COUNTERSIGN["JANITOR_INTERVAL_SECONDS"] below):
-# it bounds recovery from dead workers and lost broker messages (README).
+# it bounds recovery from dead workers and lost broker messages (docs/recovery.md).
 _JANITOR_INTERVAL = float(os.environ.get("COUNTERSIGN_JANITOR_INTERVAL_SECONDS") or 10)
 CELERY_BEAT_SCHEDULE = {
     "expire-approvals": {"task": "approvals.tasks.expire_approvals", "schedule": 30.0},
@@ -300,7 +300,7 @@ for _name in (
     "RUN_STALE_SECONDS",
     "QUEUED_STALE_SECONDS",
     "DECISION_UNDO_SECONDS",
-    # notification retries and thresholds (README "Notifications")
+    # notification retries and thresholds (docs/notifications.md)
     "NOTIFY_EXPIRING_SECONDS",
     "NOTIFY_MAX_ATTEMPTS",
     "NOTIFY_RETRY_BACKOFF_SECONDS",
@@ -310,7 +310,7 @@ for _name in (
     if os.environ.get(f"COUNTERSIGN_{_name}"):
         COUNTERSIGN[_name] = float(os.environ[f"COUNTERSIGN_{_name}"])
 
-# Outbound notifications (README "Notifications"): targets as JSON, e.g.
+# Outbound notifications (docs/notifications.md): targets as JSON, e.g.
 # COUNTERSIGN_NOTIFICATIONS_JSON='[{"name": "ops", "kind": "email", "to": ["ops@example.com"]}]',
 # and the site's public address for the signed links they carry.
 if os.environ.get("COUNTERSIGN_NOTIFICATIONS_JSON"):

@@ -25,7 +25,7 @@ DEFAULTS: Final[dict[str, Any]] = {
     # event to the thread's sockets that ask for previews (``?preview=1``) at
     # once, before its coalesced row is written; the committed batch confirms
     # it. Readers drop a preview never confirmed at the run's end or after 5 s
-    # (the operator UI does). README "Configuration".
+    # (the operator UI does). docs/configuration.md.
     "PREVIEW_EVENTS": True,
     # Agent loop limits (LP-06).
     "MAX_ITERATIONS": 10,
@@ -36,7 +36,7 @@ DEFAULTS: Final[dict[str, Any]] = {
     # execution waits this long past the timeout before it treats the first
     # worker as dead (BC32).
     "EXECUTION_LEASE_GRACE_SECONDS": 30.0,
-    # Governance (issue 16): a policy that raises or returns nonsense fails closed
+    # Governance: a policy that raises or returns nonsense fails closed
     # to one approval by this Django group (created on first use).
     "POLICY_FAIL_CLOSED_GROUP": "approvers-strict",
     # A claim on an approval request lapses after this many seconds.
@@ -64,7 +64,7 @@ DEFAULTS: Final[dict[str, Any]] = {
     # (duplicates are harmless). An execution ``reserved`` past its lease (tool
     # timeout + EXECUTION_LEASE_GRACE_SECONDS) is handed to a worker again, which
     # runs an idempotent tool again or records ``outcome_unknown``. Checked by
-    # threads.checks (threads.E030-E032); README "Recovery from crashes".
+    # threads.checks (threads.E030-E032); docs/recovery.md.
     "JANITOR_INTERVAL_SECONDS": 10.0,
     "QUEUED_STALE_SECONDS": 15.0,
     # Approvals decided in the operator UI (queue, thread page, admin) execute
@@ -77,7 +77,7 @@ DEFAULTS: Final[dict[str, Any]] = {
     "RISK_THRESHOLDS": {},
     # Sweeps that recovered something are kept (admin: Janitor sweeps) this long.
     "JANITOR_SWEEP_RETENTION_SECONDS": 7 * 24 * 3600,
-    # Outbound notifications (approvals.notifications; README "Notifications"): a
+    # Outbound notifications (approvals.notifications; docs/notifications.md): a
     # list of targets, each {"name", "kind": "email"|"webhook"|"apprise",
     # "events": ["requested", "expiring", "decided", "escalated"], and "to" (email),
     # "url" + "secret" (webhook, Standard Webhooks) or "urls" (apprise)}. Checked

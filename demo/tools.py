@@ -160,7 +160,7 @@ ORDERS: Final[Mapping[str, dict[str, Any]]] = MappingProxyType(
             "email": "ada@example.com",
             "status": "delivered",
             "currency": "EUR",
-            # Large enough that the README's 25.00 refund can be tried many times.
+            # Large enough that the demo's 25.00 refund can be tried many times.
             "total": "500.00",
             "items": [
                 {"sku": "BK-101", "name": "Notebook", "quantity": 2, "price": "12.50"},

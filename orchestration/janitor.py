@@ -36,7 +36,7 @@ Redis, one item is enqueued again at most once per ``QUEUED_STALE_SECONDS``. Eac
 recovery is logged as one line (``janitor`` = the kind, the ids, ``age_seconds``)
 and each sweep that recovered something is kept as a
 :class:`approvals.models.JanitorSweep` (admin: "Janitor sweeps"). The bounds are
-in the README ("Recovery from crashes"). Implements FT-06, DC-04.
+in docs/recovery.md. Implements FT-06, DC-04.
 """
 
 from __future__ import annotations
@@ -294,7 +294,7 @@ def _lost_messages(sweep: _Sweep, *, queued_seconds: float | None) -> None:
     _executions_requeue(
         sweep,
         kind="executions_requeued",
-        # A call sent back to an operator after approval (issue 14.6) keeps its
+        # A call sent back to an operator after approval keeps its
         # queued execution until the new request is decided: not a lost message.
         # One deferred by its decision's undo window (``not_before``) is counted
         # from the end of the window, not from its creation: it is not lost.

@@ -25,7 +25,7 @@ Two endpoints share the graph shape and differ only in the model:
 ``ag-ui-langgraph`` names a backend tool's ``TOOL_CALL_RESULT`` by the tool call id
 while the ``ToolMessage`` LangGraph keeps (and puts in ``MESSAGES_SNAPSHOT``) gets
 its own uuid: the snapshot disagrees with the stream, which is what Countersign
-has to reconcile (issue 13 item 5).
+has to reconcile.
 """
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ _LOOP_KEYS: Final[dict[str, Any]] = {
 _REMOTE_KEYS: Final[dict[str, Any]] = {"url": str, "headers": dict[str, str]}
 
 
-_HINT: Final = "Give a value of the type the README's Configuration table names."
+_HINT: Final = "Give a value of the type docs/configuration.md names."
 
 
 @dataclass(frozen=True, slots=True)

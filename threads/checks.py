@@ -149,7 +149,7 @@ def check_janitor(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMe
     ``threads.E031`` when ``RUN_STALE_SECONDS`` does not outlast four
     heartbeat intervals (``orchestration.supervision``: a heartbeat is fresh for
     three, its worker dead after four), ``threads.E032`` when the beat entry is missing or disagrees.
-    The windows bound recovery from crashes (README "Recovery from crashes").
+    The windows bound recovery from crashes (docs/recovery.md).
     """
     from core.conf import countersign_settings
 

@@ -74,7 +74,8 @@ def enqueue(task_path: str, **kwargs: Any) -> None:
     """Run the Celery task at ``task_path`` with ``kwargs`` once the transaction commits.
 
     A broker that cannot be reached at that moment is logged, not raised: the row
-    is committed ``queued`` and the janitor enqueues it again (issue 19).
+    is committed ``queued`` and the janitor enqueues it again: a request never
+    fails because Redis is restarting.
     """
 
     def send() -> None:

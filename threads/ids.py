@@ -27,7 +27,7 @@ stays unanswered. The rules:
   unguessable, so a client cannot aim at a future one; a client-chosen ``runId``
   already used on the thread is a 409 where the run is created.
 
-Implements DC-01, SEC-06 (issue 19.3).
+Implements DC-01, SEC-06.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def check_input_messages(*, thread: Any, messages: Sequence[dict[str, Any]]) -> 
     models) in input order; ``thread`` may be ``None`` (a new thread, where only the
     namespace is checked). Raises :class:`ReservedId` (400) for a new message in
     Countersign's namespace and :class:`IdConflict` (409) for a collision. Stores
-    nothing. Implements issue 19.3 and 13.7.
+    nothing. Implements DC-01, SEC-06.
     """
     stored: dict[str, Any] = {}
     answered: dict[str, str] = {}

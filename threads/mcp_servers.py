@@ -327,7 +327,7 @@ def _error(message: str) -> checks.CheckMessage:
     return checks.Error(
         message,
         hint=(
-            "See 'MCP servers' in the README: give 'url' or 'command', name header "
+            "See docs/mcp.md: give 'url' or 'command', name header "
             "and environment variables that are set, and use known policies."
         ),
         id=CHECK_ID,

@@ -113,7 +113,7 @@ def thread_status(*, thread: Thread) -> ThreadStatus:
     if (
         run.status in Run.ACTIVE_STATUSES
         # A client's run is running while its stream is open, whatever its
-        # segments do inside (issue 13.1: the story the client saw).
+        # segments do inside: the story the client saw.
         or Run.objects.filter(thread=thread, wire_state=WIRE_OPEN).exists()
     ):
         return "running"
@@ -293,8 +293,8 @@ class ClientRun:
     ``terminal`` is the payload of the wire's ``RUN_FINISHED``/``RUN_ERROR`` (``None``
     while the run is still streaming) and ``terminal_at`` when it was written.
     Every status, outcome and list below is read off what the client was sent, so
-    the REST API and the operator UI tell the same story as the stream. Implements
-    issue 13.1 (one run per request, in every view).
+    the REST API and the operator UI tell the same story as the stream: one run per
+    request, in every view.
     """
 
     run: Run
@@ -436,7 +436,7 @@ def thread_client_runs(*, thread: Thread) -> list[ClientRun]:
 
     One entry per POST (or posted message, or run Countersign started itself), as
     ``GET /agui/threads/<id>/events`` replays them; a segment is never an entry of
-    its own. Implements issue 13.1.
+    its own: one run per request, as the client saw it.
     """
     runs = list(
         Run.objects.filter(thread=thread)

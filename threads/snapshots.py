@@ -18,8 +18,8 @@ messages and calls only the snapshot holds, as ordinary stream events
 (``TEXT_MESSAGE_*``, ``TOOL_CALL_START/ARGS/END``, ``TOOL_CALL_RESULT``) to record
 before the snapshot, so they are projected, relayed and (for calls) disposed of by
 policy like streamed ones (FT-06, SEC-02); then the snapshot with every message it
-shares with the thread under the thread's id. Implements issue 13 item 5, TC-08,
-TC-09.
+shares with the thread under the thread's id, so a client that replaces its
+history with the snapshot can post it back. Implements TC-08, TC-09.
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ TOOL_CALL_TRANSITIONS: Final[Mapping[str, frozenset[str]]] = {
         {_C.APPROVED, _C.DECLINED, _C.EXPIRED, _C.CANCELLED}
     ),
     # reserved for execution, refused at execution time (SEC-02), back to an
-    # operator because its arguments or schema changed since approval (issue 14.6),
+    # operator because its arguments or schema changed since approval,
     # or answered by a remote agent that executes an approved interrupt-bound call
     # itself (IR-18)
     _C.APPROVED: frozenset(

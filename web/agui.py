@@ -132,7 +132,7 @@ def _tool_name_problem(agent: str, run_input: RunAgentInput) -> tuple[str, str] 
 
     A client's frontend tool (FT-01) whose name resolves to one of the agent's own
     or application tools would be handed to the client as pending and answered by
-    Countersign as well; it is refused before the run starts (issue 13.6). Raises
+    Countersign as well; it is refused before the run starts. Raises
     :class:`threads.exceptions.UnknownAgent` for an unknown agent.
     """
 

@@ -138,7 +138,7 @@ def integrity_conflict(
     The body names the public field the constraint protects (``toolCallId``,
     ``messageId``, ``runId``...) and the conflicting public id when the caller
     passes ``value`` or PostgreSQL's detail shows it; never SQL, constraint names
-    or internal primary keys. Implements issue 13.7.
+    or internal primary keys, which would tell a caller about other users' rows.
     """
     cause = error.__cause__
     diag = getattr(cause, "diag", None)

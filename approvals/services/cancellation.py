@@ -41,7 +41,7 @@ def client_run_cancel(*, run: Run, cancelled_by: Any) -> Run:
     ``{type:"cancelled"}`` at once. Returns the client's run as stored. Raises
     :class:`RunNotCancellable` once the client's run has ended and
     :class:`ApprovalPermissionDenied` as ``thread_pending_calls_cancel`` does.
-    Implements IR-01 (a cancelled run ends ``cancelled``), issue 13.1.
+    Implements IR-01 (a cancelled run ends ``cancelled``).
     """
     wire = run.wire_run
     if not wire.managed:

@@ -1,4 +1,4 @@
-"""Claiming an approval request so two approvers don't work on the same one (issue 16 item 3).
+"""Claiming an approval request so two approvers don't work on the same one.
 
 A claim is held by one allowed approver until they release it, decide the
 request, the request escalates, or ``COUNTERSIGN["APPROVAL_CLAIM_SECONDS"]``

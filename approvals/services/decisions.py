@@ -91,7 +91,7 @@ def approval_decide(
 
     Approve: the arguments (edited ones re-validated against the schema, SEC-02)
     are hashed and the call queued for execution after commit (a re-approval's
-    queued execution takes the newly approved arguments, issue 14 item 6). Reject: the call is
+    queued execution takes the newly approved arguments). Reject: the call is
     answered with a tool message saying an operator declined it and why. A repeated
     identical decision returns the request unchanged and enqueues nothing (BC34).
 
@@ -132,7 +132,7 @@ def approval_decide(
         # takes): the decider's check and the notification's snapshot share it.
         prefetch_related_objects([locked], "approver_groups")
         # Checked on the locked row: an escalation or a claim may have just
-        # changed who may decide (issue 16), and nothing is recorded if refused.
+        # changed who may decide, and nothing is recorded if refused.
         authorization_require(approval=locked, user=decided_by, decision=decision)
         if locked.status != ApprovalRequest.Status.PENDING:
             if (
@@ -173,7 +173,7 @@ def approval_decide(
             )
         else:
             assert call is not None  # a tool_call request always has its call
-            # Four-eyes / N of M (issue 16): a vote decides only once enough agree.
+            # Four-eyes / N of M: a vote decides only once enough agree.
             outcome = _vote(
                 approval=locked,
                 call=call,
@@ -220,7 +220,7 @@ def _vote(
     edited_arguments: dict[str, Any] | None,
     grant: dict[str, Any] | None,
 ) -> VoteOutcome:
-    """Validate an edit, record ``voter``'s vote and any grant (issue 16).
+    """Validate an edit, record ``voter``'s vote and any grant.
 
     Who may vote was checked by the caller (``authorization_require``).
     """
@@ -326,7 +326,7 @@ def approval_undo(*, approval: ApprovalRequest, user: Any) -> ApprovalRequest:
     attempted and inside its ``not_before`` window can be undone; its execution
     record is removed (a delivery that arrives later finds none and does nothing),
     the call waits for approval again and the decision is cleared. Under N of M
-    (issue 16) the deciding (N-th) approval is withdrawn: that vote is deleted
+    the deciding (N-th) approval is withdrawn: that vote is deleted
     and any grant made with it revoked, while the earlier approvers' votes still
     count (the request needs one more approval again). Only the decider, or a
     user who may authorize the request, may undo. Audited as ``approval.undone``. Raises :class:`UndoTooLate` when execution started or the

@@ -84,7 +84,7 @@ def call_answer_refused(
         actor=actor, action=f"tool_call.{status}", target=call, after={"reason": reason}
     )
     # A call sent back to an operator after approval still has its (never run)
-    # execution record queued; it is closed so nothing runs it (issue 14 item 6).
+    # execution record queued; it is closed so nothing runs it.
     queued = call_execution_lock(call=call)
     if queued is not None and queued.state == ToolExecution.State.QUEUED:
         execution_transition(

@@ -74,7 +74,7 @@ def approval_escalate_locked(approval: ApprovalRequest, *, now: datetime) -> boo
 def approvals_escalate(*, now: datetime | None = None) -> int:
     """Escalate every pending request whose step deadline passed; return how many moved.
 
-    Called by the beat task before expiry. Implements DC-03 (issue 16 item 4).
+    Called by the beat task before expiry. Implements DC-03.
     """
     now = now or timezone.now()
     count = 0

@@ -290,8 +290,8 @@ def _sent_back(
 
     True while its re-approval is pending; true after sending a queued call that
     changed since its approval back as a new request, or answering it with an
-    error once it has been sent back ``MAX_REAPPROVALS`` times. Implements issue
-    14 item 6 and issue 17 item 5.
+    error once it has been sent back ``MAX_REAPPROVALS`` times: the executor runs
+    only what was approved. Implements SEC-02, SEC-04.
     """
     if approval.status == ApprovalRequest.Status.PENDING:
         return True  # approving the re-approval enqueues the call again

@@ -28,7 +28,7 @@ def approval_snapshot(approval: ApprovalRequest) -> dict[str, Any]:
         "id": approval.pk,
         "toolCallId": getattr(approval.call, "tool_call_id", None),
         "kind": approval.kind,
-        # One spelling (issue 13.8): the id AG-UI clients see and resume; the
+        # One spelling everywhere: the id AG-UI clients see and resume; the
         # remote agent's own id, when there is one, stays apart.
         "interruptId": interrupt_id(approval),
         "remoteInterruptId": approval.interrupt_id_or_none,
@@ -61,7 +61,7 @@ def reapproval_snapshot(approval: ApprovalRequest) -> dict[str, Any]:
 
     ``supersedes`` / ``supersededBy`` are request ids (or ``None``);
     ``previousArguments`` are the arguments the earlier request approved.
-    Implements issue 14 item 6 (both versions are shown to the operator).
+    Both versions are shown so the operator sees what changed since approval.
     """
     previous = approval.previous
     return {

@@ -6,7 +6,7 @@ is not run and not refused: it becomes a new pending approval request showing th
 approved and the current version. The earlier request keeps its decision and
 points to its successor (``superseded_by``); both steps are audited. A call that
 keeps changing is answered with an error after :data:`MAX_REAPPROVALS` rounds.
-Implements issue 14 item 6, issue 17 item 5, SEC-02, SEC-04.
+The executor runs only what was approved. Implements SEC-02, SEC-04.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def approval_reopen(
     goes back to ``awaiting_approval``; the execution record stays ``queued`` and
     is enqueued again only when the new request is approved. Must run holding the
     thread, call, approval and execution locks, with ``approval`` approved and
-    ``execution`` queued. Implements issue 14 item 6, SEC-04.
+    ``execution`` queued. Implements SEC-04.
     """
     # The call's one open request is ``call.approval``: the earlier one lets go of
     # the call (it is reached through ``superseded_by``) before the new one takes it.

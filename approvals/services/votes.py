@@ -202,9 +202,9 @@ def governance_snapshot(approval: ApprovalRequest) -> dict[str, Any]:
     policy's declared risk with the computed one (REST, queue and interrupts ``risk``).
 
     Part of :func:`approvals.services.notify.approval_snapshot` and of the REST
-    output (issue 16 item 6): ``approvals`` (:func:`approvals_progress`),
-    ``approverGroups``, ``requesterMayApprove``, ``escalation``,
-    ``escalationStep``, ``stepDeadline``, ``policySource``, ``claimedBy``, ``claimedAt``.
+    output, so every surface shows the same governance state: ``approvals``
+    (:func:`approvals_progress`), ``approverGroups``, ``requesterMayApprove``,
+    ``escalation``, ``escalationStep``, ``stepDeadline``, ``policySource``, ``claimedBy``, ``claimedAt``.
     """
     return {
         "approvals": approvals_progress(approval),

@@ -391,7 +391,7 @@ function setApproval(call, approval) {
 function applyKnown(call) {
   const info = model.known.get(call.id);
   if (!info) return;
-  if (info.runId) call.el.dataset.runId = info.runId; // the client-visible run (issue 13.1)
+  if (info.runId) call.el.dataset.runId = info.runId; // the client-visible run
   if (info.label) call.labelEl.textContent = info.label;
   if (info.result) setResult(call, info.result);
   if (info.state) forceCallState(call, info.state);

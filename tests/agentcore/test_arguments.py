@@ -128,11 +128,11 @@ def test_rt05_rungs_compose_in_order() -> None:
 
 
 def test_rt05_unbalanced_braces_are_truncation_never_closed() -> None:
-    """RT-05, issue 14: unclosed JSON is a cut-off text; closing it would be guessing.
+    """RT-05: unclosed JSON is a cut-off text; closing it would be guessing.
 
     This test asserted the json-repair rung closing ``{"a": {"b": [1, 2]`` into a value;
-    issue 14 ("Completing a prefix is guessing; the model never said it") makes that
-    text ``arguments_truncated``, whatever the stop reason said.
+    completing a prefix is guessing (the model never said it), so that
+    text is ``arguments_truncated``, whatever the stop reason said.
     """
     tool = make(
         {
@@ -159,8 +159,8 @@ def test_rt05_no_rung_turns_garbage_into_empty_object() -> None:
     for raw in ["hello", "}}}", "```\n\n```", "[1, 2]", "42", "true"]:
         parsed = refused(raw, NONE)
         assert parsed.error_type == "invalid_arguments"
-    # "{" was asserted invalid_arguments here; issue 14 answers any cut-off JSON
-    # text as arguments_truncated, and it is still never {}.
+    # "{" was asserted invalid_arguments here; any cut-off JSON is answered
+    # as arguments_truncated, and it is still never {}.
     assert refused("{", NONE).error_type == "arguments_truncated"
 
 

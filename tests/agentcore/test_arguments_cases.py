@@ -275,7 +275,7 @@ async def test_bc12_truncated_repairable_prefix_is_not_executed() -> None:
     tool, seen = recording_tool("write_file", WRITE_FILE)
     raw = '{"file_path": "src/app.py", "content": "def main():\\n    print('
     # This asserted that the ladder closes the string into a schema-valid value;
-    # issue 14 ("Completing a prefix is guessing") makes the text itself
+    # completing a prefix is guessing, so the text itself is
     # arguments_truncated, whatever the stop reason says ...
     alone = parse_arguments(raw, tool=tool)
     assert alone.params is None

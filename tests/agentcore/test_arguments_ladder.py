@@ -1,4 +1,4 @@
-"""Hypothesis properties, one set per rung: every rung of the ladder preserves meaning (issue 14, RT-05, SEC-01).
+"""Hypothesis properties, one set per rung: every rung of the ladder preserves meaning (RT-05, SEC-01).
 
 For each rung there is a *writer* that spells a JSON object ``V`` in the rung's
 dialect. The properties say:
@@ -223,7 +223,7 @@ def test_no_rung_accepts_a_prefix_as_anything_but_v(
 def test_truncated_text_is_never_executed_whatever_the_stop_reason(
     value: dict[str, Any],
 ) -> None:
-    """BC11, issue 14: ``truncated=False`` (a normal stop reason) does not make a prefix whole."""
+    """BC11: ``truncated=False`` (a normal stop reason) does not make a prefix whole."""
     text = write_json(value)
     for cut in range(1, len(text) - 1):
         parsed = parse_arguments(text[:cut], tool=ANY, truncated=False)
@@ -263,7 +263,7 @@ def test_python_literals_accepts_only_what_python_reads_the_same(
 
 
 def test_an_expression_is_not_a_literal() -> None:
-    """Issue 14: ``{'path': 'a' + 'b'}`` is an expression; it is refused, never run."""
+    """``{'path': 'a' + 'b'}`` is an expression; it is refused, never run."""
     for text in [
         "{'path': 'a' + 'b'}",
         "{'path': 'a' 'b'}",

@@ -1,4 +1,4 @@
-"""History end to end: every call and result kept, unique ids on the wire, nothing unencodable sent (issue 14).
+"""History end to end: every call and result kept, unique ids on the wire, nothing unencodable sent.
 
 Each case goes through the real path: the loop (driven by the scripted provider),
 then the request the next model turn gets, translated by all four adapters'
@@ -161,7 +161,7 @@ def request_of(messages: list[Any]) -> ModelRequest:
     return ModelRequest(model="m", messages=messages, tools=[])
 
 
-# --- issue 14 point 4: a reused call id keeps every call and result -----------------
+# --- a reused call id keeps every call and result -----------------------------------
 
 
 REUSED = [
@@ -302,7 +302,7 @@ def test_check_tool_results_accepts_known_and_stored_calls() -> None:
         )
 
 
-# --- issue 14 point 3: unicode end to end ----------------------------------------------
+# --- unicode end to end --------------------------------------------------------------
 
 
 async def test_surrogate_pair_split_across_deltas_is_one_character() -> None:

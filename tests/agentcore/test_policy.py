@@ -1,4 +1,4 @@
-"""Policy decisions with context (issue 16 item 1): forms, validation, failing closed."""
+"""Policy decisions with context: forms, validation, failing closed."""
 
 from __future__ import annotations
 

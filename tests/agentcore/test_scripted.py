@@ -412,7 +412,7 @@ async def test_refund_follow_up_says_what_ran_not_what_was_proposed() -> None:
     ],
 )
 async def test_refund_refusals_are_sentences(error, content, answer) -> None:
-    """A declined, expired or failed refund is told in a sentence, not raw JSON (issue 15)."""
+    """A declined, expired or failed refund is told in a sentence, not raw JSON."""
     events = await play(
         ScriptedProvider(),
         request("", messages=_refund_history(content, error=error)),

@@ -1,5 +1,5 @@
 """The REST API's input matches its schema: camelCase edits, JSON types, filters, closed
-bodies (issue 13.8, findings 2026-12-01 item 7)."""
+bodies."""
 
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ def test_dc05_approval_retrieve_mirrors_the_snapshot(api, approval):
         requestedAt=_stamp(approval.requested_at), expiresAt=_stamp(approval.expires_at)
     )
     body = response.json()
-    # The fields that depend on who asks, or on the tool's policy (issue 15).
+    # The fields that depend on who asks, or on the tool's policy.
     mine = {
         k: body.pop(k) for k in ("canAuthorize", "authorization", "risk", "undoUntil")
     }

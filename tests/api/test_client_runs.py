@@ -7,8 +7,8 @@ can stop at the exact moment it needs: ``GET /api/threads/<id>/runs/``,
 ``GET /api/runs/<id>/``, tool calls, approvals and the thread page's state read
 show that one run with its segments nested; ``POST /api/runs/<client runId>/cancel/``
 cancels whatever part of it is live; a call whose outcome became unknown ends it with
-``RUN_ERROR``. Every log is read by ``ag-ui-validate``. Implements issue 13 items
-1 and 8 in the REST API.
+``RUN_ERROR``. Every log is read by ``ag-ui-validate``. One run per request and one
+interrupt spelling, in the REST API.
 """
 
 from __future__ import annotations

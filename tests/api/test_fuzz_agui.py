@@ -1,4 +1,4 @@
-"""Fuzzing AG-UI input and WebSocket frames: never a 500, always the JSON error shape (issue 19.5).
+"""Fuzzing AG-UI input and WebSocket frames: never a 500, always the JSON error shape.
 
 Hypothesis mutates a valid ``RunAgentInput`` (fields replaced by arbitrary JSON,
 lone surrogates, NUL, deep nesting, fields dropped, junk messages and tools, raw

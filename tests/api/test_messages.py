@@ -27,7 +27,7 @@ def _run_view(run: Run) -> dict:
         "startedAt": None,
         "finishedAt": None,
         # The posted message's run is a client-visible run; its first segment is
-        # the agent's run under the same id (issue 13.1).
+        # the agent's run under the same id.
         "segments": [
             {
                 "runId": run.run_id,

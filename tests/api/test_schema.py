@@ -86,7 +86,7 @@ def test_dc05_schema_is_openapi_3_with_every_operation(api):
 
 
 def test_schema_documents_one_run_per_request_and_one_interrupt_spelling(api):
-    """Runs carry their segments and interruptIds; approvals name both interrupt ids (issue 13)."""
+    """Runs carry their segments and interruptIds; approvals name both interrupt ids."""
     schema = api.get(
         "/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json"
     ).json()

@@ -3,7 +3,7 @@
 An approver may read every thread with an approval request (to decide with the
 context), but a message they posted there would start a run on the owner's behalf
 and make the owner the requester of its calls: they could then approve a call they
-asked for themselves. Found by a new-user trial of issue 16 (four-eyes). SEC-02.
+asked for themselves. Found by a new-user trial of four-eyes approval. SEC-02.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The demo tools with a context-aware refund policy, for the governance tests (issue 16).
+"""The demo tools with a context-aware refund policy, for the governance tests.
 
 Agent ``governed`` (see ``governed_agent`` in ``tests/approvals/test_governance.py``)
 uses these tools. The refund policy looks at the arguments and the context:

@@ -1,4 +1,4 @@
-"""The admin's decide form refuses JSON no entry point accepts, without a 500 (issue 19.4)."""
+"""The admin's decide form refuses JSON no entry point accepts, without a 500."""
 
 from __future__ import annotations
 

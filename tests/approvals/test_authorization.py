@@ -1,4 +1,4 @@
-"""Safe decisions (issue 15): who may authorize a call, refusals, context and undo.
+"""Safe decisions: who may authorize a call, refusals, context and undo.
 
 A decider without the tool's own permission is refused before anything is recorded
 (SEC-02), on the embedded pool and on a real Celery worker against Redis; the

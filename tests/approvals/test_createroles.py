@@ -1,6 +1,6 @@
 """``manage.py createroles``: the operator, approver and admin groups, and demo users.
 
-Issue 15 point 7 (README "Roles and permissions"); SEC-02 (an approver can
+docs/governance.md "Roles and permissions"; SEC-02 (an approver can
 authorize the demo refund: the decide permission and the tool's own).
 """
 

@@ -1,10 +1,10 @@
-"""Governance end to end (issue 16): policy with context, four-eyes and N of M.
+"""Governance end to end: policy with context, four-eyes and N of M.
 
 Every flow runs on the embedded pool and on a real Celery worker process
 (``executor``). Policies the worker must see are rows of
 :class:`approvals.models.ToolPolicy` (the database is shared) or the agent
 ``governed`` given to the worker through ``COUNTERSIGN_AGENTS_JSON``.
-Implements the tests of issue 16 items 1 and 2 (LP-01, SEC-02, DC-03).
+LP-01, SEC-02, DC-03.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""Governance end to end (issue 16): routing and claims, scoped grants, escalation, static policies.
+"""Governance end to end: routing and claims, scoped grants, escalation, static policies.
 
 Flows run on the embedded pool and on a real Celery worker process (``executor``),
-through the REST API where an operator would use it. Implements the tests of
-issue 16 items 1, 3, 4, 5 and 6 (LP-01, SEC-02, DC-03).
+through the REST API where an operator would use it. LP-01, SEC-02, DC-03.
 """
 
 from __future__ import annotations

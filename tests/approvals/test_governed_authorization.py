@@ -1,4 +1,4 @@
-"""Safe decisions and governance together (issues 15 and 16).
+"""Safe decisions and governance together.
 
 One authorization check (:func:`approvals.authorization.approval_authorization`)
 covers permissions, approver groups, four-eyes and claims, so the REST

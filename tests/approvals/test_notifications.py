@@ -4,7 +4,7 @@ Email goes through Django's SMTP backend to an aiosmtpd server on localhost; the
 webhook receiver is an HTTP server in a thread that verifies every request with
 the Standard Webhooks library; the broken target is a port nobody listens on.
 Each flow runs on the embedded pool and on a real Celery worker process.
-Issue 15 point 5; SEC-02 (a broken target never changes a decision), DC-03.
+SEC-02 (a broken target never changes a decision), DC-03.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Changed arguments go back to a person (issue 14 item 6), on both executors.
+"""Changed arguments go back to a person, on both executors.
 
 A call whose execution record no longer carries the approved arguments is not
 run and not refused: a new pending request shows the approved and the current

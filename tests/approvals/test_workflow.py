@@ -103,7 +103,7 @@ def test_dc03_admin_approval_executes_once_and_continues(
         ToolCall.objects.filter(thread=thread).values_list("tool_call_id", flat=True)
     )
     assert len(tool_ids) == len(set(tool_ids)) == 2
-    # The follow-up says what ran, in a sentence (issue 15 point 7).
+    # The follow-up says what ran, in a sentence.
     assert _final_text(thread) == (
         f"Refund done: 25.00 EUR refunded on order A-1001 "
         f"(refund #{Refund.objects.get().pk})."
@@ -233,7 +233,7 @@ def test_sec02_edited_arguments_are_executed_and_original_kept(
     entry = AuditEntry.objects.get(action="approval.approved")
     assert entry.after["proposed_arguments"]["amount"] == 25.0
     assert entry.after["edited_arguments"]["amount"] == 10.0
-    # The agent reports the executed arguments, not the proposed ones (issue 15 point 2).
+    # The agent reports the executed arguments, not the proposed ones.
     assert _final_text(call.thread) == (
         f"Refund done: 10.00 EUR refunded on order A-1001 (refund #{refund.pk}). "
         "The approver changed the amount: I had proposed 25.00 EUR. "

@@ -295,7 +295,7 @@ def _running_run(user) -> Run:
 def test_run_whose_heartbeat_outlived_ttl_and_one_refresh_is_reaped_with_reason(
     user, settings, redis_url
 ):
-    """Heartbeat rule (issue 19.2): last refresh > 4 intervals ago ends the run within S."""
+    """Heartbeat rule: last refresh > 4 intervals ago ends the run within S."""
     from orchestration.runs import run_execute
     from orchestration.supervision import heartbeat_alive, heartbeat_read
 

@@ -125,7 +125,7 @@ def main() -> int:
     step("approved")
 
     watcher.wait_for(
-        # One client-visible run per request (issue 13): the first ends with the
+        # One client-visible run per request: the first ends with the
         # refund's interrupt, the approval's continuation is the second.
         lambda w: (
             w.types().count("RUN_FINISHED") + w.types().count("RUN_ERROR") >= 2

@@ -5,7 +5,7 @@ Real prefork workers (as ``make prod-like`` runs them) against the session's pri
 while runs stream and more are queued. Each restart is a ``SHUTDOWN SAVE``, so the
 queue and the unacknowledged-message hash survive it as they do on a Redis with
 persistence: every run must then finish exactly once, on the same worker
-processes, without an operator (issue 19 point 1; DC-04 across broker restarts).
+processes, without an operator (DC-04 across broker restarts).
 """
 
 from __future__ import annotations

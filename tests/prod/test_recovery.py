@@ -1,4 +1,4 @@
-"""Bounded recovery from every crash, on real processes (issue 19 point 2).
+"""Bounded recovery from every crash, on real processes.
 
 A worker *master* SIGKILLed while its child holds a step, and Redis restarted
 without persistence while a message waits in a queue: in each case the
@@ -323,7 +323,7 @@ def test_redis_restarted_without_persistence_janitor_requeues_execution_and_cont
 def test_worker_sigkilled_mid_run_is_reaped_on_its_stale_heartbeat_not_run_stale_seconds(
     stack, operator
 ):
-    """Heartbeat rule (issue 19.2): a killed worker's run ends long before RUN_STALE_SECONDS."""
+    """Heartbeat rule: a killed worker's run ends long before RUN_STALE_SECONDS."""
     from threads.models import Run
 
     # given RUN_STALE_SECONDS far beyond the test's patience, so only the

@@ -181,7 +181,7 @@ def factory(*, model: str, speed: float = 1.0):
 
 def test_demo_pace_reaches_the_scripted_agent(settings) -> None:
     """COUNTERSIGN_DEMO_PACE paces the demo agent (instant in tests); an agent's own
-    ``pace`` option wins (issue 15 point 7)."""
+    ``pace`` option wins."""
     assert settings.COUNTERSIGN_DEMO_PACE == 0.0  # tests/conftest.py: never slowed
     assert agent_build("demo").provider.pace == 0.0
     settings.COUNTERSIGN_DEMO_PACE = 60.0

@@ -1,4 +1,4 @@
-"""An imported conversation on a new AG-UI thread: assistant tool calls with their results (issue 14).
+"""An imported conversation on a new AG-UI thread: assistant tool calls with their results.
 
 A client may start a thread with history it brings from elsewhere: assistant
 messages carrying tool calls, each answered by a tool message (distinct ids). The
@@ -92,7 +92,7 @@ async def read_stream(response: Any) -> str:
 async def test_imported_conversation_with_tool_results_is_accepted_on_a_new_thread(
     token, executor
 ):
-    """Issue 14: a new thread whose first input carries answered tool calls starts its run."""
+    """A new thread whose first input carries answered tool calls starts its run."""
     response = await post(body(IMPORTED), token=token)
 
     assert response.status_code == 200, response.content

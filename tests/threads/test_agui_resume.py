@@ -137,7 +137,7 @@ async def test_ir05_ir07_ir15_resume_approves_and_continues_in_the_same_stream(
                     "destructive: the tool declares that it changes or deletes data"
                 ],
             },
-            # Governance (issue 16): one approval by anyone allowed, none given yet.
+            # Governance: one approval by anyone allowed, none given yet.
             "approvals": {"required": 1, "given": 0, "by": [], "reset": []},
             "approverGroups": [],
         }

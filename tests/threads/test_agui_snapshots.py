@@ -15,7 +15,7 @@ in ``RunAgentInput.tools`` and ``refund_order`` needs an operator's approval.
   only in ``MESSAGES_SNAPSHOT``: unreconciled, no call is recorded and nobody is
   asked.
 
-Implements issue 13 item 5, TC-08, TC-09, FT-06, SEC-02.
+Implements TC-08, TC-09, FT-06, SEC-02.
 """
 
 from __future__ import annotations

@@ -9,8 +9,7 @@ with only the rules AG-UI 1.0 changed relaxed, and zero errors expected.
 Scenarios: the demo agent's main job (an auto-approved lookup, an approval, the
 continuations), a client's frontend tool (left pending, answered in the next
 input), an error run (a remote agent that cannot be reached), and a remote
-LangGraph agent's run (``tests/langgraph_refund_agent.py``). Implements issue 13's
-"ag-ui-validate in CI", TC-08, TC-09, FT-03, FT-04, ER-01.
+LangGraph agent's run (``tests/langgraph_refund_agent.py``). Implements TC-08, TC-09, FT-03, FT-04, ER-01.
 """
 
 from __future__ import annotations
@@ -112,7 +111,7 @@ async def test_validate_demo_main_job_post_and_follow_streams(
         await approve_refund(http, thread_id, decider, live)
         raw = await follow_raw(http, thread_id, token, 2, live)
 
-    # One run per request (issue 13): the POST's run ends with the refund's
+    # One run per request: the POST's run ends with the refund's
     # interrupt; the operator's approval continues the thread in a second run.
     events = parse_stream(raw)[0]
     assert [e["type"] for e in events].count("RUN_STARTED") == 2

@@ -1,5 +1,5 @@
 """No input gives a 500: text JSON or PostgreSQL cannot carry, deep nesting, non-finite
-numbers, ids with newlines, constraint violations (issue 19.4, 13.6, 13.7).
+numbers, ids with newlines, constraint violations.
 
 Every entry point answers with the project's JSON error body naming the field,
 from the one check in :mod:`threads.validation`.
@@ -170,7 +170,7 @@ def test_agui_non_finite_numbers_are_refused_like_rest(api, number):
     "name", ["get_weather", "refund_order", "functions.lookup_order"]
 )
 def test_agui_client_tool_named_like_a_countersign_tool_is_400(api, name):
-    """Issue 13.6: never handed to the client and answered by Countersign both."""
+    """A client tool is never handed to the client and answered by Countersign both."""
     tools = [
         {"name": "show_map", "description": "client", "parameters": {}},
         {"name": name, "description": "client", "parameters": {}},
@@ -261,7 +261,7 @@ def test_ids_with_newlines_get_the_json_404(api, path):
 
 
 def test_a_violated_unique_constraint_becomes_a_409_without_database_text(user):
-    """Issue 13.7, on whichever database the suite runs (SQLite, PostgreSQL)."""
+    """A 409 that names the public id, on whichever database the suite runs (SQLite, PostgreSQL)."""
     thread = thread_create(owner=user, title="dup")
     Message.objects.create(
         thread=thread, message_id="m1", role="tool", tool_call_id="call_1", content="a"

@@ -1,4 +1,4 @@
-"""Ids Countersign mints cannot be pre-empted by a client (issue 19.3, threads.ids).
+"""Ids Countersign mints cannot be pre-empted by a client (threads.ids).
 
 The trial that found it: an AG-UI input whose user message was named
 ``result-call_1``, the id the tool message answering the demo's first call used to
@@ -193,7 +193,7 @@ async def _messages(thread: Thread) -> list[str]:
             "u1",
         ),
         ({"id": "a1", "role": "user", "content": "hi"}, "messages.1.id", "a1"),
-        # a second answer to an answered call (issue 13.7: no database text)
+        # a second answer to an answered call (no database text)
         (
             {"id": "t2", "role": "tool", "toolCallId": "call_1", "content": "again"},
             "messages.1.toolCallId",

@@ -1,4 +1,4 @@
-"""WebSocket input never crashes a socket: unknown paths, junk frames, Redis down (issue 19.4).
+"""WebSocket input never crashes a socket: unknown paths, junk frames, Redis down.
 
 Driven in-process through the real ASGI application (channels' routing, auth and
 origin checks), as tests/threads/test_ws_consumer.py does.

@@ -1,4 +1,4 @@
-"""The operator's cockpit in a real browser (issue 15): deciding on the thread page,
+"""The operator's cockpit in a real browser: deciding on the thread page,
 the "waiting for you" bar, the tab-title count and browser notifications, with two
 browser contexts (operator and approver) at desktop and phone widths.
 

@@ -77,7 +77,7 @@ def test_dc05_refund_streams_waits_for_approval_and_finishes_without_reload(
         expect(page.locator("#composer-reason")).to_contain_text("approve")
         expect(page.locator("#thread-status")).to_have_text("waiting for approval")
         # and both calls belong to the one run the message started, shown as one
-        # run with the agent's two segments inside (issue 13.1)
+        # run with the agent's two segments inside
         expect(lookup).to_have_attribute("data-run-id", re.compile(r".+"))
         run_id = lookup.get_attribute("data-run-id")
         expect(refund).to_have_attribute("data-run-id", run_id or "")

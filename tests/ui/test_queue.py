@@ -222,7 +222,7 @@ def test_dc03_bulk_approve_and_live_removal(browser, ui_server):
 
 def test_reapproval_card_shows_both_versions(browser, ui_server):
     """A call sent back after approval says why and shows the approved and current arguments."""
-    # Given a request approved at 10.00 whose call came back with 20.00 (issue 14.6)
+    # Given a request approved at 10.00 whose call came back with 20.00
     owner = make_user("olivia", "demo.add_refund")
     approver = make_user("ada", "approvals.decide_approvalrequest")
     again = _pending_request(owner, call_id="call-1", amount=20.0)

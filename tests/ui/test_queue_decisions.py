@@ -1,4 +1,4 @@
-"""The approval queue and the admin as operators and approvers use them (issue 15), in
+"""The approval queue and the admin as operators and approvers use them, in
 Debian's chromium with two browser contexts, at 1400, 1920 and 390 px.
 
 Safe decisions (a decider without the tool's permission sees why and who can, and is

@@ -62,7 +62,7 @@ def visible_approval(
 
 
 class GrantInputSerializer(StrictSerializer):
-    """A scoped grant made while approving (issue 16 item 5)."""
+    """A scoped grant made while approving: future calls within it need no one."""
 
     scope = serializers.ChoiceField(choices=ApprovalGrant.Scope.choices)
     exact = serializers.DictField(

@@ -134,7 +134,7 @@ def thread_ui_state(*, thread: Thread, user: Any = None) -> dict[str, Any]:
     per client-visible run (one per POST or posted message: ``runId``, ``status``,
     ``outcome``, ``pendingToolCallIds``, ``interruptIds``, ``error``, and the agent's
     ``segments`` inside it), and each call's ``runId`` is the run that streamed it,
-    so the page tells the story the AG-UI client saw (issue 13.1).
+    so the page tells the story the AG-UI client saw.
     """
 
     try:
@@ -329,8 +329,8 @@ def attention_json(request: HttpRequest) -> JsonResponse:
     ``{"count": n, "requests": [{"id", "tool", "label", "threadId",
     "threadTitle", "url", "canDecide"}]}``, oldest first (at most 500); ``url``
     opens the call in its thread. ``count`` counts those with ``canDecide``.
-    Empty for users without ``approvals.decide_approvalrequest``. Implements
-    issue 15 item 5 (tab-title count, browser notifications).
+    Empty for users without ``approvals.decide_approvalrequest``. Feeds the
+    tab-title count and the browser notifications of every page.
     """
     user = request.user
     requests: list[dict[str, Any]] = []

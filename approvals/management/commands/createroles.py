@@ -1,6 +1,6 @@
 """Create the groups ``operator``, ``approver`` and ``admin`` (and, optionally, demo users).
 
-README "Roles and permissions" says what each role may do. Idempotent: each run
+docs/governance.md "Roles and permissions" says what each role may do. Idempotent: each run
 sets the groups' permissions to exactly the lists below; existing users are never
 changed.
 """
@@ -137,7 +137,7 @@ class Command(BaseCommand):
             if users.objects.filter(username=username).exists():
                 self.stdout.write(
                     f"User {username!r} exists; left unchanged (reset its password "
-                    f"with: python manage.py changepassword {username})."
+                    f"with: .venv/bin/python manage.py changepassword {username})."
                 )
                 continue
             password = secrets.token_urlsafe(12)

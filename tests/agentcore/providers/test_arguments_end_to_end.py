@@ -1,4 +1,4 @@
-"""Issue 14 through the public path: provider adapter → loop → dispatch, against a local server.
+"""Argument handling through the public path: provider adapter → loop → dispatch, against a local server.
 
 The adapters speak their real wire format to :class:`ScriptServer`; the loop joins
 the deltas, the ladder decides, and the next request is what the server records.
@@ -106,7 +106,7 @@ def replayed_arguments(body: dict[str, Any]) -> list[Any]:
 async def test_truncated_text_with_a_normal_stop_reason_never_runs(
     name: str, args: list[str], server: ScriptServer
 ) -> None:
-    """Issue 14: ``{"city": "`` then tool_calls / end_turn / completed is arguments_truncated."""
+    """``{"city": "`` then tool_calls / end_turn / completed is arguments_truncated."""
     seen: list[dict[str, Any]] = []
     events = await run(ADAPTERS[name], server, args, seen)
     assert seen == []
@@ -136,7 +136,7 @@ async def test_surrogate_pair_split_across_chunks_is_one_character(
 async def test_lone_surrogate_is_refused_and_the_next_request_encodes(
     name: str, server: ScriptServer
 ) -> None:
-    """Issue 14: the call is refused, the run goes on, and the next request replays ``{}``."""
+    """A cut-off call is refused, the run goes on, and the next request replays ``{}``."""
     seen: list[dict[str, Any]] = []
     events = await run(ADAPTERS[name], server, ['{"city": "\\ud83d', ' town"}'], seen)
     assert seen == []
@@ -162,7 +162,7 @@ async def test_lone_surrogate_is_refused_and_the_next_request_encodes(
 async def test_invalid_text_never_runs(
     name: str, text: str, error: str, server: ScriptServer
 ) -> None:
-    """Issue 14: an invalid escape, an escaped control character, an expression: refused."""
+    """An invalid escape, an escaped control character, an expression: refused."""
     seen: list[dict[str, Any]] = []
     events = await run(ADAPTERS[name], server, [text], seen)
     assert seen == []

@@ -92,8 +92,8 @@ def test_result_stored_after_later_user_message_moves_before_it() -> None:
 def test_reused_call_id_in_later_turn_is_answered_once_each() -> None:
     """A call id reused by a later assistant message still gets exactly one tool message there.
 
-    This asserted the reused id ``c1`` going out twice; issue 14 ("duplicate ids go
-    out on the wire") makes the later call ``c1_2`` on the wire, call and answer alike.
+    This asserted the reused id ``c1`` going out twice; duplicate ids must not go
+    out on the wire, which makes the later call ``c1_2`` on the wire, call and answer alike.
     """
     history = [
         AssistantMessage(id="a1", tool_calls=[call("c1")]),

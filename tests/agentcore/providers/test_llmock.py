@@ -246,7 +246,7 @@ async def test_broken_tool_call_arguments_are_answered(
         agent_for(adapter, llmock, weather), "What's the weather in Paris?"
     )
     # LLMock's broken text is a cut-off object (``{"city": "``). Whether it may run
-    # is the argument ladder's decision (issue 14 point 1, agentcore.arguments);
+    # is the argument ladder's decision (agentcore.arguments);
     # here: the call is answered exactly once and nothing is internal_error.
     (start,) = of_type(events, "TOOL_CALL_START")
     (result,) = of_type(events, "TOOL_CALL_RESULT")

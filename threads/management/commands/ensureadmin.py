@@ -22,7 +22,7 @@ class Command(BaseCommand):
         if users.objects.filter(username=username).exists():
             self.stdout.write(
                 f"User {username!r} exists; its password was printed when it was created "
-                f"(reset it with: python manage.py changepassword {username})."
+                f"(reset it with: .venv/bin/python manage.py changepassword {username})."
             )
             return
         password = secrets.token_urlsafe(12)

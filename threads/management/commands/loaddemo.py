@@ -48,7 +48,7 @@ class Command(BaseCommand):
         owner = get_user_model().objects.filter(username=user).first()
         if owner is None:
             raise CommandError(
-                f"user {user!r} does not exist; run 'python manage.py ensureadmin'"
+                f"user {user!r} does not exist; run '.venv/bin/python manage.py ensureadmin'"
             )
         if reset:
             deleted = ledger_reset()
