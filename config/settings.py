@@ -174,7 +174,7 @@ else:
 # Celery: used when REDIS_URL is set; the embedded default runs tasks on a thread
 # pool in the server process instead (threads.execution).
 # The module defining the Celery app, imported before the first task is sent
-# (threads.execution.celery_task); config/__init__ does not import it (bench B6).
+# (threads.execution.celery_app); config/__init__ does not import it (bench B6).
 COUNTERSIGN_CELERY_APP = "config.celery"
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None
@@ -248,7 +248,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": _JANITOR_INTERVAL,
     },
 }
-CELERY_IMPORTS = ("threads.janitor",)
+CELERY_IMPORTS = ("orchestration.tasks",)
 
 REST_FRAMEWORK = {
     # Tokens for integrations (admin, or ``manage.py createtoken <username>``),

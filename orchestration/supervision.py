@@ -1,6 +1,6 @@
 """Supervising workers: a heartbeat while a worker executes a run, and log context.
 
-A worker executing a run (:func:`orchestration.runs.run_execute`) tags every
+A worker executing a run (:func:`orchestration.pipeline.run_execute`) tags every
 log line with the run and thread (:func:`run_log_context`, ``config.logging``)
 and, once it has claimed the run, with Redis configured, refreshes the key
 ``countersign:run-heartbeat:<pk>`` every ``RUN_HEARTBEAT_SECONDS`` (H) from a
