@@ -3,7 +3,7 @@
 Pending requests are listed with the tool, the arguments pretty-printed with their
 schema verdict, the thread, the requester, the age and a destructive badge.
 Approve and reject are actions (single and bulk, with a reason) and an
-edit-then-approve form; all of them call :func:`approvals.services.approval_decide`
+edit-then-approve form; all of them call :func:`orchestration.pipeline.approval_decide`
 and require ``approvals.decide_approvalrequest``. Decided requests are read-only;
 the audit trail is append-only. The janitor's sweeps that recovered something
 are listed read-only, with the last 24 hours' totals per kind in the title.
@@ -170,8 +170,8 @@ def _decide_many(
     decision: Decision,
     reason: str,
 ) -> None:
-    from approvals.services import approval_decide
     from approvals.services.votes import approvals_progress
+    from orchestration.pipeline import approval_decide
 
     done = 0
     for approval in queryset:
@@ -530,7 +530,7 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
 
     def decide_view(self, request: HttpRequest, pk: int) -> HttpResponse:
         """Approve, edit-then-approve or reject one request (POST only)."""
-        from approvals.services import approval_decide
+        from orchestration.pipeline import approval_decide
 
         approval = get_object_or_404(ApprovalRequest, pk=pk)
         change_url = reverse("admin:approvals_approvalrequest_change", args=[pk])

@@ -6,7 +6,7 @@ visibility rules of the REST API (DC-05).
 
 from __future__ import annotations
 
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -536,3 +536,15 @@ def grant_list(
 def grant_get(*, user: Any, pk: int) -> ApprovalGrant | None:
     """Return grant ``pk`` if ``user`` may see it, else ``None``."""
     return grant_list(user=user).filter(pk=pk).first()
+
+
+def approvals_past_expiry(*, now: datetime) -> list[ApprovalRequest]:
+    """Return the pending requests whose ``expires_at`` is at or before ``now``.
+
+    Read without locks: the expiring service locks each and checks it again.
+    """
+    return list(
+        ApprovalRequest.objects.filter(
+            status=ApprovalRequest.Status.PENDING, expires_at__lte=now
+        )
+    )

@@ -175,10 +175,12 @@ def statements_per_approval() -> tuple[int, int]:
 
     from approvals.models import ApprovalRequest, ToolExecution
     from approvals.selectors import approval_visible_to
-    from approvals.services import approval_decide
     from config.celery import app
-    from orchestration.executions import tool_call_execute_supervised
-    from orchestration.runs import run_execute
+    from orchestration.pipeline import (
+        approval_decide,
+        run_execute,
+        tool_call_execute_supervised,
+    )
     from threads.models import Run
     from threads.services import message_post, thread_create
 

@@ -2,7 +2,7 @@
 
 The Celery app (:mod:`config.celery`) is not imported here: the web process pays
 Celery's import (about a third of its start, bench B6) only when it first sends a
-task (:func:`threads.execution.celery_task`), and ``celery -A config`` finds
+task (:func:`threads.execution.celery_app`), and ``celery -A config`` finds
 ``config.celery.app`` itself. ``config.celery_app`` still resolves, lazily.
 """
 

@@ -174,7 +174,7 @@ else:
 # Celery: used when REDIS_URL is set; the embedded default runs tasks on a thread
 # pool in the server process instead (threads.execution).
 # The module defining the Celery app, imported before the first task is sent
-# (threads.execution.celery_task); config/__init__ does not import it (bench B6).
+# (threads.execution.celery_app); config/__init__ does not import it (bench B6).
 COUNTERSIGN_CELERY_APP = "config.celery"
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None
@@ -248,7 +248,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": _JANITOR_INTERVAL,
     },
 }
-CELERY_IMPORTS = ("threads.janitor",)
+CELERY_IMPORTS = ("orchestration.tasks",)
 
 REST_FRAMEWORK = {
     # Tokens for integrations (admin, or ``manage.py createtoken <username>``),
@@ -359,14 +359,14 @@ if os.environ.get("COUNTERSIGN_AGENTS_JSON"):
 
 # Logging: one JSON object per line in production (``LOG_FORMAT=json``, the default
 # when DEBUG=0), tagged with ``run``, ``thread`` and ``toolCallId`` when known
-# (config.logging). ``LOG_FORMAT=text`` for a terminal.
+# (core.logging). ``LOG_FORMAT=text`` for a terminal.
 LOG_FORMAT = os.environ.get("LOG_FORMAT") or ("text" if DEBUG else "json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"context": {"()": "config.logging.ContextFilter"}},
+    "filters": {"context": {"()": "core.logging.ContextFilter"}},
     "formatters": {
-        "json": {"()": "config.logging.JsonFormatter"},
+        "json": {"()": "core.logging.JsonFormatter"},
         "text": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
     },
     "handlers": {

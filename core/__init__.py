@@ -11,6 +11,7 @@ PUBLIC_MODULES = frozenset(
     {
         "core.conf",
         "core.errors",
+        "core.logging",
         "core.types",
     }
 )

@@ -53,9 +53,9 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from approvals.models import JanitorSweep, ToolExecution
-from approvals.services import EXECUTE_TASK, pending_calls_dispatch
-from config.logging import log_context
 from core.conf import countersign_settings
+from core.logging import log_context
+from orchestration.pipeline import pending_calls_dispatch
 from orchestration.supervision import (
     HEARTBEAT_DEAD_INTERVALS,
     heartbeat_read,
@@ -64,7 +64,7 @@ from orchestration.supervision import (
 )
 from threads.execution import enqueue
 from threads.models import Run, ToolCall
-from threads.services import RUN_TASK, run_fail
+from threads.services import run_fail
 
 logger = logging.getLogger(__name__)
 
@@ -268,6 +268,9 @@ def _last_activity(run: Run) -> Any:
 
 
 def _lost_messages(sweep: _Sweep, *, queued_seconds: float | None) -> None:
+    # Imported here: a task module imports Celery (bench B6).
+    from threads.tasks import run_agent
+
     window = float(
         queued_seconds
         if queued_seconds is not None
@@ -290,7 +293,7 @@ def _lost_messages(sweep: _Sweep, *, queued_seconds: float | None) -> None:
                 run=run_id,
                 thread=thread_id,
             )
-            enqueue(RUN_TASK, run_pk=pk)
+            enqueue(run_agent, run_pk=pk)
     _executions_requeue(
         sweep,
         kind="executions_requeued",
@@ -330,6 +333,8 @@ def _executions_requeue(
     sweep: _Sweep, *, kind: str, executions: Any, since_field: str, why: str
 ) -> None:
     """Enqueue the execution task again for each of ``executions``, noted as ``kind``."""
+    from orchestration.tasks import execute_tool_call
+
     rows = list(
         executions.values_list(
             "tool_call_id",
@@ -350,4 +355,4 @@ def _executions_requeue(
                 toolCallId=call_id,
                 thread=thread_id,
             )
-            enqueue(EXECUTE_TASK, tool_call_pk=pk)
+            enqueue(execute_tool_call, tool_call_pk=pk)

@@ -4,7 +4,7 @@
 open interrupts (:func:`approvals.services.resume.resume_check`, nothing changes
 on a refusal), merges the input and creates the client's run
 (:func:`threads.services.run_start_from_agui`), then decides the interrupts
-through the queue's service (:func:`approvals.services.resume.resume_decide`).
+through the queue's step (:func:`resume_decide`).
 Doing all three under the thread's lock serializes concurrent and replayed
 resumes and a racing queue decision; creating the run before deciding makes it
 the continuation of the interrupted run, so the decisions' results are streamed
@@ -13,12 +13,15 @@ in it (IR-15). Implements IR-07…IR-15.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from django.db import transaction
 
 from agentcore.events import RunAgentInput
-from approvals.services.resume import resume_check, resume_decide
+from approvals.exceptions import ApprovalExpired
+from approvals.services.resume import ResumePlan, resume_check
+from orchestration.pipeline import approval_decide
 from threads.locks import thread_lock_by_id
 from threads.models import Run, Thread
 from threads.selectors import thread_visible_to
@@ -53,3 +56,24 @@ def agui_run_start(
         )
         resume_decide(user=user, plans=plans)
     return started
+
+
+def resume_decide(*, user: Any, plans: list[ResumePlan]) -> int:
+    """Decide each checked plan through the queue's step; return how many.
+
+    Each decision is :func:`orchestration.pipeline.approval_decide`: audited,
+    bound to the argument hash, executed exactly once. Implements IR-09, IR-11, IR-14.
+    """
+    for plan in plans:
+        # A cancelled entry on a request that expired meanwhile is answered as
+        # expired, which is what cancelling asked for (IR-10).
+        with contextlib.suppress(ApprovalExpired):
+            approval_decide(
+                approval=plan.approval,
+                decided_by=user,
+                decision=plan.decision,
+                reason=plan.reason,
+                edited_arguments=plan.edited,
+                response=plan.response,
+            )
+    return len(plans)

@@ -1,9 +1,10 @@
-"""Executing a run: claim it, drive its agent, record every event, dispatch its calls.
+"""Executing a run: claim it, drive its agent, record every event.
 
-:func:`run_execute` is what the ``threads.tasks.run_agent`` Celery task (and the
-embedded pool) runs. The agent's events enter through the one recording path
-(:class:`threads.recording.RunRecorder`); a run that ends with pending calls hands
-them to the approval workflow (:func:`approvals.services.pending_calls_dispatch`).
+:func:`run_claim` and :func:`run_drive` are the first step of the pipeline's
+:func:`orchestration.pipeline.run_execute`, which the ``threads.tasks.run_agent``
+Celery task (and the embedded pool) runs, and which hands a run that ended with
+pending calls to the next step. The agent's events enter through the one
+recording path (:class:`threads.recording.RunRecorder`).
 Implements DESIGN.md "one path for every event", FT-06, ER-01.
 """
 
@@ -22,13 +23,7 @@ from django.utils import timezone
 
 from agentcore.events import RunAgentInput
 from approvals import crashpoints
-from approvals.services import pending_calls_dispatch
-from orchestration.supervision import (
-    heartbeat_alive,
-    heartbeat_touch,
-    run_heartbeat,
-    run_log_context,
-)
+from orchestration.supervision import heartbeat_alive, heartbeat_touch
 from threads.agent_config import agent_build
 from threads.answers import run_answer_dangling_calls, run_awaits_answers
 from threads.locks import run_lock
@@ -47,28 +42,7 @@ logger = logging.getLogger(__name__)
 PAUSE_GRACE_SECONDS = 0.002
 
 
-def run_execute(*, run_pk: int) -> Run:
-    """Claim run ``run_pk``, run its agent and record every event; return the run.
-
-    Idempotent under at-least-once delivery: a run that is no longer ``queued``
-    is not started again; one found ``running`` (its worker died) is finished with
-    a ``worker_lost`` error so it never stays running forever. Agent failures end
-    the run with ``RUN_ERROR``; nothing already recorded is lost. Log lines carry
-    the run and thread, and a heartbeat tells the janitor the worker is alive
-    (:mod:`orchestration.supervision`); a delivery that finds the run
-    ``running`` with another live worker's heartbeat leaves it alone.
-    """
-    with run_log_context(run_pk=run_pk):
-        run, claimed = _run_claim(run_pk=run_pk)
-        if claimed is None:
-            return run
-        # The heartbeat beats only once this delivery owns the run (the claim
-        # writes it first), so a duplicate tells the owner's from its own.
-        with run_heartbeat(run_pk=run_pk):
-            return _run_execute(run=run, claimed=claimed)
-
-
-def _run_claim(*, run_pk: int) -> tuple[Run, bool | None]:
+def run_claim(*, run_pk: int) -> tuple[Run, bool | None]:
     """Lock run ``run_pk`` and claim it; return it and whether it was claimed.
 
     ``None``: the run already moved on, or another live worker executes it (its
@@ -95,7 +69,16 @@ def _run_claim(*, run_pk: int) -> tuple[Run, bool | None]:
         return run, not run.cancel_requested
 
 
-def _run_execute(*, run: Run, claimed: bool) -> Run:
+def run_drive(*, run: Run, claimed: bool) -> Run:
+    """Run the claimed ``run``'s agent and record every event; return the run, reloaded.
+
+    ``claimed`` is :func:`run_claim`'s answer: ``False`` ends the run with a
+    ``worker_lost`` (or ``cancelled``) error instead. Agent failures end the run
+    with ``RUN_ERROR``; nothing already recorded is lost. A run that ended with an
+    error or cancelled gets its calls answered as interrupted; one that ended
+    awaiting tools is returned as it is (the caller dispatches its calls). Must
+    run holding the run's heartbeat (:func:`orchestration.supervision.run_heartbeat`).
+    """
     if not claimed:
         return run_fail(
             run=run,
@@ -128,12 +111,7 @@ def _run_execute(*, run: Run, claimed: bool) -> Run:
                 "the details are in the server log.",
             )
     run.refresh_from_db()
-    if run.status == Run.Status.AWAITING_TOOLS:
-        crashpoints.crash_point("after_run_recorded")
-        pending_calls_dispatch(run=run)
-        crashpoints.crash_point("after_dispatch")
-        run.refresh_from_db()
-    elif run.status in (Run.Status.CANCELLED, Run.Status.ERROR):
+    if run.status in (Run.Status.CANCELLED, Run.Status.ERROR):
         run_answer_dangling_calls(run=run)
     return run
 

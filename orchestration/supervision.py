@@ -1,7 +1,7 @@
 """Supervising workers: a heartbeat while a worker executes a run, and log context.
 
-A worker executing a run (:func:`orchestration.runs.run_execute`) tags every
-log line with the run and thread (:func:`run_log_context`, ``config.logging``)
+A worker executing a run (:func:`orchestration.pipeline.run_execute`) tags every
+log line with the run and thread (:func:`run_log_context`, ``core.logging``)
 and, once it has claimed the run, with Redis configured, refreshes the key
 ``countersign:run-heartbeat:<pk>`` every ``RUN_HEARTBEAT_SECONDS`` (H) from a
 daemon thread, deleting it when the run returns. The heartbeat is what tells the
@@ -35,8 +35,8 @@ from typing import Any
 import redis
 from django.conf import settings
 
-from config.logging import log_context
 from core.conf import countersign_settings
+from core.logging import log_context
 from threads.models import Run, ToolCall
 
 logger = logging.getLogger(__name__)

@@ -69,10 +69,38 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
+def _local_task_imports(tree: ast.Module) -> set[int]:
+    """Return the ids of import nodes inside functions that import a ``tasks`` module.
+
+    Sending a Celery task is sending a message: the sender names the task (it
+    imports the task object where it sends it, STYLE.md 5), and depends on its
+    name and arguments, not on the layer its body calls. Such an import, local
+    to a function, is no edge of the import graph; one at module level is.
+    """
+    found: set[int] = set()
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(function):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith(
+                ".tasks"
+            ):
+                found.add(id(node))
+    return found
+
+
 def _imports(module: str, path: Path) -> Iterator[str]:
-    """Yield the project modules ``module`` imports, at any depth of its code."""
+    """Yield the project modules ``module`` imports, at any depth of its code.
+
+    A task object imported inside a function to send it is not counted
+    (:func:`_local_task_imports`).
+    """
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    tree = ast.parse(path.read_text(), filename=str(path))
+    sends = _local_task_imports(tree)
+    for node in ast.walk(tree):
+        if id(node) in sends:
+            continue
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield from _resolve(alias.name)
@@ -117,15 +145,33 @@ def _package(module: str) -> str:
     return module.split(".")[0]
 
 
+#: Modules that Django's and Celery's conventions keep in their app although they
+#: are shells (``admin.autodiscover`` imports ``<app>.admin``, ``manage.py`` finds
+#: ``<app>/management/commands``; a task's registered name is its module path): they may call down to ``orchestration``, not to ``web``.
+SHELL_MODULE_NAMES = frozenset({"admin", "tasks"})
+
+
+def _rank(module: str) -> int:
+    if (
+        module.rpartition(".")[2] in SHELL_MODULE_NAMES
+        or ".management.commands." in module
+    ):
+        return RANKS["orchestration"] + 1
+    return RANKS[_package(module)]
+
+
 def test_packages_import_only_lower_layers() -> None:
     """Every import between packages points down: core/agentcore <- threads <- approvals
-    <- orchestration <- web <- config, with no module allowlist (DESIGN.md "Layout")."""
+    <- orchestration <- web <- config, with no module allowlist (DESIGN.md "Layout").
+
+    An app's ``admin``, ``tasks`` and management commands are shells by convention: they may
+    call ``orchestration``, never ``web``."""
     upward = sorted(
         f"{module} -> {target}"
         for module, targets in GRAPH.items()
         for target in targets
         if _package(target) != _package(module)
-        and RANKS[_package(target)] >= RANKS[_package(module)]
+        and RANKS[_package(target)] >= _rank(module)
     )
     assert upward == []
 
@@ -257,19 +303,19 @@ def test_importing_agentcore_imports_no_django_and_no_provider_sdk() -> None:
 def test_web_url_conf_imports_no_provider_sdk_and_no_celery() -> None:
     """Django set up plus the URL conf (a web process's first request) imports no SDK.
 
-    Celery too is imported only when a task is sent (threads.execution.celery_task),
+    Celery too is imported only when a task is sent (threads.execution.celery_app),
     and the worker's task modules import their services in their bodies (B6).
     """
     code = "import django; django.setup(); import config.urls"
     assert _imported_after(code, (*PROVIDER_SDKS, "celery")) == []
     boot = (
         "import config.celery, django; django.setup(); "
-        "import threads.tasks, approvals.tasks, threads.janitor"
+        "import threads.tasks, approvals.tasks, orchestration.tasks"
     )
     assert (
         _imported_after(
             boot,
-            ("orchestration.runs", "orchestration.executions", "httpx", "config.urls"),
+            ("orchestration.runs", "orchestration.pipeline", "httpx", "config.urls"),
         )
         == []
     )
@@ -355,3 +401,61 @@ def test_row_locks_are_taken_only_in_the_lock_modules() -> None:
         if isinstance(node, ast.Attribute) and node.attr == "select_for_update"
     )
     assert found == []
+
+
+def _calls_of(name: str) -> Iterator[str]:
+    """Yield ``module:line`` for every call of a function called ``name``."""
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            called = (
+                func.id
+                if isinstance(func, ast.Name)
+                else func.attr
+                if isinstance(func, ast.Attribute)
+                else None
+            )
+            if called == name:
+                yield f"{module}:{node.lineno}"
+
+
+def test_continuation_has_one_caller() -> None:
+    """The run continues from one place: the pipeline's last step.
+
+    Domain services say what they did; only ``orchestration.pipeline.run_continue``
+    starts the next run (``docs/architecture.md``, "The life of a tool call").
+    """
+    callers = [c.split(":")[0] for c in _calls_of("continuation_maybe_start")]
+    assert callers == ["orchestration.pipeline"]
+
+
+def _asyncio_runs(module: str) -> list[int]:
+    tree = ast.parse(MODULES[module].read_text())
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "run"
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "asyncio"
+    ]
+
+
+def test_domain_packages_never_run_an_event_loop() -> None:
+    """No module of ``threads`` or ``approvals`` calls ``asyncio.run``.
+
+    Running a tool (or anything async) from sync code is the orchestration
+    layer's (``orchestration.pipeline.tool_run``); a domain service stays sync.
+    """
+    found = {
+        module: lines
+        for module in MODULES
+        if module.split(".")[0] in {"threads", "approvals"}
+        and (lines := _asyncio_runs(module))
+    }
+    assert found == {}
+    assert _asyncio_runs("orchestration.pipeline")  # the check sees the real one

@@ -26,6 +26,7 @@ PUBLIC_MODULES = frozenset(
         "threads.recording",
         "threads.selectors",
         "threads.services",
+        "threads.tasks",
         "threads.transitions",
         "threads.validation",
         "threads.wire",

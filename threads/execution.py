@@ -3,7 +3,9 @@
 With ``REDIS_URL`` set, work goes to Celery (queues ``runs`` and ``tools``). Without
 it (the embedded default), the same task functions run on a thread pool inside the
 process that enqueued them, so ``make run`` needs no services. Either way work is
-enqueued only after the surrounding transaction commits (STYLE.md 5).
+enqueued only after the surrounding transaction commits (STYLE.md 5). Callers
+pass the task object (a ``shared_task``), imported where it is sent: a task
+module imports Celery, which a web process imports only once it sends work.
 """
 
 from __future__ import annotations
@@ -14,13 +16,25 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import import_module
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import close_old_connections, connections, transaction
-from django.utils.module_loading import import_string
 
 from core.conf import countersign_settings
+
+
+class Task(Protocol):
+    """What this module needs of a Celery task: its registered name and its body."""
+
+    name: str
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the task's body in this thread."""
+
+    def apply_async(self, *args: Any, **kwargs: Any) -> Any:
+        """Send the task to the broker."""
+
 
 logger = logging.getLogger(__name__)
 
@@ -45,33 +59,46 @@ def _embedded_pool() -> ThreadPoolExecutor:
         return _pool
 
 
-def celery_task(task_path: str) -> Any:
-    """Import and return the Celery task at ``task_path`` (a dotted path).
+def celery_app() -> Any:
+    """Import and return the project's Celery app.
 
-    Imports the project's Celery app first (the module named by
+    Imported before a task is sent or run (the module named by
     ``settings.COUNTERSIGN_CELERY_APP``, ``config.celery`` here): ``config/__init__``
-    does not (so a web process that never sends a task never imports Celery,
-    bench B6), and a ``shared_task`` sent before the app exists would bind to
-    Celery's default app. The module comes from settings, as ``ROOT_URLCONF``
-    does, so this domain package names no project module.
+    does not import it (so a web process that never sends a task never imports
+    Celery, bench B6), and a ``shared_task`` evaluated before the app exists would
+    bind to Celery's default app. The module comes from settings, as
+    ``ROOT_URLCONF`` does, so this domain package names no project module.
     """
-    import_module(getattr(settings, "COUNTERSIGN_CELERY_APP", "config.celery"))
-    return import_string(task_path)
+    module = import_module(getattr(settings, "COUNTERSIGN_CELERY_APP", "config.celery"))
+    return module.app
 
 
-def _run_embedded(task_path: str, kwargs: dict[str, Any]) -> None:
-    task = celery_task(task_path)
+def task_named(name: str) -> Task:
+    """Return the registered Celery task called ``name`` (a beat schedule's entry).
+
+    Imports the task modules the app knows (``CELERY_IMPORTS`` and every
+    installed app's ``tasks``) first, as a worker does at boot. Raises
+    :class:`KeyError` for a name no task module registers.
+    """
+    app = celery_app()
+    app.loader.import_default_modules()
+    task: Task = app.tasks[name]
+    return task
+
+
+def _run_embedded(task: Task, kwargs: dict[str, Any]) -> None:
+    celery_app()
     close_old_connections()
     try:
-        task.run(**kwargs) if hasattr(task, "run") else task(**kwargs)
+        task.run(**kwargs)
     except Exception:
-        logger.exception("embedded task %s(%r) failed", task_path, kwargs)
+        logger.exception("embedded task %s(%r) failed", task.name, kwargs)
     finally:
         connections.close_all()
 
 
-def enqueue(task_path: str, **kwargs: Any) -> None:
-    """Run the Celery task at ``task_path`` with ``kwargs`` once the transaction commits.
+def enqueue(task: Task, **kwargs: Any) -> None:
+    """Run Celery task ``task`` with ``kwargs`` once the transaction commits.
 
     A broker that cannot be reached at that moment is logged, not raised: the row
     is committed ``queued`` and the janitor enqueues it again: a request never
@@ -84,38 +111,40 @@ def enqueue(task_path: str, **kwargs: Any) -> None:
             from kombu.exceptions import OperationalError
 
             try:
-                celery_task(task_path).apply_async(kwargs=kwargs)
+                celery_app()
+                task.apply_async(kwargs=kwargs)
             except OperationalError:
                 # The broker is unreachable (Redis restarting) after the row was
                 # committed ``queued``: the request still succeeded, and the janitor
                 # enqueues queued runs and executions again (lost_messages_requeue).
                 logger.warning(
                     "broker unreachable; %s(%r) is left queued for the janitor",
-                    task_path,
+                    task.name,
                     kwargs,
                 )
         else:
-            future = _embedded_pool().submit(_run_embedded, task_path, kwargs)
+            future = _embedded_pool().submit(_run_embedded, task, kwargs)
             _inflight.add(future)
             future.add_done_callback(_inflight.discard)
 
     transaction.on_commit(send, robust=False)
 
 
-def enqueue_later(task_path: str, *, countdown: float, **kwargs: Any) -> None:
-    """Run the task at ``task_path`` with ``kwargs`` after ``countdown`` seconds.
+def enqueue_later(task: Task, *, countdown: float, **kwargs: Any) -> None:
+    """Run Celery task ``task`` with ``kwargs`` after ``countdown`` seconds.
 
     Used outside transactions (a task rescheduling itself); with Celery the
     broker holds the message, embedded a timer thread submits it to the pool.
     """
     if uses_celery():
-        celery_task(task_path).apply_async(kwargs=kwargs, countdown=countdown)
+        celery_app()
+        task.apply_async(kwargs=kwargs, countdown=countdown)
         return
     marker: Future[Any] = Future()
     _inflight.add(marker)
 
     def fire() -> None:
-        future = _embedded_pool().submit(_run_embedded, task_path, kwargs)
+        future = _embedded_pool().submit(_run_embedded, task, kwargs)
         _inflight.add(future)
         future.add_done_callback(_inflight.discard)
         _inflight.discard(marker)
@@ -168,14 +197,16 @@ def start_embedded_beat(*, interval_scale: float = 1.0) -> bool:
         _beat_stop.clear()
 
         def loop() -> None:
-
-            due = {task: time.monotonic() + every for task, every in schedule}
+            # Beat schedules name their tasks, as Celery beat's messages do; they
+            # are resolved here, not at startup, which then imports no Celery.
+            tasks = {name: task_named(name) for name, _ in schedule}
+            due = {name: time.monotonic() + every for name, every in schedule}
             while not _beat_stop.wait(0.1 if interval_scale < 1 else 1.0):
                 now = time.monotonic()
-                for task, every in schedule:
-                    if now >= due[task]:
-                        due[task] = now + every
-                        _embedded_pool().submit(_run_embedded, task, {})
+                for name, every in schedule:
+                    if now >= due[name]:
+                        due[name] = now + every
+                        _embedded_pool().submit(_run_embedded, tasks[name], {})
 
         _beat = threading.Thread(
             target=loop, name="countersign-embedded-beat", daemon=True

@@ -62,8 +62,14 @@ from threads.wire import (
     wire_run_open,
 )
 
-#: The Celery task (and its import path, for the embedded pool) that executes a run.
-RUN_TASK = "threads.tasks.run_agent"
+
+def _run_enqueue(*, run_pk: int) -> None:
+    """Hand run ``run_pk`` to a worker after commit (``threads.tasks.run_agent``)."""
+    # Imported here: a task module imports Celery, which a web process imports
+    # only once it sends work (bench B6).
+    from threads.tasks import run_agent
+
+    enqueue(run_agent, run_pk=run_pk)
 
 
 def thread_create(
@@ -249,7 +255,7 @@ def run_create(
         # A resume's continuation waits for its calls' answers: the answer that
         # completes them enqueues it (continuation_maybe_start), once; a second
         # delivery of a running run would be taken for a dead worker's.
-        enqueue(RUN_TASK, run_pk=run.pk)
+        _run_enqueue(run_pk=run.pk)
     return run
 
 
@@ -442,9 +448,9 @@ def continuation_maybe_start(*, run: Run) -> Run | None:
     (:func:`threads.services.run_start_from_agui`) is enqueued again instead. While
     calls wait for a human or the client, the wire run ends
     (:func:`threads.wire.wire_run_close_if_waiting`). Its ``RunAgentInput.messages``
-    carry one tool message per call (FT-06). Needs only thread rows, so the
-    approval workflow (below the orchestration layer) calls it after every answer.
-    Implements FT-06, DC-04, IR-01.
+    carry one tool message per call (FT-06). Called in one place, the pipeline's
+    last step (:func:`orchestration.pipeline.run_continue`), inside the
+    transaction that wrote the answer. Implements FT-06, DC-04, IR-01.
     """
     # No savepoint of its own inside a caller's transaction (B2): no caller
     # catches its errors to go on with that transaction.
@@ -457,7 +463,7 @@ def continuation_maybe_start(*, run: Run) -> Run | None:
         if reserved is not None:
             if run_finish_if_answered(run=locked):
                 if reserved.status == Run.Status.QUEUED:
-                    enqueue(RUN_TASK, run_pk=reserved.pk)
+                    _run_enqueue(run_pk=reserved.pk)
             elif reserved.status == Run.Status.QUEUED and reserved.managed:
                 # A resumed call whose outcome became unknown ends the client's run.
                 wire_run_close_if_waiting(run=locked, wire=reserved)

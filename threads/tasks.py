@@ -17,11 +17,11 @@ from celery import shared_task
     ignore_result=True,
 )
 def run_agent(*, run_pk: int) -> None:
-    """Execute run ``run_pk`` and record its events (``orchestration.runs.run_execute``).
+    """Execute run ``run_pk`` and record its events (``orchestration.pipeline.run_execute``).
 
     A redelivered message finds the run claimed and finishes it with an error
     instead of running the agent twice.
     """
-    from orchestration.runs import run_execute
+    from orchestration.pipeline import run_execute
 
     run_execute(run_pk=run_pk)

@@ -1,7 +1,7 @@
 """Recording and sending notification deliveries, with retries and backoff.
 
 :func:`deliveries_create` makes one :class:`NotificationDelivery` per target
-subscribed to an event and enqueues :data:`DELIVER_TASK` for each after commit;
+subscribed to an event and enqueues :func:`approvals.tasks.deliver_notification` for each after commit;
 :func:`notification_deliver` (the task's body) makes one attempt and either
 records it delivered, schedules the next attempt (``NOTIFY_RETRY_BACKOFF_SECONDS``
 doubled per attempt, at most ``NOTIFY_RETRY_MAX_DELAY_SECONDS``), or records it
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -30,12 +30,19 @@ from approvals.notifications.channels import (
 from approvals.notifications.targets import configured_targets, target_named
 from approvals.transitions import delivery_transition
 from core.conf import countersign_settings
-from threads.execution import enqueue, enqueue_later
+from threads.execution import Task, enqueue, enqueue_later
 
 logger = logging.getLogger(__name__)
 
-#: The Celery task that makes one delivery attempt.
-DELIVER_TASK: Final = "approvals.tasks.deliver_notification"
+
+def _deliver_task() -> Task:
+    """Return the Celery task that makes one delivery attempt."""
+    # Imported here: a task module imports Celery, which a web process imports
+    # only once it sends work (bench B6).
+    from approvals.tasks import deliver_notification
+
+    return deliver_notification
+
 
 _S = NotificationDelivery.Status
 
@@ -64,7 +71,7 @@ def deliveries_create(
             )
             if new:
                 created.append(delivery)
-                enqueue(DELIVER_TASK, delivery_pk=delivery.pk)
+                enqueue(_deliver_task(), delivery_pk=delivery.pk)
     return created
 
 
@@ -174,7 +181,7 @@ def _attempt_record(*, delivery_pk: int, error: str) -> str | None:
 
 def _schedule(*, delivery_pk: int, delay: float) -> None:
     try:
-        enqueue_later(DELIVER_TASK, countdown=delay, delivery_pk=delivery_pk)
+        enqueue_later(_deliver_task(), countdown=delay, delivery_pk=delivery_pk)
     except OperationalError:
         # The broker is down: the row says when it is due, and the beat task
         # (deliveries_requeue) sends it again.
@@ -200,5 +207,5 @@ def deliveries_requeue(*, now: datetime | None = None) -> int:
         ).values_list("pk", flat=True)
     )
     for pk in lost:
-        enqueue(DELIVER_TASK, delivery_pk=pk)
+        enqueue(_deliver_task(), delivery_pk=pk)
     return len(lost)

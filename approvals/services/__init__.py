@@ -1,13 +1,15 @@
 """The approval workflow: from a pending call to exactly one tool message.
 
-When a run ends with pending application calls, :func:`pending_calls_dispatch`
-applies each tool's policy (:mod:`.dispatch`). Operators decide with
-:func:`approval_decide` (:mod:`.decisions`); :func:`tool_call_execute` runs an
-approved call exactly once (:mod:`.execution`); :func:`thread_pending_calls_cancel`
-abandons a thread's calls (:mod:`.cancellation`); every step is audited
-(:mod:`.audit`) and announced (:mod:`.notify`). Every answer goes through
-:func:`threads.answers.tool_message_write`; when a run's calls are all answered,
-:func:`threads.services.continuation_maybe_start` starts exactly one continuation.
+Each service does one step of a call's life and returns what happened; the
+steps are put in order, and the run continued, by :mod:`orchestration.pipeline`.
+When a run ends with pending application calls, :func:`pending_calls_route`
+applies each tool's policy (:mod:`.dispatch`). Operators decide through
+:func:`approval_decision_record` (:mod:`.decisions`); an approved call's execution
+is reserved and its outcome recorded exactly once (:mod:`.execution`);
+:func:`thread_pending_calls_cancel` abandons a thread's calls
+(:mod:`.cancellation`); every step is audited (:mod:`.audit`) and announced
+(:mod:`.notify`). Every answer goes through
+:func:`threads.answers.tool_message_write`.
 
 Rows are locked in one order (:mod:`approvals.locks`); statuses move only through
 :mod:`approvals.transitions`. This package's public names are re-exported here,
@@ -24,19 +26,27 @@ from approvals.services.cancellation import (
     thread_pending_calls_cancel,
 )
 from approvals.services.decisions import (
+    Decided,
     Decision,
-    approval_decide,
+    approval_decision_record,
+    approval_expire,
     approval_undo,
-    approvals_expire,
 )
 from approvals.services.dispatch import (
-    EXECUTE_TASK,
+    Dispatched,
+    QueuedExecution,
     call_answer_refused,
     execution_create,
-    pending_calls_dispatch,
+    pending_calls_route,
     run_tools,
 )
-from approvals.services.execution import execution_resolve, tool_call_execute
+from approvals.services.execution import (
+    Reserved,
+    Settled,
+    execution_outcome_record,
+    execution_outcome_resolve,
+    execution_reserve,
+)
 from approvals.services.notify import (
     APPROVALS_GROUP,
     approval_snapshot,
@@ -46,21 +56,26 @@ from approvals.services.notify import (
 __all__ = [
     "APPROVALS_GROUP",
     "DECIDE_PERMISSION",
-    "EXECUTE_TASK",
+    "Decided",
     "Decision",
-    "approval_decide",
+    "Dispatched",
+    "QueuedExecution",
+    "Reserved",
+    "Settled",
+    "approval_decision_record",
+    "approval_expire",
     "approval_snapshot",
     "approval_undo",
-    "approvals_expire",
     "audit_append",
     "audit_verify",
     "call_answer_refused",
     "client_run_cancel",
     "execution_create",
-    "execution_resolve",
+    "execution_outcome_record",
+    "execution_outcome_resolve",
+    "execution_reserve",
     "notify_call_changed",
-    "pending_calls_dispatch",
+    "pending_calls_route",
     "run_tools",
     "thread_pending_calls_cancel",
-    "tool_call_execute",
 ]

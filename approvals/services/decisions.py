@@ -6,7 +6,8 @@ Implements SEC-02, DC-03, DC-04, FT-06.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Literal
 
 from django.db import transaction
@@ -35,20 +36,43 @@ from approvals.models import (
     arguments_hash,
 )
 from approvals.services.audit import audit_append, audit_batch
-from approvals.services.dispatch import call_answer_refused, execution_create, run_tools
+from approvals.services.dispatch import (
+    QueuedExecution,
+    call_answer_refused,
+    execution_create,
+    run_tools,
+)
 from approvals.services.grants import grant_create, grant_revoke
 from approvals.services.notify import notify_approval_changed
 from approvals.services.votes import VoteOutcome, vote_record
 from approvals.signals import approval_decided, send_on_commit
 from approvals.transitions import approval_transition
 from threads.models import Run, ToolCall
-from threads.services import continuation_maybe_start, run_resume_record
+from threads.services import run_resume_record
 from threads.transitions import tool_call_transition
 
 Decision = Literal["approve", "reject"]
 
 
-def approval_decide(
+@dataclass(frozen=True)
+class Decided:
+    """What :func:`approval_decision_record` did.
+
+    ``approval`` is the locked request as it now is; ``queued`` the execution an
+    approval queued (to hand to a worker), if any; ``answered`` whether the call
+    or interrupt is settled without an execution (rejected, expired, an
+    interrupt's resume entry), so its run may continue; ``expired`` whether the
+    request had expired (it was answered as expired; the caller raises
+    :class:`ApprovalExpired` after the commit).
+    """
+
+    approval: ApprovalRequest
+    queued: QueuedExecution | None = None
+    answered: bool = False
+    expired: bool = False
+
+
+def approval_decision_record(
     *,
     approval: ApprovalRequest,
     decided_by: Any,
@@ -58,8 +82,8 @@ def approval_decide(
     response: Any = None,
     grant: dict[str, Any] | None = None,
     undo_seconds: float = 0.0,
-) -> ApprovalRequest:
-    """Record an operator's decision on ``approval`` and act on it; return the request.
+) -> Decided:
+    """Record an operator's decision on ``approval``; return what it did (:class:`Decided`).
 
     Who may decide is one check, made under the row lock before anything is
     recorded (:func:`approvals.authorization.authorization_require`): approving
@@ -90,17 +114,19 @@ def approval_decide(
     ``cancelled``. The call itself is left for the agent to answer.
 
     Approve: the arguments (edited ones re-validated against the schema, SEC-02)
-    are hashed and the call queued for execution after commit (a re-approval's
-    queued execution takes the newly approved arguments). Reject: the call is
-    answered with a tool message saying an operator declined it and why. A repeated
-    identical decision returns the request unchanged and enqueues nothing (BC34).
+    are hashed and the call's execution record queued (a re-approval's queued
+    execution takes the newly approved arguments); handing it to
+    a worker after commit is the caller's. Reject: the call is answered with a
+    tool message saying an operator declined it and why. A repeated identical
+    decision returns the request unchanged and queues nothing (BC34). Continuing
+    the run is the caller's too (:func:`orchestration.pipeline.approval_decide`),
+    in the same transaction: this service opens no savepoint of its own.
 
     Raises :class:`ApprovalPermissionDenied` without ``approvals.decide_approvalrequest``,
     :class:`ApprovalNotAuthorized` when the decider may not make this decision
     (the tool's own permission, approver groups, four-eyes; nothing is recorded,
     the request stays pending), :class:`ApprovalClaimed` when someone else claimed it,
-    :class:`ApprovalAlreadyDecided` when decided otherwise, :class:`ApprovalExpired`
-    when it expired (it is answered as expired), :class:`ReasonRequired` for a
+    :class:`ApprovalAlreadyDecided` when decided otherwise, :class:`ReasonRequired` for a
     rejection without a reason, :class:`InvalidEditedArguments` for edits that fail
     the schema (or, after a schema change, unedited arguments that fail it). Implements SEC-02, DC-03, DC-04, FT-06.
     """
@@ -125,8 +151,9 @@ def approval_decide(
         if decision == "approve"
         else ApprovalRequest.Status.REJECTED
     )
+    queued: QueuedExecution | None = None
     # One INSERT for the vote's and the decision's audit entries (B2).
-    with transaction.atomic(), audit_batch():
+    with transaction.atomic(savepoint=False), audit_batch():
         _, call, locked = approval_lock(approval=approval)
         # Read once, under the request's lock (which every change of its groups
         # takes): the decider's check and the notification's snapshot share it.
@@ -143,7 +170,7 @@ def approval_decide(
                 )
                 and (response is None or response == locked.response)
             ):
-                return locked
+                return Decided(approval=locked)
             raise ApprovalAlreadyDecided(
                 f"approval {locked.pk!r} was already {locked.status!r}"
                 + (f" by {locked.decided_by.username!r}" if locked.decided_by else "")
@@ -184,11 +211,11 @@ def approval_decide(
                 grant=grant,
             )
             if outcome.repeated:
-                return locked
+                return Decided(approval=locked)
             if not outcome.final:
                 notify_approval_changed(locked, call=call)
-                return locked
-            _decide_locked(
+                return Decided(approval=locked)
+            queued = _decide_locked(
                 approval=locked,
                 call=call,
                 decided_by=decided_by,
@@ -200,14 +227,20 @@ def approval_decide(
         notify_approval_changed(locked, call=call)
         if not expired:
             send_on_commit(approval_decided, locked)
-        if expired or decision == "reject" or interrupt:
-            continuation_maybe_start(run=locked.run)
-    if expired:
-        raise ApprovalExpired(
-            f"approval {locked.pk!r} expired at {locked.expires_at.isoformat()}; "
-            "the agent was told it expired"
-        )
-    return locked
+    return Decided(
+        approval=locked,
+        queued=queued,
+        answered=expired or decision == "reject" or interrupt,
+        expired=expired,
+    )
+
+
+def approval_expired_error(approval: ApprovalRequest) -> ApprovalExpired:
+    """Return the error telling a decider that ``approval`` expired before the decision."""
+    return ApprovalExpired(
+        f"approval {approval.pk!r} expired at {approval.expires_at.isoformat()}; "
+        "the agent was told it expired"
+    )
 
 
 def _vote(
@@ -255,8 +288,9 @@ def _decide_locked(
     reason: str,
     edited_arguments: dict[str, Any] | None,
     undo_seconds: float = 0.0,
-) -> None:
+) -> QueuedExecution | None:
     before = {"status": approval.status}
+    queued: QueuedExecution | None = None
     if decision == "approve":
         arguments = approval.proposed_arguments
         if edited_arguments is not None:
@@ -284,7 +318,7 @@ def _decide_locked(
             if undo_seconds > 0
             else None
         )
-        execution_create(
+        queued = execution_create(
             call=call,
             arguments=arguments,
             authorized_by="approval",
@@ -316,6 +350,7 @@ def _decide_locked(
             "undo_seconds": undo_seconds or None,
         },
     )
+    return queued
 
 
 def approval_undo(*, approval: ApprovalRequest, user: Any) -> ApprovalRequest:
@@ -670,24 +705,16 @@ def approval_expire_locked(approval: ApprovalRequest, call: ToolCall | None) -> 
     notify_approval_changed(approval, call=call)
 
 
-def approvals_expire(*, now: datetime | None = None) -> int:
-    """Expire every pending request past its ``expires_at``; return how many expired.
+def approval_expire(*, approval: ApprovalRequest) -> ApprovalRequest | None:
+    """Expire ``approval`` if it is still pending once locked; return it, or ``None``.
 
-    Each expired call is answered with an error tool message so its thread can
-    continue. Called periodically by Celery beat; expiry is checked again at
-    decision time.
+    Its call is answered with an error tool message so its thread can continue
+    (the caller continues the run, in the same transaction:
+    :func:`orchestration.pipeline.approvals_expire`). Must run inside
+    ``transaction.atomic()``; takes the request's row locks.
     """
-    now = now or timezone.now()
-    count = 0
-    for pending in list(
-        ApprovalRequest.objects.filter(
-            status=ApprovalRequest.Status.PENDING, expires_at__lte=now
-        )
-    ):
-        with transaction.atomic():
-            _, call, approval = approval_lock(approval=pending)
-            if approval.status == ApprovalRequest.Status.PENDING:
-                approval_expire_locked(approval, call)
-                count += 1
-                continuation_maybe_start(run=approval.run)
-    return count
+    _, call, locked = approval_lock(approval=approval)
+    if locked.status != ApprovalRequest.Status.PENDING:
+        return None
+    approval_expire_locked(locked, call)
+    return locked

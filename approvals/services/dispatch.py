@@ -10,6 +10,7 @@ what the policy, the approval request and the execution record use.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -35,15 +36,29 @@ from approvals.transitions import execution_transition
 from core.conf import countersign_settings
 from threads.agent_config import agent_toolset
 from threads.answers import error_content, refusal_content, tool_message_write
-from threads.execution import enqueue, enqueue_later
 from threads.locks import tool_calls_lock
 from threads.models import Run, ToolCall
 from threads.selectors import tool_call_arguments
-from threads.services import continuation_maybe_start
 from threads.transitions import tool_call_transition
 
-#: The Celery task (and its import path, for the embedded pool) that executes a call.
-EXECUTE_TASK = "approvals.tasks.execute_tool_call"
+
+@dataclass(frozen=True)
+class QueuedExecution:
+    """An execution record that became ``queued``: the call to hand to a worker.
+
+    ``not_before`` is the end of the decision's undo window (run then), or ``None``
+    (run at once).
+    """
+
+    tool_call_pk: int
+    not_before: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Dispatched:
+    """What :func:`pending_calls_route` did: the executions it queued, in call order."""
+
+    queued: tuple[QueuedExecution, ...]
 
 
 def run_tools(run: Run) -> tuple[Toolset, set[str]]:
@@ -103,18 +118,18 @@ def execution_create(
     reapproved: bool = False,
     grant: ApprovalGrant | None = None,
     not_before: datetime | None = None,
-) -> None:
-    """Create ``call``'s execution record with the validated ``arguments`` and enqueue it.
+) -> QueuedExecution | None:
+    """Create ``call``'s execution record with the validated ``arguments``; return it queued.
 
     ``authorized_by`` is ``"policy"``, ``"approval"`` or ``"grant"`` (then
     ``grant`` is the scoped grant, checked again at execution). With
-    ``not_before`` the record keeps that time and the task is enqueued to run
-    then (the undo window of an operator's decision); deliveries before it
-    wait. Idempotent: a second call
-    finds the record and enqueues nothing (BC34) — except for a call approved
-    again after a re-approval (``reapproved``): its record, still ``queued`` and
-    never run, takes the newly approved arguments and is enqueued once. Must run
-    holding ``call``'s row lock (:mod:`threads.locks`).
+    ``not_before`` the record keeps that time, and the caller hands it to a worker
+    to run then (the undo window of an operator's decision); deliveries before it
+    wait. Returns what the caller must enqueue, or ``None``. Idempotent: a
+    second call finds the record and returns ``None`` (BC34) — except for a call
+    approved again after a re-approval (``reapproved``): its record, still
+    ``queued`` and never run, takes the newly approved arguments and is returned
+    once more. Must run holding ``call``'s row lock (:mod:`threads.locks`).
     """
     # The caller holds the call's row lock, under which alone a call's execution
     # is created: no concurrent insert to catch, so no savepoint (B2).
@@ -129,8 +144,8 @@ def execution_create(
             idempotency_key=f"{call.thread.thread_id}:{call.tool_call_id}",
             not_before=not_before,
         )
-        _execution_enqueue(call=call, not_before=not_before)
-    elif (
+        return QueuedExecution(tool_call_pk=call.pk, not_before=not_before)
+    if (
         reapproved
         and execution.state == ToolExecution.State.QUEUED
         and execution.attempts == 0
@@ -139,21 +154,8 @@ def execution_create(
         execution.arguments_hash = arguments_hash(arguments)
         execution.not_before = not_before
         execution.save(update_fields=["arguments", "arguments_hash", "not_before"])
-        _execution_enqueue(call=call, not_before=not_before)
-
-
-def _execution_enqueue(*, call: ToolCall, not_before: datetime | None) -> None:
-    """Enqueue ``call``'s execution after commit: now, or to run at ``not_before``."""
-    if not_before is None:
-        enqueue(EXECUTE_TASK, tool_call_pk=call.pk)
-        return
-    delay = max(0.0, (not_before - timezone.now()).total_seconds()) + 0.05
-    pk = call.pk
-    # A lost message (broker down) is recovered by the janitor once the window ends.
-    transaction.on_commit(
-        lambda: enqueue_later(EXECUTE_TASK, countdown=delay, tool_call_pk=pk),
-        robust=True,
-    )
+        return QueuedExecution(tool_call_pk=call.pk, not_before=not_before)
+    return None
 
 
 def approval_request_open(
@@ -197,7 +199,7 @@ def approval_request_open(
     return approval
 
 
-def pending_calls_dispatch(*, run: Run) -> None:
+def pending_calls_route(*, run: Run) -> Dispatched:
     """Apply each pending call's policy after ``run`` finished with calls pending.
 
     ``auto`` → queued for execution; ``require_approval`` → an approval request
@@ -207,12 +209,16 @@ def pending_calls_dispatch(*, run: Run) -> None:
     message, never executed. Policies that depend on the arguments are evaluated
     on the validated arguments. A run whose cancellation was requested gets every
     pending call answered as cancelled instead. Idempotent (only ``pending`` calls
-    are handled).
+    are handled). Returns the executions it queued; enqueueing them and continuing
+    the run are the caller's (:func:`orchestration.pipeline.pending_calls_dispatch`),
+    in the same transaction.
     Implements FT-06, SEC-01, SEC-04, LP-01.
     """
     toolset, advertised = run_tools(run)
     bound = [i["toolCallId"] for i in run.interrupts or [] if i.get("toolCallId")]
-    with transaction.atomic():
+    queued: list[QueuedExecution] = []
+    # No savepoint of its own: the caller's transaction holds the continuation too.
+    with transaction.atomic(savepoint=False):
         _, calls = tool_calls_lock(
             thread_pk=run.thread_id,
             calls=ToolCall.objects.filter(
@@ -238,14 +244,18 @@ def pending_calls_dispatch(*, run: Run) -> None:
                     state=ToolCall.State.CANCELLED,
                 )
                 continue
-            _dispatch_one(call=call, run=run, toolset=toolset, advertised=advertised)
+            execution = _dispatch_one(
+                call=call, run=run, toolset=toolset, advertised=advertised
+            )
+            if execution is not None:
+                queued.append(execution)
         for interrupt in run.interrupts or []:
             interrupt_request_create(
                 run=run,
                 interrupt=interrupt,
                 call=by_id.get(interrupt.get("toolCallId")),
             )
-        continuation_maybe_start(run=run)
+    return Dispatched(queued=tuple(queued))
 
 
 def interrupt_request_create(
@@ -296,12 +306,12 @@ def interrupt_request_create(
 
 def _dispatch_one(
     *, call: ToolCall, run: Run, toolset: Toolset, advertised: set[str]
-) -> None:
+) -> QueuedExecution | None:
     resolved = toolset.resolve(call.name)
     if resolved is None and call.name in advertised:
         # An AG-UI client's own frontend tool: the client answers it with a
         # tool message in its next input (FT-02, FT-06). Left pending.
-        return
+        return None
     tool: Tool | None = (
         resolved if resolved is not None and resolved.name in advertised else None
     )
@@ -315,7 +325,7 @@ def _dispatch_one(
             state=ToolCall.State.FAILED,
         )
         notify_call_changed(call)
-        return
+        return None
     parsed = tool_call_arguments(call=call, tool=tool)
     if not parsed.ok:
         tool_message_write(
@@ -331,7 +341,7 @@ def _dispatch_one(
             after={"detail": parsed.error},
         )
         notify_call_changed(call)
-        return
+        return None
     arguments = parsed.params or {}
     decision = call_policy(
         thread=call.thread, agent=run.agent, tool=tool, arguments=arguments
@@ -357,8 +367,9 @@ def _dispatch_one(
             state=ToolCall.State.DECLINED,
         )
         notify_call_changed(call)
-    elif decision.action == "auto" or grant is not None:
-        execution_create(
+        return None
+    if decision.action == "auto" or grant is not None:
+        queued = execution_create(
             call=call,
             arguments=arguments,
             authorized_by="policy" if grant is None else "grant",
@@ -376,23 +387,24 @@ def _dispatch_one(
             },
         )
         notify_call_changed(call)
-    else:
-        approval = approval_request_open(
-            call=call, tool=tool, arguments=arguments, decision=decision
-        )
-        tool_call_transition(call=call, to=ToolCall.State.AWAITING_APPROVAL)
-        audit_append(
-            actor=None,
-            action="approval.requested",
-            target=approval,
-            after={
-                "arguments": parsed.params,
-                "tool": tool.name,
-                "policy_source": decision.source,
-                "groups": list(decision.groups),
-                "approvals_required": decision.approvals_required,
-                "risk_level": decision.risk_level,
-                "risk_reason": decision.risk_reason,
-            },
-        )
-        notify_call_changed(call, approval=approval)
+        return queued
+    approval = approval_request_open(
+        call=call, tool=tool, arguments=arguments, decision=decision
+    )
+    tool_call_transition(call=call, to=ToolCall.State.AWAITING_APPROVAL)
+    audit_append(
+        actor=None,
+        action="approval.requested",
+        target=approval,
+        after={
+            "arguments": parsed.params,
+            "tool": tool.name,
+            "policy_source": decision.source,
+            "groups": list(decision.groups),
+            "approvals_required": decision.approvals_required,
+            "risk_level": decision.risk_level,
+            "risk_reason": decision.risk_reason,
+        },
+    )
+    notify_call_changed(call, approval=approval)
+    return None

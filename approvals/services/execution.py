@@ -1,28 +1,30 @@
-"""Executing an approved call exactly once, and resolving an unknown outcome.
+"""Executing an approved call exactly once: reserving it, recording its outcome.
 
-:func:`tool_call_execute` reserves the execution under the call's row lock (commit
-before the side effect), runs the tool, then records the outcome and the one tool
+Two steps of :mod:`orchestration.pipeline`, which runs the tool between them:
+:func:`execution_reserve` reserves the execution under the call's row lock (the
+caller commits it before the side effect) or settles the call without running
+it; :func:`execution_outcome_record` records the outcome and the one tool
 message. A reservation found by a later delivery means a worker died mid-call:
 idempotent tools run again with the same key; others become ``outcome_unknown``
-for an operator (:func:`execution_resolve`). Implements DC-04, LP-01, LP-05,
-LP-07, LP-08, BC32, BC34.
+for an operator (:func:`execution_outcome_resolve`). Neither step continues the run:
+each says whether it answered the call, and the caller continues it.
+Implements DC-04, LP-01, LP-05, LP-07, LP-08, BC32, BC34.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from django.db import transaction
 from django.utils import timezone
 
 from agentcore.arguments import parse_arguments
-from agentcore.dispatch import ToolCallRequest, execute_call
-from agentcore.tools import Tool, ToolContext
-from approvals import crashpoints
+from agentcore.dispatch import ToolResult
+from agentcore.tools import Tool, Toolset
 from approvals.exceptions import (
     ApprovalAlreadyDecided,
     ApprovalPermissionDenied,
@@ -39,7 +41,6 @@ from approvals.models import (
 )
 from approvals.services.audit import audit_append
 from approvals.services.dispatch import run_tools
-from approvals.services.elicitation import input_requester_for
 from approvals.services.grants import grant_refusal
 from approvals.services.notify import call_approval_for_snapshot, notify_call_changed
 from approvals.services.reapproval import (
@@ -51,9 +52,7 @@ from approvals.services.reapproval import (
 from approvals.transitions import execution_transition
 from core.conf import countersign_settings
 from threads.answers import error_content, tool_message_write
-from threads.mcp_servers import agent_mcp_refresh
 from threads.models import ToolCall
-from threads.services import continuation_maybe_start
 from threads.transitions import tool_call_transition
 
 logger = logging.getLogger(__name__)
@@ -68,152 +67,147 @@ _DONE_STATES = frozenset(
 )
 
 
-def tool_call_execute(
-    *, tool_call_pk: int, located: tuple[int, str] | None = None
-) -> ToolExecution | None:
-    """Execute an approved (or auto-approved) application call exactly once.
+@dataclass(frozen=True)
+class Reserved:
+    """A reservation committed before the side effect: run ``tool`` for ``call`` now.
+
+    ``execution`` holds the validated arguments and the idempotency key.
+    """
+
+    call: ToolCall
+    execution: ToolExecution
+    tool: Tool
+    toolset: Toolset
+
+
+@dataclass(frozen=True)
+class Settled:
+    """The call needs no run of the tool (now): ``execution`` as it stands.
+
+    ``answered`` says whether this step answered the call (refused, outcome
+    unknown, outcome recorded), so its run may continue. ``execution`` is
+    ``None`` when the call has none (e.g. an undone approval).
+    """
+
+    call: ToolCall | None
+    execution: ToolExecution | None
+    answered: bool = False
+
+
+def execution_reserve(*, thread_pk: int, tool_call_pk: int) -> Reserved | Settled:
+    """Reserve the execution of approved (or auto-approved) call ``tool_call_pk``.
 
     Under the call's row lock: refuse anything not approved or already answered;
     send a queued approved call back to an operator as a new approval request
     when its arguments no longer match the approved hash or its tool's input
     schema changed since the approval (:mod:`.reapproval`; an error after
     ``MAX_REAPPROVALS`` rounds); re-validate the arguments, check the permission
-    the tool requires, and commit a reservation before the side effect. Then run
-    the tool with its timeout and an idempotency key derived from thread and
-    ``toolCallId`` (handed to the tool, never to the model), record the outcome
-    and write the one tool message. Returns the
-    execution record (``None`` when the call has none, e.g. an undone approval).
-    Raises :class:`ExecutionInProgress` while another delivery holds a live
-    lease, :class:`ExecutionDeferred` before the execution's ``not_before``.
-    ``located`` is the call's ``(thread pk, agent)`` when the caller read them.
+    the tool requires, and reserve the execution (:class:`Reserved`), which the
+    caller commits before running the tool. A dead worker's reservation of a
+    non-idempotent tool becomes ``outcome_unknown``. Anything but a reservation
+    returns :class:`Settled`. Raises :class:`ExecutionInProgress` while another
+    delivery holds a live lease, :class:`ExecutionDeferred` before the
+    execution's ``not_before``. Must run inside ``transaction.atomic()``.
     Implements DC-04, LP-01, LP-05, LP-07, LP-08, BC32, BC34.
     """
-    thread_pk, agent = located or ToolCall.objects.values_list(
-        "thread_id", "run__agent"
-    ).get(pk=tool_call_pk)
-    # Outside any lock (network I/O): an MCP server's schema change made after the
-    # approval is seen now, not when its list-changed notice happens to arrive.
-    agent_mcp_refresh(agent)
-    with transaction.atomic():
-        _, call, approval, execution = execution_approval_lock(
-            thread_pk=thread_pk, tool_call_pk=tool_call_pk
-        )
-        if execution is None:
-            logger.warning(
-                "call %s has no execution record; refusing", call.tool_call_id
+    _, call, approval, execution = execution_approval_lock(
+        thread_pk=thread_pk, tool_call_pk=tool_call_pk
+    )
+    if execution is None:
+        logger.warning("call %s has no execution record; refusing", call.tool_call_id)
+        return Settled(call=call, execution=None)
+    answered = ToolCall.objects.filter(pk=call.pk).answered().exists()
+    if answered or execution.state in _DONE_STATES:
+        return Settled(call=call, execution=execution)
+    if (
+        execution.state == ToolExecution.State.QUEUED
+        and execution.not_before is not None
+    ):
+        # Still inside the decision's undo window: an early (or repeated)
+        # delivery waits for it; the reservation below is the only claim.
+        wait = (execution.not_before - timezone.now()).total_seconds()
+        if wait > 0:
+            raise ExecutionDeferred(
+                f"call {call.tool_call_id!r} may not run before "
+                f"{execution.not_before.isoformat()} (undo window)",
+                retry_after=wait + 0.05,
             )
-            return None
-        answered = ToolCall.objects.filter(pk=call.pk).answered().exists()
-        if answered or execution.state in _DONE_STATES:
-            return execution
-        if (
-            execution.state == ToolExecution.State.QUEUED
-            and execution.not_before is not None
-        ):
-            # Still inside the decision's undo window: an early (or repeated)
-            # delivery waits for it; the reservation below is the only claim.
-            wait = (execution.not_before - timezone.now()).total_seconds()
-            if wait > 0:
-                raise ExecutionDeferred(
-                    f"call {call.tool_call_id!r} may not run before "
-                    f"{execution.not_before.isoformat()} (undo window)",
-                    retry_after=wait + 0.05,
-                )
-        toolset, _ = run_tools(call.run)
-        tool = toolset.resolve(call.name)
-        if execution.state == ToolExecution.State.RESERVED:
-            now = timezone.now()
-            if (
-                execution.lease_expires_at is not None
-                and now < execution.lease_expires_at
-            ):
-                raise ExecutionInProgress(
-                    f"call {call.tool_call_id!r} is being executed by another delivery",
-                    retry_after=min(
-                        (execution.lease_expires_at - now).total_seconds(), 5.0
-                    )
-                    + 0.1,
-                )
-            if not (tool and tool.idempotent):
-                _give_up_unknown(call=call, execution=execution)
-                return execution
-        if (
-            execution.authorized_by == "approval"
-            and approval is not None
-            and _sent_back(call=call, approval=approval, execution=execution, tool=tool)
-        ):
-            return execution
-        refusal = _execution_refusal(
-            call=call, execution=execution, tool=tool, approval=approval
+    toolset, _ = run_tools(call.run)
+    tool = toolset.resolve(call.name)
+    if execution.state == ToolExecution.State.RESERVED:
+        now = timezone.now()
+        if execution.lease_expires_at is not None and now < execution.lease_expires_at:
+            raise ExecutionInProgress(
+                f"call {call.tool_call_id!r} is being executed by another delivery",
+                retry_after=min((execution.lease_expires_at - now).total_seconds(), 5.0)
+                + 0.1,
+            )
+        if not (tool and tool.idempotent):
+            _give_up_unknown(call=call, execution=execution)
+            return Settled(call=call, execution=execution, answered=True)
+    if (
+        execution.authorized_by == "approval"
+        and approval is not None
+        and (
+            sent_back := _sent_back(
+                call=call, approval=approval, execution=execution, tool=tool
+            )
         )
-        if refusal is not None or tool is None:
-            _refuse(call=call, execution=execution, detail=refusal or "")
-            return execution
-        _reserve(call=call, execution=execution, tool=tool)
-    crashpoints.crash_point("after_reservation")
+    ):
+        return Settled(call=call, execution=execution, answered=sent_back == "refused")
+    refusal = _execution_refusal(
+        call=call, execution=execution, tool=tool, approval=approval
+    )
+    if refusal is not None or tool is None:
+        _refuse(call=call, execution=execution, detail=refusal or "")
+        return Settled(call=call, execution=execution, answered=True)
+    _reserve(call=call, execution=execution, tool=tool)
+    return Reserved(call=call, execution=execution, tool=tool, toolset=toolset)
 
-    # The tool's permission was checked above, against whoever authorized the call;
-    # the runtime gets no user object (its ORM is not usable from the tool's loop).
-    owner = call.thread.owner
-    context = ToolContext(
-        thread_id=call.thread.thread_id,
-        run_id=call.run.run_id,
-        tool_call_id=call.tool_call_id,
-        idempotency_key=execution.idempotency_key,
-        user=None,
-        extras={
-            "owner": getattr(owner, "username", None),
-            "authorized_by": execution.authorized_by,
-        },
-        # An MCP server that needs more input mid-call asks the queue (kind input).
-        input_requester=input_requester_for(call=call),
-    )
-    request = ToolCallRequest(
-        tool_call_id=call.tool_call_id, name=call.name, arguments=execution.arguments
-    )
-    result = asyncio.run(
-        execute_call(request, tool=tool, toolset=toolset, context=context)
-    )
-    crashpoints.crash_point("after_tool")
 
-    with transaction.atomic():
-        _, call, locked = execution_lock(thread_pk=thread_pk, tool_call_pk=tool_call_pk)
-        assert locked is not None  # an execution record is never deleted
-        if locked.state not in (
-            ToolExecution.State.RESERVED,
-            ToolExecution.State.OUTCOME_UNKNOWN,
-        ):
-            return locked  # a late duplicate: the outcome was already recorded
-        # OUTCOME_UNKNOWN here means a redelivery gave up on this (slow, not dead)
-        # execution meanwhile: the outcome is known now, so it is recorded.
-        succeeded = result.error is None
-        execution_transition(
-            execution=locked,
-            to=ToolExecution.State.SUCCEEDED
-            if succeeded
-            else ToolExecution.State.FAILED,
-            save=False,
-        )
-        locked.error = result.error or ""
-        locked.details = result.details
-        locked.finished_at = timezone.now()
-        locked.save(update_fields=["state", "error", "details", "finished_at"])
-        tool_message_write(
-            call=call,
-            content=result.content,
-            error=result.error,
-            state=ToolCall.State.SUCCEEDED if succeeded else ToolCall.State.FAILED,
-        )
-        audit_append(
-            actor=None,
-            action=f"execution.{locked.state}",
-            target=locked,
-            after={"error": result.error, "details": result.details},
-        )
-        notify_call_changed(call, approval=call_approval_for_snapshot(call))
-        continuation_maybe_start(run=call.run)
-    crashpoints.crash_point("after_outcome")
-    return locked
+def execution_outcome_record(
+    *, thread_pk: int, tool_call_pk: int, result: ToolResult
+) -> Settled:
+    """Record the tool's ``result`` for reserved call ``tool_call_pk`` and answer the call.
+
+    Under the call's row lock: the execution becomes ``succeeded`` or ``failed``,
+    the one tool message is written, audited and announced. A late duplicate
+    (the outcome already recorded) changes nothing (``answered`` false). Must run
+    inside ``transaction.atomic()``. Implements DC-04, LP-05, BC32.
+    """
+    _, call, locked = execution_lock(thread_pk=thread_pk, tool_call_pk=tool_call_pk)
+    assert locked is not None  # an execution record is never deleted
+    if locked.state not in (
+        ToolExecution.State.RESERVED,
+        ToolExecution.State.OUTCOME_UNKNOWN,
+    ):
+        return Settled(call=call, execution=locked)
+    # OUTCOME_UNKNOWN here means a redelivery gave up on this (slow, not dead)
+    # execution meanwhile: the outcome is known now, so it is recorded.
+    succeeded = result.error is None
+    execution_transition(
+        execution=locked,
+        to=ToolExecution.State.SUCCEEDED if succeeded else ToolExecution.State.FAILED,
+        save=False,
+    )
+    locked.error = result.error or ""
+    locked.details = result.details
+    locked.finished_at = timezone.now()
+    locked.save(update_fields=["state", "error", "details", "finished_at"])
+    tool_message_write(
+        call=call,
+        content=result.content,
+        error=result.error,
+        state=ToolCall.State.SUCCEEDED if succeeded else ToolCall.State.FAILED,
+    )
+    audit_append(
+        actor=None,
+        action=f"execution.{locked.state}",
+        target=locked,
+        after={"error": result.error, "details": result.details},
+    )
+    notify_call_changed(call, approval=call_approval_for_snapshot(call))
+    return Settled(call=call, execution=locked, answered=True)
 
 
 def _give_up_unknown(*, call: ToolCall, execution: ToolExecution) -> None:
@@ -231,7 +225,6 @@ def _give_up_unknown(*, call: ToolCall, execution: ToolExecution) -> None:
         after={"attempts": execution.attempts},
     )
     notify_call_changed(call, approval=call_approval_for_snapshot(call))
-    continuation_maybe_start(run=call.run)
 
 
 def _refuse(*, call: ToolCall, execution: ToolExecution, detail: str) -> None:
@@ -251,7 +244,6 @@ def _refuse(*, call: ToolCall, execution: ToolExecution, detail: str) -> None:
         after={"detail": detail},
     )
     notify_call_changed(call)
-    continuation_maybe_start(run=call.run)
 
 
 def _reserve(*, call: ToolCall, execution: ToolExecution, tool: Tool) -> None:
@@ -285,38 +277,39 @@ def _sent_back(
     approval: ApprovalRequest,
     execution: ToolExecution,
     tool: Tool | None,
-) -> bool:
-    """Return whether an approved call stays with (or went back to) an operator.
+) -> Literal["", "pending", "reopened", "refused"]:
+    """Return whether (and how) an approved call stays with (or went back to) an operator.
 
-    True while its re-approval is pending; true after sending a queued call that
-    changed since its approval back as a new request, or answering it with an
-    error once it has been sent back ``MAX_REAPPROVALS`` times: the executor runs
-    only what was approved. Implements SEC-02, SEC-04.
+    ``"pending"`` while its re-approval is pending; ``"reopened"`` after sending
+    a queued call that changed since its approval back as a new request;
+    ``"refused"`` after answering it with an error once it has been sent back
+    ``MAX_REAPPROVALS`` times; ``""`` when it may go on: the executor runs only
+    what was approved. Implements SEC-02, SEC-04.
     """
     if approval.status == ApprovalRequest.Status.PENDING:
-        return True  # approving the re-approval enqueues the call again
+        return "pending"  # approving the re-approval enqueues the call again
     if (
         tool is None
         or approval.status != ApprovalRequest.Status.APPROVED
         or execution.state != ToolExecution.State.QUEUED
     ):
-        return False
+        return ""
     change = call_change(call=call, execution=execution, tool=tool, approval=approval)
     if change is None:
-        return False
+        return ""
     if approval.reapproval_count < MAX_REAPPROVALS:
         approval_reopen(
             call=call, approval=approval, execution=execution, tool=tool, change=change
         )
-    else:
-        _refuse(
-            call=call,
-            execution=execution,
-            detail=f"{change.detail}, after {MAX_REAPPROVALS} re-approvals of this "
-            "call already; it was not executed. Do not retry it; tell the user the "
-            "tool keeps changing.",
-        )
-    return True
+        return "reopened"
+    _refuse(
+        call=call,
+        execution=execution,
+        detail=f"{change.detail}, after {MAX_REAPPROVALS} re-approvals of this "
+        "call already; it was not executed. Do not retry it; tell the user the "
+        "tool keeps changing.",
+    )
+    return "refused"
 
 
 def _execution_refusal(
@@ -402,19 +395,22 @@ def _execution_refusal(
     return None
 
 
-def execution_resolve(
+def execution_outcome_resolve(
     *, tool_call: ToolCall, resolved_by: Any, succeeded: bool, content: str, reason: str
 ) -> ToolExecution:
     """Answer an ``outcome_unknown`` call as an operator determined it; return the execution.
 
-    Raises :class:`ApprovalPermissionDenied` without the decide permission and
-    :class:`ApprovalAlreadyDecided` when the call is not ``outcome_unknown``.
+    Continuing the run is the caller's, in the same transaction
+    (:func:`orchestration.pipeline.execution_resolve`): this service opens no
+    savepoint of its own. Raises :class:`ApprovalPermissionDenied` without the
+    decide permission and :class:`ApprovalAlreadyDecided` when the call is not
+    ``outcome_unknown``.
     """
     if not resolved_by.has_perm(DECIDE_PERMISSION):
         raise ApprovalPermissionDenied(
             "resolving an execution needs the decide permission"
         )
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         _, call, execution = execution_lock(
             thread_pk=tool_call.thread_id, tool_call_pk=tool_call.pk
         )
@@ -438,5 +434,4 @@ def execution_resolve(
             after={"succeeded": succeeded, "content": content, "reason": reason},
         )
         notify_call_changed(call)
-        continuation_maybe_start(run=call.run)
     return execution

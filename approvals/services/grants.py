@@ -35,7 +35,7 @@ from approvals.services.audit import audit_append
 from core.conf import countersign_settings
 from threads.models import Thread, ToolCall
 
-#: Keys of a grant as the REST API and :func:`approval_decide` take it.
+#: Keys of a grant as the REST API and :func:`orchestration.pipeline.approval_decide` take it.
 GRANT_KEYS = frozenset(
     {"scope", "exact", "ranges", "schema", "expiresAt", "durationSeconds"}
 )

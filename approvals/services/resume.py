@@ -1,10 +1,11 @@
 """Deciding interrupts from ``RunAgentInput.resume``: the queue's decision, from the client.
 
 :func:`resume_check` checks a whole resume against the thread's open interrupts
-(approval requests, :mod:`approvals.interrupts`) before anything changes, then :func:`resume_decide`
-decides each through :func:`approvals.services.decisions.approval_decide`, the
-same service, permission, validation, audit and exactly-once execution as the
-approval queue. The answers it gives:
+(approval requests, :mod:`approvals.interrupts`) before anything changes; then
+:func:`orchestration.resume.resume_decide` decides each through the pipeline's
+:func:`orchestration.pipeline.approval_decide`, the same service, permission,
+validation, audit and exactly-once execution as the approval queue. The
+answers it gives:
 
 - an open interrupt the input leaves uncovered, or input without ``resume``
   while interrupts are open: 409 ``interrupts_uncovered`` naming them (IR-07);
@@ -30,7 +31,6 @@ an entry in any other form names no interrupt (IR-02).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +39,6 @@ from django.utils import timezone
 
 from approvals.authorization import authorization_require
 from approvals.exceptions import (
-    ApprovalExpired,
     ApprovalPermissionDenied,
     InvalidResponse,
     ResumeInvalid,
@@ -49,7 +48,6 @@ from approvals.interrupts import interrupt_approval_pk, interrupt_id
 from approvals.models import DECIDE_PERMISSION, ApprovalRequest
 from approvals.services.decisions import (
     Decision,
-    approval_decide,
     edited_arguments_validate,
     response_validate,
 )
@@ -299,24 +297,3 @@ def resume_check(
         authorization_require(approval=approval, user=user, decision=plan["decision"])
         plans.append(ResumePlan(approval=approval, **plan))
     return plans
-
-
-def resume_decide(*, user: Any, plans: list[ResumePlan]) -> int:
-    """Decide each checked plan through the queue's service; return how many.
-
-    Each decision is :func:`approvals.services.decisions.approval_decide`: audited,
-    bound to the argument hash, executed exactly once. Implements IR-09, IR-11, IR-14.
-    """
-    for plan in plans:
-        # A cancelled entry on a request that expired meanwhile is answered as
-        # expired, which is what cancelling asked for (IR-10).
-        with contextlib.suppress(ApprovalExpired):
-            approval_decide(
-                approval=plan.approval,
-                decided_by=user,
-                decision=plan.decision,
-                reason=plan.reason,
-                edited_arguments=plan.edited,
-                response=plan.response,
-            )
-    return len(plans)

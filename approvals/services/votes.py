@@ -1,6 +1,6 @@
 """Four-eyes and N-of-M: recording each approver's vote on a tool-call request.
 
-:func:`vote_record` runs inside :func:`approvals.services.approval_decide`,
+:func:`vote_record` runs inside :func:`approvals.services.approval_decision_record`,
 holding the request's row lock (thread → call → approval), so two approvers
 committing the N-th approval at the same moment are serialized: the first
 decides the request, the second finds it decided. An edit by one approver

@@ -70,7 +70,7 @@ def pending_refund(
     The run's events go through the real recorder and the real dispatch (no
     worker runs: callbacks on commit do not fire inside a test transaction).
     """
-    from approvals.services import pending_calls_dispatch
+    from orchestration.pipeline import pending_calls_dispatch
     from threads.recording import record_events
     from threads.services import run_input_build, thread_create
 

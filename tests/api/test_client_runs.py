@@ -21,9 +21,8 @@ from django.utils import timezone
 
 from approvals import crashpoints
 from approvals.models import ApprovalRequest, ToolExecution
-from approvals.services import execution_resolve, tool_call_execute
+from orchestration.pipeline import execution_resolve, run_execute, tool_call_execute
 from orchestration.resume import agui_run_start
-from orchestration.runs import run_execute
 from tests.aguivalidate import assert_valid_stream
 from tests.api.conftest import token_client
 from tests.approvals.test_interrupt_resume import agui_input

@@ -22,7 +22,7 @@ import pytest
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest, AuditEntry
-from approvals.services import approvals_expire
+from orchestration.pipeline import approvals_expire
 from tests import remote_agents
 from tests.remote_agents import EXECUTED, RECEIVED, serve
 from threads.models import Message, Run, ToolCall

@@ -17,8 +17,9 @@ from approvals.authorization import approval_authorization
 from approvals.exceptions import ApprovalNotAuthorized, UndoTooLate
 from approvals.models import ApprovalRequest, AuditEntry, ToolExecution
 from approvals.selectors import approval_context, arguments_diff
-from approvals.services import approval_decide, approval_undo
+from approvals.services import approval_undo
 from demo.models import Refund
+from orchestration.pipeline import approval_decide
 from threads.models import Message, ToolCall
 
 

@@ -6,8 +6,8 @@ import pytest
 
 from approvals import crashpoints
 from approvals.models import ApprovalRequest, ToolExecution
-from approvals.services import approval_decide
 from demo.models import Refund
+from orchestration.pipeline import approval_decide
 
 
 @pytest.mark.parametrize("executor", ["embedded"], indirect=True)

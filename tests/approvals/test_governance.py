@@ -24,8 +24,9 @@ from approvals.models import (
     ToolExecution,
     ToolPolicy,
 )
-from approvals.services import approval_decide, audit_verify
+from approvals.services import audit_verify
 from demo.models import Refund
+from orchestration.pipeline import approval_decide
 from threads.models import ToolCall
 from threads.services import message_post, thread_create
 

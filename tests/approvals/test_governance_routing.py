@@ -18,10 +18,10 @@ from django.utils import timezone
 from approvals.checks import check_policies
 from approvals.interrupts import run_interrupts
 from approvals.models import ApprovalGrant, ApprovalRequest, AuditEntry, ToolExecution
-from approvals.services import pending_calls_dispatch
 from approvals.signals import approval_escalated
-from approvals.tasks import expire_approvals
 from demo.models import Refund
+from orchestration.pipeline import pending_calls_dispatch
+from orchestration.tasks import expire_approvals
 from tests.approvals.test_governance import _approve, _decider, _held, _policy
 from threads.execution import start_embedded_beat, stop_embedded_beat
 from threads.models import Run, ToolCall

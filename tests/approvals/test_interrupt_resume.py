@@ -35,8 +35,8 @@ from approvals.interrupts import (
     run_interrupts,
 )
 from approvals.models import ApprovalRequest, AuditEntry, ToolExecution
-from approvals.services import approval_decide
 from demo.models import Refund
+from orchestration.pipeline import approval_decide
 from orchestration.resume import agui_run_start
 from tests.approvals.test_races import _in_threads
 from threads.ids import ReservedId, check_input_messages

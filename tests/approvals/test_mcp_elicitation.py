@@ -19,7 +19,7 @@ import pytest
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest, AuditEntry, ToolExecution
-from approvals.services import approval_decide, approvals_expire
+from orchestration.pipeline import approval_decide, approvals_expire
 from tests.approvals.test_mcp_workflow import (  # noqa: F401  (fixtures)
     files_server,
     mcp_agents,

@@ -19,7 +19,8 @@ from mcp import Client
 
 from agentcore.mcp import IDEMPOTENCY_META_KEY
 from approvals.models import ApprovalRequest, ToolExecution, arguments_hash
-from approvals.services import approval_decide, approval_snapshot
+from approvals.services import approval_snapshot
+from orchestration.pipeline import approval_decide
 from tests.mcp_servers import HttpServer, executed, start_http_server, stdio_command
 from threads.models import Message, Run, ToolCall
 from threads.services import message_post, thread_create

@@ -34,10 +34,10 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from approvals.checks import check_notifications
 from approvals.models import ApprovalRequest, NotificationDelivery, ToolExecution
 from approvals.notifications.links import SALT, approval_link_token
-from approvals.services import approval_decide
 from approvals.services.expiring import approvals_expiring_announce
 from approvals.signals import approval_escalated, send_now
 from demo.models import Refund
+from orchestration.pipeline import approval_decide
 from threads.models import Message, ToolCall
 
 SECRET = "whsec_" + base64.b64encode(b"countersign-test-secret-0123456789").decode()

@@ -12,8 +12,9 @@ from django.db import connections
 
 from approvals.exceptions import ApprovalAlreadyDecided
 from approvals.models import ApprovalRequest, ToolExecution
-from approvals.services import approval_decide, tool_call_execute
 from demo.models import Refund
+from orchestration.pipeline import approval_decide, tool_call_execute
+from orchestration.tasks import execute_tool_call
 from threads.execution import enqueue
 from threads.models import Message, Run
 
@@ -130,8 +131,8 @@ def test_bc32_duplicate_task_delivery_executes_once(approver, pending_refund, ex
     from django.db import transaction
 
     with transaction.atomic():
-        enqueue("approvals.tasks.execute_tool_call", tool_call_pk=call.pk)
-        enqueue("approvals.tasks.execute_tool_call", tool_call_pk=call.pk)
+        enqueue(execute_tool_call, tool_call_pk=call.pk)
+        enqueue(execute_tool_call, tool_call_pk=call.pk)
     executor.settle(call.thread)
     # And one delivered straight to the service after everything settled.
     assert tool_call_execute(tool_call_pk=call.pk).state == "succeeded"

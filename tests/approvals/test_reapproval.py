@@ -19,10 +19,11 @@ from django.db import transaction
 from django.urls import reverse
 
 from approvals.models import ApprovalRequest, AuditEntry, ToolExecution
-from approvals.services import approval_decide, audit_verify
+from approvals.services import audit_verify
 from approvals.services.reapproval import MAX_REAPPROVALS
 from demo.models import Refund
 from orchestration.janitor import lost_messages_requeue
+from orchestration.pipeline import approval_decide
 from threads.models import Message, ToolCall
 
 APPROVED = {"order_id": "A-1001", "amount": 25.0, "reason": "customer request"}

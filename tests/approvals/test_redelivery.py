@@ -17,8 +17,8 @@ import pytest
 import redis
 
 from approvals.models import ApprovalRequest, ToolExecution
-from approvals.services import approval_decide
 from demo.models import Refund
+from orchestration.pipeline import approval_decide
 
 pytestmark = pytest.mark.integration
 

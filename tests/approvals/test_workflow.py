@@ -20,8 +20,9 @@ from approvals.exceptions import (
     ReasonRequired,
 )
 from approvals.models import ApprovalRequest, AuditEntry, ToolExecution
-from approvals.services import approval_decide, approvals_expire, audit_verify
+from approvals.services import audit_verify
 from demo.models import Refund
+from orchestration.pipeline import approval_decide, approvals_expire
 from threads.models import Message, Run, ToolCall
 
 

@@ -9,7 +9,7 @@ import pytest
 from agentcore.events import message_from_dict
 from agentcore.history import prepare_history
 from approvals.models import ApprovalRequest
-from approvals.services import approval_decide
+from orchestration.pipeline import approval_decide
 from threads.models import Message, Run, ToolCall
 from threads.services import message_post, run_cancel, thread_create
 
@@ -167,7 +167,7 @@ def test_bc20_cancel_while_tools_execute_persists_interrupted_results(
 
 def test_bc20_calls_left_open_by_a_dead_run_get_the_interrupted_answer(user, executor):
     """A run that died mid-call is failed and its open calls answered (BC20, FT-06)."""
-    from orchestration.runs import run_execute
+    from orchestration.pipeline import run_execute
     from threads.recording import RunRecorder
 
     thread = thread_create(owner=user, title="bc20-dead")

@@ -10,9 +10,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest, JanitorSweep, ToolExecution
-from approvals.services import approval_decide
 from demo.models import Refund
 from orchestration.janitor import lost_messages_requeue, runs_reap
+from orchestration.pipeline import approval_decide
 from threads.models import Message, Run
 from threads.services import thread_create
 
@@ -238,7 +238,7 @@ def test_duplicate_delivery_of_a_run_a_live_worker_executes_changes_nothing(
     user, settings, redis_url
 ):
     """The janitor's copy of a message arriving while the run executes elsewhere: left alone."""
-    from orchestration.runs import run_execute
+    from orchestration.pipeline import run_execute
     from orchestration.supervision import HEARTBEAT_KEY, heartbeat_touch
 
     settings.REDIS_URL = redis_url
@@ -296,7 +296,7 @@ def test_run_whose_heartbeat_outlived_ttl_and_one_refresh_is_reaped_with_reason(
     user, settings, redis_url
 ):
     """Heartbeat rule: last refresh > 4 intervals ago ends the run within S."""
-    from orchestration.runs import run_execute
+    from orchestration.pipeline import run_execute
     from orchestration.supervision import heartbeat_alive, heartbeat_read
 
     settings.REDIS_URL = redis_url

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from config.logging import ContextFilter, JsonFormatter, log_context
+from core.logging import ContextFilter, JsonFormatter, log_context
 from threads.models import Event, Run
 from threads.services import thread_create
 

@@ -253,7 +253,7 @@ def test_redis_restarted_without_persistence_janitor_requeues_execution_and_cont
     stack.redis.start()
     # Frozen once the outcome (and the queued continuation) committed: the worker
     # would otherwise run the continuation itself in the same task
-    # (orchestration.executions, one hop), and its message would not matter.
+    # (orchestration.pipeline, one hop), and its message would not matter.
     frozen = stack.worker(
         "tools-worker-2", queues="tools", COUNTERSIGN_TEST_HANG_AT="after_outcome"
     )

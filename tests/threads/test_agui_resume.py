@@ -20,8 +20,8 @@ from django.contrib.auth.models import Permission
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest, AuditEntry, arguments_hash
-from approvals.services import approval_decide
 from demo.models import Refund
+from orchestration.pipeline import approval_decide
 from tests.agentcore.helpers import coalesced
 from tests.threads.agui_history import apply_events
 from tests.threads.test_agui_live import bearer, parse_stream

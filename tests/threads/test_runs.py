@@ -20,13 +20,15 @@ from agentcore.loop import LoopAgent
 from agentcore.providers.scripted import ScriptedProvider, text, tool_call
 from agentcore.tools import ToolContext, Toolset, define_tool
 from demo.tools import DEMO_TOOLS
-from orchestration.runs import drive_agent, run_execute
+from orchestration.pipeline import run_execute
+from orchestration.runs import drive_agent
 from threads.exceptions import RunConflict
 from threads.execution import enqueue
 from threads.models import Event, Message, Run, Thread, ToolCall
 from threads.recording import RunRecorder, thread_replay
 from threads.selectors import thread_status
 from threads.services import message_post, run_cancel, run_input_build
+from threads.tasks import run_agent
 
 #: Queries of one RunRecorder flush of a run with one tool call (STYLE.md 24).
 FLUSH_QUERIES = 13
@@ -327,7 +329,7 @@ def test_er01_redelivered_run_of_a_dead_worker_ends_with_worker_lost(user, execu
 
     # when: the broker redelivers the task (acks_late) to a live worker
     with transaction.atomic():
-        enqueue("threads.tasks.run_agent", run_pk=run.pk)
+        enqueue(run_agent, run_pk=run.pk)
     executor.wait_for(lambda: Run.objects.get(pk=run.pk).status == Run.Status.ERROR)
 
     run.refresh_from_db()

@@ -493,7 +493,7 @@ WIDTHS = (360, 390, 430, 1400, 1920)
 
 def _recorded_pending_refund(owner: Any, *, call_id: str) -> ApprovalRequest:
     """Return the pending request of a refund the agent streamed, as a run leaves it."""
-    from approvals.services import pending_calls_dispatch
+    from orchestration.pipeline import pending_calls_dispatch
     from threads.models import Run
     from threads.recording import RunRecorder
     from threads.services import thread_create

@@ -152,7 +152,7 @@ def test_dc05_refund_streams_waits_for_approval_and_finishes_without_reload(
 def test_dc05_edited_call_shows_both_versions_live(browser, ui_server):
     """An approver's edit shows on the requester's page as "edited", with the proposed
     and the approved arguments, and the call then runs with the edited ones."""
-    from approvals.services import pending_calls_dispatch
+    from orchestration.pipeline import pending_calls_dispatch
     from threads.models import Run
     from threads.recording import RunRecorder
     from threads.services import thread_create

@@ -366,7 +366,7 @@ def test_dc03_admin_pending_changelist_decide_panel_and_audit_trail(
     )
     dora.is_staff = True
     dora.save()
-    from approvals.services import approval_decide
+    from orchestration.pipeline import approval_decide
 
     approval_decide(
         approval=decided, decided_by=ada, decision="reject", reason="not needed"

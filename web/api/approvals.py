@@ -1,6 +1,6 @@
 """REST API for the approval queue: list, inspect, approve, reject, resolve.
 
-Deciding goes through :func:`approvals.services.approval_decide`, the same service
+Deciding goes through :func:`orchestration.pipeline.approval_decide`, the same step
 (and the same ``approvals.decide_approvalrequest`` permission) as the admin
 actions (STYLE.md 4). A request the user may not see answers 404; one they may
 see but not decide answers 403. Implements SEC-02, DC-03, DC-05.
@@ -23,10 +23,11 @@ from rest_framework.views import APIView
 from approvals.exceptions import ApprovalAlreadyDecided, InvalidEditedArguments
 from approvals.models import ApprovalGrant, ApprovalRequest, ToolExecution
 from approvals.selectors import approval_get, approval_list, grant_get, grant_list
-from approvals.services import approval_decide, approval_undo, execution_resolve
+from approvals.services import approval_undo
 from approvals.services.claims import approval_claim, approval_release
 from approvals.services.grants import grant_revoke
 from core.conf import countersign_settings
+from orchestration.pipeline import approval_decide, execution_resolve
 from threads.answers import compact_json
 from web.api.threads import (
     errors,

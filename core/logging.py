@@ -9,8 +9,8 @@ Context lives in :mod:`contextvars`, so it follows asyncio tasks; a worker threa
 started inside a context gets a copy when started with ``contextvars.copy_context``.
 
 Nothing here imports Django: ``settings.LOGGING`` names these classes, and
-:func:`log_context` is used by ``orchestration.runs.run_execute`` and
-``approvals.services.tool_call_execute``.
+:func:`log_context` is used by ``orchestration.pipeline.run_execute`` and
+``orchestration.pipeline.tool_call_execute``.
 """
 
 from __future__ import annotations
