@@ -42,7 +42,7 @@ THREADS_DOMAIN = frozenset(
 )
 
 #: Status fields and the only modules that assign them (STYLE.md 8).
-STATUS_FIELDS = frozenset({"status", "state"})
+STATUS_FIELDS = frozenset({"status", "state", "wire_state"})
 TRANSITION_MODULES = frozenset({"threads.transitions", "approvals.transitions"})
 #: ``Thread.state`` is AG-UI shared state, not a status; ``Thread.replace_state``
 #: in the models module is its one writer.
@@ -255,8 +255,9 @@ def _status_writes(module: str, path: Path) -> Iterator[str]:
     "package", ["threads", "approvals", "orchestration", "demo", "config"]
 )
 def test_only_transition_functions_assign_status_fields(package: str) -> None:
-    """``Run.status``, ``ToolCall.state``, ``ApprovalRequest.status`` and ``ToolExecution.state``
-    are assigned only in ``threads.transitions`` and ``approvals.transitions`` (STYLE.md 8)."""
+    """``Run.status``, ``Run.wire_state``, ``ToolCall.state``, ``ApprovalRequest.status``
+    and ``ToolExecution.state`` are assigned only in ``threads.transitions`` and
+    ``approvals.transitions`` (STYLE.md 8)."""
     writes = [
         write
         for module, path in MODULES.items()

@@ -44,6 +44,7 @@ from threads.snapshots import (
     message_remote_ids_record,
     snapshot_reconcile,
 )
+from threads.transitions import run_wire_transition
 from threads.validation import storable
 
 logger = logging.getLogger(__name__)
@@ -51,11 +52,6 @@ logger = logging.getLogger(__name__)
 _DELTA_TYPES = {EventType.TOOL_CALL_ARGS, EventType.TEXT_MESSAGE_CONTENT}
 _TERMINAL_TYPES = {EventType.RUN_FINISHED, EventType.RUN_ERROR}
 _TERMINAL_NAMES = {"RUN_FINISHED", "RUN_ERROR"}
-
-#: ``Run.wire_state`` values (see the field).
-WIRE_OPEN = "open"
-WIRE_CLOSED = "closed"
-WIRE_SEGMENT = "segment"
 
 
 def wire_usage(wire: Run, *, extra: Any = None) -> list[dict[str, Any]]:
@@ -482,9 +478,7 @@ class RunRecorder:
             )
             Projection(thread=thread, run=self.run).apply(batch, seqs)
             if self.managed and any(r.type in _TERMINAL_NAMES for r in rows):
-                Run.objects.filter(pk=self.run.wire_run.pk).update(
-                    wire_state=WIRE_CLOSED
-                )
+                run_wire_transition(run=self.run.wire_run, to=Run.WireState.CLOSED)
         self.written.extend(rows)
         return rows
 
