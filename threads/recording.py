@@ -450,24 +450,22 @@ class RunRecorder:
         self._buffer_since = None
         self._last_flush = time.monotonic()
         through = self.previewed if self.previews and self.previewed else None
-        for index, known in enumerate(payloads):
+        stored: list[dict[str, Any]] = []
+        offsets: list[int] = []
+        for index, (known, skip) in enumerate(zip(payloads, hidden, strict=True)):
             if known is None:
                 made = event_to_dict(batch[index])
                 known = storable(made, what=f"event of run {self.run.run_id}")
                 if known is not made:
                     batch[index] = event_from_dict(known)
-                payloads[index] = known
+            # A hidden event is projected at the position the next stored event
+            # takes; it takes no seq of its own.
+            offsets.append(len(stored))
+            if not skip:
+                stored.append(known)
         with transaction.atomic():
             thread = thread_lock(thread_pk=self.thread.pk)
-            first = thread.next_seq
-            stored: list[dict[str, Any]] = []
-            seqs: list[int] = []
-            for payload, skip in zip(payloads, hidden, strict=True):
-                # A hidden event is projected at the position the next stored
-                # event takes; it takes no seq of its own.
-                seqs.append(first + len(stored))
-                if not skip:
-                    stored.append(payload)
+            seqs = [thread.next_seq + offset for offset in offsets]
             rows = log_append(
                 thread_pk=thread.pk,
                 run=self.run,
