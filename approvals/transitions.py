@@ -17,7 +17,7 @@ caller's step happened either way.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -81,15 +81,19 @@ class AuditFact:
     after: Any = None
 
 
+#: What a move appends to the audit chain: no entry, one, or several in order.
+Audit = AuditFact | Sequence[AuditFact] | None
+
+
 def _effects(
     *,
     moved: Model,
-    audit: AuditFact | None,
+    audit: Audit,
     call: ToolCall | None = None,
     approval: ApprovalRequest | None = None,
     notify: bool = False,
 ) -> None:
-    """Append ``audit`` about ``moved`` (or its own target), then schedule the notification.
+    """Append ``audit`` (each entry about ``moved`` or its own target), then notify.
 
     The notification tells browsers watching ``call``'s thread and the queue
     (with ``approval``'s snapshot, taken now), or, for a request bound to no
@@ -100,13 +104,14 @@ def _effects(
     from approvals.services.audit import audit_append
     from approvals.services.notify import notify_approval_changed, notify_call_changed
 
-    if audit is not None:
+    facts = (audit,) if isinstance(audit, AuditFact) else audit or ()
+    for fact in facts:
         audit_append(
-            actor=audit.actor,
-            action=audit.action,
-            target=audit.target if audit.target is not None else moved,
-            before=audit.before,
-            after=audit.after,
+            actor=fact.actor,
+            action=fact.action,
+            target=fact.target if fact.target is not None else moved,
+            before=fact.before,
+            after=fact.after,
         )
     if not notify:
         return
@@ -121,16 +126,18 @@ def approval_transition(
     approval: ApprovalRequest,
     to: str,
     save: bool = True,
-    audit: AuditFact | None = None,
+    audit: Audit = None,
     notify: bool = False,
     call: ToolCall | None = None,
 ) -> bool:
     """Move ``approval`` to status ``to`` (saved unless ``save`` is false); return whether it changed.
 
     ``save=False`` lets a decision write the status with the decider, time and
-    reason in one UPDATE. With ``audit`` the entry is appended after the move;
-    with ``notify`` browsers are told after commit that ``approval`` (through
-    ``call`` when it has one) changed, its snapshot taken now. Raises
+    reason in one UPDATE. With ``audit`` the entry (or entries, in order) is
+    appended after the move. With ``notify`` browsers are told after commit that
+    ``approval`` (through ``call`` when it has one) changed; its snapshot is
+    taken now, so a move whose other fields the caller sets afterwards announces
+    itself once they are set. Raises
     :class:`threads.exceptions.IllegalTransition` for a move
     ``APPROVAL_TRANSITIONS`` does not allow (and nothing is audited). Implements
     STYLE.md 8, SEC-04.
@@ -152,12 +159,12 @@ def execution_transition(
     execution: ToolExecution,
     to: str,
     save: bool = True,
-    audit: AuditFact | None = None,
+    audit: Audit = None,
 ) -> bool:
     """Move ``execution`` to state ``to`` (saved unless ``save`` is false); return whether it changed.
 
-    With ``audit`` the entry is appended after the move (about ``execution``
-    unless it names another target). Raises
+    With ``audit`` the entry (or entries, in order) is appended after the move,
+    each about ``execution`` unless it names another target. Raises
     :class:`threads.exceptions.IllegalTransition` for a move
     ``EXECUTION_TRANSITIONS`` does not allow (and nothing is audited).
     Implements STYLE.md 8, SEC-04.
@@ -178,16 +185,16 @@ def call_transition(
     *,
     call: ToolCall,
     to: str,
-    audit: AuditFact | None = None,
+    audit: Audit = None,
     notify: bool = False,
     approval: ApprovalRequest | None = None,
 ) -> bool:
     """Move ``call`` to state ``to`` and save it, with the approval workflow's side effects.
 
     The move is :func:`threads.transitions.tool_call_transition`'s; with
-    ``audit`` the entry is appended after it (about ``call`` unless it names
-    another target, such as the request or execution the step is about); with
-    ``notify`` browsers watching the call's thread (and, given ``approval``, the
+    ``audit`` the entry (or entries, in order) is appended after it, each about
+    ``call`` unless it names another target (the request or execution the step
+    is about); with ``notify`` browsers watching the call's thread (and, given ``approval``, the
     queue, with its snapshot taken now) are told after commit. Returns whether
     the state changed. Raises :class:`threads.exceptions.IllegalTransition`.
     Implements STYLE.md 8, SEC-04.
