@@ -5,15 +5,27 @@ manner of :mod:`threads.transitions` (same rules: a move the table does not list
 raises :class:`threads.exceptions.IllegalTransition` naming both states; staying
 put is a no-op). ``tests/test_architecture.py`` asserts that no other module
 assigns these fields.
+
+A move carries its side effects, in the shape of django-oscar's ``set_status``:
+given ``audit=AuditFact(...)`` the function appends that audit entry, and given
+``notify=True`` it tells browsers after commit, right after the move, so a
+caller does not pair them by hand. :func:`call_transition` does the same for a
+tool call's state (owned by :func:`threads.transitions.tool_call_transition`).
+The effects follow every move the table allows, staying put included: the
+caller's step happened either way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Final
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from django.db.models import Model
 
 from approvals.models import ApprovalRequest, NotificationDelivery, ToolExecution
-from threads.transitions import apply_transition
+from threads.models import ToolCall
+from threads.transitions import apply_transition, tool_call_transition
 
 _A = ApprovalRequest.Status
 _E = ToolExecution.State
@@ -53,16 +65,84 @@ DELIVERY_TRANSITIONS: Final[Mapping[str, frozenset[str]]] = {
 }
 
 
+@dataclass(frozen=True)
+class AuditFact:
+    """The audit entry a transition appends (SEC-04).
+
+    ``action`` names the step (``"approval.undone"``, ``"execution.reserved"``);
+    ``actor`` is a user or ``None`` (the system); ``target`` is the row the entry
+    is about, by default the row that moved; ``before``/``after`` are JSON values.
+    """
+
+    action: str
+    actor: Any = None
+    target: Model | None = None
+    before: Any = None
+    after: Any = None
+
+
+#: What a move appends to the audit chain: no entry, one, or several in order.
+Audit = AuditFact | Sequence[AuditFact] | None
+
+
+def _effects(
+    *,
+    moved: Model,
+    audit: Audit,
+    call: ToolCall | None = None,
+    approval: ApprovalRequest | None = None,
+    notify: bool = False,
+) -> None:
+    """Append ``audit`` (each entry about ``moved`` or its own target), then notify.
+
+    The notification tells browsers watching ``call``'s thread and the queue
+    (with ``approval``'s snapshot, taken now), or, for a request bound to no
+    call, ``approval``'s thread and the queue.
+    """
+    # The services package imports this module: its audit and notify modules
+    # are imported when a transition runs, after every module is loaded.
+    from approvals.services.audit import audit_append
+    from approvals.services.notify import notify_approval_changed, notify_call_changed
+
+    facts = (audit,) if isinstance(audit, AuditFact) else audit or ()
+    for fact in facts:
+        audit_append(
+            actor=fact.actor,
+            action=fact.action,
+            target=fact.target if fact.target is not None else moved,
+            before=fact.before,
+            after=fact.after,
+        )
+    if not notify:
+        return
+    if call is not None:
+        notify_call_changed(call, approval=approval)
+    elif approval is not None:
+        notify_approval_changed(approval)
+
+
 def approval_transition(
-    *, approval: ApprovalRequest, to: str, save: bool = True
+    *,
+    approval: ApprovalRequest,
+    to: str,
+    save: bool = True,
+    audit: Audit = None,
+    notify: bool = False,
+    call: ToolCall | None = None,
 ) -> bool:
     """Move ``approval`` to status ``to`` (saved unless ``save`` is false); return whether it changed.
 
     ``save=False`` lets a decision write the status with the decider, time and
-    reason in one UPDATE. Raises :class:`threads.exceptions.IllegalTransition`
-    for a move ``APPROVAL_TRANSITIONS`` does not allow. Implements STYLE.md 8.
+    reason in one UPDATE. With ``audit`` the entry (or entries, in order) is
+    appended after the move. With ``notify`` browsers are told after commit that
+    ``approval`` (through ``call`` when it has one) changed; its snapshot is
+    taken now, so a move whose other fields the caller sets afterwards announces
+    itself once they are set. Raises
+    :class:`threads.exceptions.IllegalTransition` for a move
+    ``APPROVAL_TRANSITIONS`` does not allow (and nothing is audited). Implements
+    STYLE.md 8, SEC-04.
     """
-    return apply_transition(
+    changed = apply_transition(
         instance=approval,
         field="status",
         table=APPROVAL_TRANSITIONS,
@@ -70,17 +150,26 @@ def approval_transition(
         to=to,
         save=save,
     )
+    _effects(moved=approval, audit=audit, call=call, approval=approval, notify=notify)
+    return changed
 
 
 def execution_transition(
-    *, execution: ToolExecution, to: str, save: bool = True
+    *,
+    execution: ToolExecution,
+    to: str,
+    save: bool = True,
+    audit: Audit = None,
 ) -> bool:
     """Move ``execution`` to state ``to`` (saved unless ``save`` is false); return whether it changed.
 
-    Raises :class:`threads.exceptions.IllegalTransition` for a move
-    ``EXECUTION_TRANSITIONS`` does not allow. Implements STYLE.md 8.
+    With ``audit`` the entry (or entries, in order) is appended after the move,
+    each about ``execution`` unless it names another target. Raises
+    :class:`threads.exceptions.IllegalTransition` for a move
+    ``EXECUTION_TRANSITIONS`` does not allow (and nothing is audited).
+    Implements STYLE.md 8, SEC-04.
     """
-    return apply_transition(
+    changed = apply_transition(
         instance=execution,
         field="state",
         table=EXECUTION_TRANSITIONS,
@@ -88,6 +177,31 @@ def execution_transition(
         to=to,
         save=save,
     )
+    _effects(moved=execution, audit=audit)
+    return changed
+
+
+def call_transition(
+    *,
+    call: ToolCall,
+    to: str,
+    audit: Audit = None,
+    notify: bool = False,
+    approval: ApprovalRequest | None = None,
+) -> bool:
+    """Move ``call`` to state ``to`` and save it, with the approval workflow's side effects.
+
+    The move is :func:`threads.transitions.tool_call_transition`'s; with
+    ``audit`` the entry (or entries, in order) is appended after it, each about
+    ``call`` unless it names another target (the request or execution the step
+    is about); with ``notify`` browsers watching the call's thread (and, given ``approval``, the
+    queue, with its snapshot taken now) are told after commit. Returns whether
+    the state changed. Raises :class:`threads.exceptions.IllegalTransition`.
+    Implements STYLE.md 8, SEC-04.
+    """
+    changed = tool_call_transition(call=call, to=to)
+    _effects(moved=call, audit=audit, call=call, approval=approval, notify=notify)
+    return changed
 
 
 def delivery_transition(

@@ -46,7 +46,7 @@ RANKS = {
 }
 
 #: Status fields and the only modules that assign them (STYLE.md 8).
-STATUS_FIELDS = frozenset({"status", "state"})
+STATUS_FIELDS = frozenset({"status", "state", "wire_state"})
 TRANSITION_MODULES = frozenset({"threads.transitions", "approvals.transitions"})
 #: ``Thread.state`` is AG-UI shared state, not a status; ``Thread.replace_state``
 #: in the models module is its one writer.
@@ -355,8 +355,9 @@ def _status_writes(module: str, path: Path) -> Iterator[str]:
     "package", ["threads", "approvals", "orchestration", "demo", "config"]
 )
 def test_only_transition_functions_assign_status_fields(package: str) -> None:
-    """``Run.status``, ``ToolCall.state``, ``ApprovalRequest.status`` and ``ToolExecution.state``
-    are assigned only in ``threads.transitions`` and ``approvals.transitions`` (STYLE.md 8)."""
+    """``Run.status``, ``Run.wire_state``, ``ToolCall.state``, ``ApprovalRequest.status``
+    and ``ToolExecution.state`` are assigned only in ``threads.transitions`` and
+    ``approvals.transitions`` (STYLE.md 8)."""
     writes = [
         write
         for module, path in MODULES.items()
@@ -459,3 +460,44 @@ def test_domain_packages_never_run_an_event_loop() -> None:
     }
     assert found == {}
     assert _asyncio_runs("orchestration.pipeline")  # the check sees the real one
+
+
+#: The one writer of the event log (``docs/architecture.md``, "One path for every event").
+EVENT_LOG_WRITER = "threads.eventlog"
+_INSERTS = frozenset({"create", "bulk_create", "get_or_create", "update_or_create"})
+
+
+def _event_log_writes(module: str, path: Path) -> Iterator[str]:
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in {"Event", "thread_seq_advance"}:
+            yield f"{module}:{node.lineno} {func.id}(...)"
+        elif isinstance(func, ast.Attribute) and func.attr in _INSERTS:
+            manager = func.value
+            if (
+                isinstance(manager, ast.Attribute)
+                and manager.attr == "objects"
+                and isinstance(manager.value, ast.Name)
+                and manager.value.id == "Event"
+            ) or (isinstance(manager, ast.Attribute) and manager.attr == "events"):
+                yield f"{module}:{node.lineno} .{func.attr}(...)"
+
+
+def test_only_the_log_writer_appends_events() -> None:
+    """``Event`` rows are made, inserted and given a ``seq`` only in ``threads.eventlog``.
+
+    Agent events and Countersign's own facts reach the log through its
+    ``log_append`` alike: no other module builds an ``Event``, calls
+    ``Event.objects.create``/``bulk_create`` (or a thread's ``events`` manager), or
+    advances a thread's ``next_seq``.
+    """
+    writes = [
+        write
+        for module, path in MODULES.items()
+        if module != EVENT_LOG_WRITER
+        for write in _event_log_writes(module, path)
+    ]
+    assert writes == []
+    assert list(_event_log_writes(EVENT_LOG_WRITER, MODULES[EVENT_LOG_WRITER]))

@@ -73,6 +73,20 @@ class Run(models.Model):
         INTERRUPT = "interrupt", "interrupt"
         CANCELLED = "cancelled", "cancelled"
 
+    class WireState(models.TextChoices):
+        """How a run appears on the AG-UI wire (docs/agui.md "one run per request")."""
+
+        #: Not managed: its own boundary events are its wire, as recorded.
+        UNMANAGED = "", "not managed"
+        #: A client-visible run whose RUN_STARTED Countersign wrote and whose
+        #: RUN_FINISHED/RUN_ERROR is not written yet.
+        OPEN = "open", "open"
+        #: A client-visible run whose terminal event is written.
+        CLOSED = "closed", "closed"
+        #: An internal continuation streamed inside ``outer``'s wire run, whose own
+        #: RUN_STARTED/RUN_FINISHED never reach a client.
+        SEGMENT = "segment", "segment"
+
     ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING)
 
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="runs")
@@ -89,13 +103,14 @@ class Run(models.Model):
         blank=True,
         related_name="continuation",
     )
-    #: How this run appears on the AG-UI wire (docs/agui.md "one run per request").
-    #: ``""``: not managed (its own boundary events are its wire, as recorded);
-    #: ``open``/``closed``: a client-visible run whose RUN_STARTED is written by
-    #: Countersign and whose RUN_FINISHED/RUN_ERROR has (closed) or has not (open)
-    #: been written yet; ``segment``: an internal continuation streamed inside
-    #: ``outer``'s wire run, whose own RUN_STARTED/RUN_FINISHED never reach a client.
-    wire_state = models.CharField(max_length=10, blank=True, default="")
+    #: How this run appears on the AG-UI wire (:class:`WireState`); moved only by
+    #: :func:`threads.transitions.run_wire_transition`.
+    wire_state = models.CharField(
+        max_length=10,
+        choices=WireState.choices,
+        blank=True,
+        default=WireState.UNMANAGED,
+    )
     #: For a ``segment``: the client-visible run it continues on the wire.
     outer = models.ForeignKey(
         "self", on_delete=models.CASCADE, null=True, blank=True, related_name="segments"

@@ -1,11 +1,13 @@
-"""Recording a run's AG-UI events: the one way an event enters the database.
+"""Recording AG-UI events: the one way an agent's event enters the database.
 
-Every AG-UI event enters through :class:`RunRecorder` (or :func:`record_events`
+Every agent event enters through :class:`RunRecorder` (or :func:`record_events`
 around it): it is validated and normalized by :class:`agentcore.stream.RunStream`,
-appended to the thread's gapless event log, projected onto rows in the same
-transaction (:mod:`threads.projection`), and published to the thread's channel
-group after commit (:mod:`threads.realtime`). Implements DC-01, DC-02 and the
-pipeline in DESIGN.md ("one path for every event").
+appended to the thread's gapless event log (:func:`threads.eventlog.log_append`),
+projected onto rows in the same transaction (:mod:`threads.projection`), and
+published to the thread's channel group after commit. The facts Countersign
+writes itself are validated by :func:`record_wire_events` and appended by the same
+writer, without a projection. Implements DC-01, DC-02 and the pipeline in
+DESIGN.md ("one path for every event").
 """
 
 from __future__ import annotations
@@ -32,15 +34,17 @@ from agentcore.events import (
 from agentcore.stream import RunStream, StreamViolation
 from core.conf import countersign_settings
 from threads.answers import APPLICATION_SOURCE
-from threads.locks import thread_lock, thread_seq_advance, thread_seq_lock
+from threads.eventlog import log_append
+from threads.locks import thread_lock
 from threads.models import Event, Message, Run, Thread, ToolCall
 from threads.projection import Projection
-from threads.realtime import publish_events, publish_preview
+from threads.realtime import publish_preview
 from threads.snapshots import (
     input_echo_thread_ids,
     message_remote_ids_record,
     snapshot_reconcile,
 )
+from threads.transitions import run_wire_transition
 from threads.validation import storable
 
 logger = logging.getLogger(__name__)
@@ -48,11 +52,6 @@ logger = logging.getLogger(__name__)
 _DELTA_TYPES = {EventType.TOOL_CALL_ARGS, EventType.TEXT_MESSAGE_CONTENT}
 _TERMINAL_TYPES = {EventType.RUN_FINISHED, EventType.RUN_ERROR}
 _TERMINAL_NAMES = {"RUN_FINISHED", "RUN_ERROR"}
-
-#: ``Run.wire_state`` values (see the field).
-WIRE_OPEN = "open"
-WIRE_CLOSED = "closed"
-WIRE_SEGMENT = "segment"
 
 
 def wire_usage(wire: Run, *, extra: Any = None) -> list[dict[str, Any]]:
@@ -451,51 +450,33 @@ class RunRecorder:
         self._buffer_since = None
         self._last_flush = time.monotonic()
         through = self.previewed if self.previews and self.previewed else None
-        for index, known in enumerate(payloads):
+        stored: list[dict[str, Any]] = []
+        offsets: list[int] = []
+        for index, (known, skip) in enumerate(zip(payloads, hidden, strict=True)):
             if known is None:
                 made = event_to_dict(batch[index])
                 known = storable(made, what=f"event of run {self.run.run_id}")
                 if known is not made:
                     batch[index] = event_from_dict(known)
-                payloads[index] = known
+            # A hidden event is projected at the position the next stored event
+            # takes; it takes no seq of its own.
+            offsets.append(len(stored))
+            if not skip:
+                stored.append(known)
         with transaction.atomic():
             thread = thread_lock(thread_pk=self.thread.pk)
-            first = thread.next_seq
-            rows: list[Event] = []
-            seqs: list[int] = []
-            for event, payload, skip in zip(batch, payloads, hidden, strict=True):
-                # A hidden event is projected at the position the next stored
-                # event takes; it takes no seq of its own.
-                seqs.append(first + len(rows))
-                if skip:
-                    continue
-                rows.append(
-                    Event(
-                        thread=thread,
-                        run=self.run,
-                        seq=first + len(rows),
-                        type=str(event.type.value),
-                        payload=payload,
-                    )
-                )
-            thread_seq_advance(thread_pk=thread.pk, next_seq=first + len(rows))
-            Event.objects.bulk_create(rows)
+            seqs = [thread.next_seq + offset for offset in offsets]
+            rows = log_append(
+                thread_pk=thread.pk,
+                run=self.run,
+                payloads=stored,
+                publish=self.publish,
+                run_id=self.run.run_id,
+                previewed_through=through,
+            )
             Projection(thread=thread, run=self.run).apply(batch, seqs)
             if self.managed and any(r.type in _TERMINAL_NAMES for r in rows):
-                Run.objects.filter(pk=self.run.wire_run.pk).update(
-                    wire_state=WIRE_CLOSED
-                )
-            if self.publish:
-                run_id = self.run.run_id
-                transaction.on_commit(
-                    lambda: publish_events(
-                        thread_pk=thread.pk,
-                        events=rows,
-                        run_id=run_id,
-                        previewed_through=through,
-                    ),
-                    robust=True,
-                )
+                run_wire_transition(run=self.run.wire_run, to=Run.WireState.CLOSED)
         self.written.extend(rows)
         return rows
 
@@ -593,8 +574,9 @@ def record_wire_events(
 
     The client-visible run's RUN_STARTED and RUN_FINISHED, and the results of calls
     Countersign answered (:mod:`threads.wire`). Each event is validated as an AG-UI
-    event; nothing is projected (the rows they describe exist already). Published
-    after commit like every other log row. Implements DC-01, DC-02.
+    event and appended by :func:`threads.eventlog.log_append`, the writer of every
+    log row, without a projection: the rows they describe exist already. Writes
+    nothing for no ``events``. Implements DC-01, DC-02.
     """
     payloads = [
         storable(
@@ -605,25 +587,4 @@ def record_wire_events(
     ]
     if not payloads:
         return []
-    thread_pk = run.thread_id
-    # No savepoint: nothing catches a failed append to continue its transaction.
-    with transaction.atomic(savepoint=False):
-        # The thread is usually locked by the caller's transaction already: its
-        # next seq is then known without reading the row again (B2).
-        first = thread_seq_lock(thread_pk=thread_pk)
-        rows = [
-            Event(
-                thread_id=thread_pk,
-                run=run,
-                seq=first + offset,
-                type=str(payload["type"]),
-                payload=payload,
-            )
-            for offset, payload in enumerate(payloads)
-        ]
-        thread_seq_advance(thread_pk=thread_pk, next_seq=first + len(rows))
-        Event.objects.bulk_create(rows)
-        transaction.on_commit(
-            lambda: publish_events(thread_pk=thread_pk, events=rows), robust=True
-        )
-    return rows
+    return log_append(thread_pk=run.thread_id, run=run, payloads=payloads)

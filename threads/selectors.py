@@ -29,7 +29,6 @@ from agentcore.tools import Tool
 from threads.agent_config import agent_settings, agent_toolset
 from threads.exceptions import ThreadNotOwned, UnknownAgent
 from threads.models import Event, Message, Run, Thread, ToolCall
-from threads.recording import WIRE_OPEN, WIRE_SEGMENT
 from threads.snapshots import REMOTE_ID
 
 ThreadStatus = Literal[
@@ -114,7 +113,7 @@ def thread_status(*, thread: Thread) -> ThreadStatus:
         run.status in Run.ACTIVE_STATUSES
         # A client's run is running while its stream is open, whatever its
         # segments do inside: the story the client saw.
-        or Run.objects.filter(thread=thread, wire_state=WIRE_OPEN).exists()
+        or Run.objects.filter(thread=thread, wire_state=Run.WireState.OPEN).exists()
     ):
         return "running"
     if run.status == Run.Status.AWAITING_TOOLS:
@@ -244,7 +243,7 @@ def thread_list(
             ),
             has_unanswered=Exists(unanswered),
             wire_open=Exists(
-                Run.objects.filter(thread=OuterRef("pk"), wire_state=WIRE_OPEN)
+                Run.objects.filter(thread=OuterRef("pk"), wire_state=Run.WireState.OPEN)
             ),
         )
         .annotate(
@@ -305,7 +304,7 @@ class ClientRun:
     @property
     def streaming(self) -> bool:
         """Whether the client's stream of this run is still open."""
-        return self.run.wire_state == WIRE_OPEN
+        return self.run.wire_state == Run.WireState.OPEN
 
     @property
     def status(self) -> str:
@@ -392,9 +391,9 @@ def _client_runs(runs: list[Run]) -> list[ClientRun]:
     """Return one :class:`ClientRun` per client-visible run among ``runs`` (a thread's)."""
     by_outer: dict[int, list[Run]] = defaultdict(list)
     for run in runs:
-        if run.wire_state == WIRE_SEGMENT and run.outer_id is not None:
+        if run.wire_state == Run.WireState.SEGMENT and run.outer_id is not None:
             by_outer[run.outer_id].append(run)
-    visible = [r for r in runs if r.wire_state != WIRE_SEGMENT]
+    visible = [r for r in runs if r.wire_state != Run.WireState.SEGMENT]
     pks = [r.pk for r in runs]
     last: dict[int, Event] = {}
     for event in Event.objects.filter(

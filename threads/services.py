@@ -42,8 +42,6 @@ from threads.locks import run_lock, thread_lock, thread_lock_by_id
 from threads.models import Message, Run, Thread, ToolCall, new_public_id
 from threads.projection import message_create_from_agui
 from threads.recording import (
-    WIRE_OPEN,
-    WIRE_SEGMENT,
     RunRecorder,
     record_terminal_error,
     recorder_resume,
@@ -230,17 +228,20 @@ def run_create(
         fields["run_id"] = run_id
     if client_input is not None:
         fields["input"] = {"client": client_input}
+    wire_state = Run.WireState.UNMANAGED
     if outer is not None:
-        fields.update(outer=outer, wire_state=WIRE_SEGMENT)
+        fields["outer"] = outer
+        wire_state = Run.WireState.SEGMENT
     elif managed:
         # Created open: wire_run_open has no wire_state of its own to write (B2).
-        fields.update(wire_state=WIRE_OPEN)
+        wire_state = Run.WireState.OPEN
     run = Run.objects.create(
         thread=thread,
         agent=agent or thread.agent,
         parent_run=latest,
         continues=continues,
         status=Run.Status.QUEUED,
+        wire_state=wire_state,
         **fields,
     )
     if managed and outer is None:
@@ -478,7 +479,7 @@ def continuation_maybe_start(*, run: Run) -> Run | None:
             wire_run_close_if_waiting(run=locked)
             return None
         wire = locked.wire_run if locked.managed else None
-        if wire is not None and wire.wire_state == WIRE_OPEN:
+        if wire is not None and wire.wire_state == Run.WireState.OPEN:
             return run_create(thread=locked.thread, continues=locked, outer=wire)
         return run_create(
             thread=locked.thread, continues=locked, managed=locked.managed

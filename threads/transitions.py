@@ -1,7 +1,9 @@
-"""The one owner of ``Run.status`` and ``ToolCall.state``: transition tables and functions.
+"""The one owner of the threads' status fields: transition tables and functions.
 
-Each model's allowed moves are a table (STYLE.md 8); :func:`run_transition` and
-:func:`tool_call_transition` are the only code that assigns the field, and they
+``Run.status``, ``Run.wire_state`` and ``ToolCall.state`` move only here.
+Each field's allowed moves are a table (STYLE.md 8); :func:`run_transition`,
+:func:`run_wire_transition` and :func:`tool_call_transition` are the only code
+that assigns the field, and they
 refuse a move the table does not list with :class:`IllegalTransition` naming both
 states. Staying in the same state is always allowed and changes nothing (a
 redelivered task, a replayed ``RUN_STARTED``). Rows are created in their initial
@@ -23,6 +25,7 @@ from threads.exceptions import IllegalTransition
 from threads.models import Run, ToolCall
 
 _R = Run.Status
+_W = Run.WireState
 _C = ToolCall.State
 
 RUN_TRANSITIONS: Final[Mapping[str, frozenset[str]]] = {
@@ -35,6 +38,16 @@ RUN_TRANSITIONS: Final[Mapping[str, frozenset[str]]] = {
     _R.FINISHED: frozenset(),
     _R.ERROR: frozenset(),
     _R.CANCELLED: frozenset(),
+}
+
+#: A run is created unmanaged, open (a client-visible run, ``run_create``) or a
+#: segment of an open wire run; only an unmanaged run is opened later, and an open
+#: one closes once its terminal event is in the log (:mod:`threads.wire`).
+RUN_WIRE_TRANSITIONS: Final[Mapping[str, frozenset[str]]] = {
+    _W.UNMANAGED: frozenset({_W.OPEN}),
+    _W.OPEN: frozenset({_W.CLOSED}),
+    _W.CLOSED: frozenset(),
+    _W.SEGMENT: frozenset(),
 }
 
 TOOL_CALL_TRANSITIONS: Final[Mapping[str, frozenset[str]]] = {
@@ -128,6 +141,24 @@ def run_transition(*, run: Run, to: str, save: bool = True) -> bool:
         what=f"run {run.run_id!r}",
         to=to,
         save=save,
+    )
+
+
+def run_wire_transition(*, run: Run, to: str) -> bool:
+    """Move ``run``'s ``wire_state`` to ``to`` and save it; return whether it changed.
+
+    Raises :class:`IllegalTransition` for a move ``RUN_WIRE_TRANSITIONS`` does not
+    allow (a segment never becomes a client-visible run, a closed run never
+    reopens). Implements STYLE.md 8 for the wire (docs/agui.md "one run per
+    request").
+    """
+    return apply_transition(
+        instance=run,
+        field="wire_state",
+        table=RUN_WIRE_TRANSITIONS,
+        what=f"wire of run {run.run_id!r}",
+        to=to,
+        save=True,
     )
 
 

@@ -31,13 +31,11 @@ from threads.interrupt_sources import (  # noqa: F401  (re-exported)
 from threads.locks import run_lock
 from threads.models import Run, Thread, ToolCall
 from threads.recording import (
-    WIRE_CLOSED,
-    WIRE_OPEN,
     record_wire_events,
     unreported_application_results,
     wire_usage,
 )
-from threads.transitions import run_transition
+from threads.transitions import run_transition, run_wire_transition
 
 #: Call states in which Countersign is still answering a call by itself.
 _ANSWERING_STATES = frozenset({ToolCall.State.APPROVED, ToolCall.State.EXECUTING})
@@ -46,7 +44,7 @@ _ANSWERING_STATES = frozenset({ToolCall.State.APPROVED, ToolCall.State.EXECUTING
 def wire_run_current(*, thread: Thread) -> Run | None:
     """Return ``thread``'s open wire run, or ``None`` (at most one is open at a time)."""
     return (
-        Run.objects.filter(thread=thread, wire_state=WIRE_OPEN)
+        Run.objects.filter(thread=thread, wire_state=Run.WireState.OPEN)
         .order_by("-created_at", "-id")
         .first()
     )
@@ -63,9 +61,7 @@ def wire_run_open(*, run: Run, run_input: dict[str, Any] | None) -> None:
     with ``wire_state`` open already (``run_create``) is not updated again. Must
     run inside the transaction that created ``run``.
     """
-    if run.wire_state != WIRE_OPEN:
-        Run.objects.filter(pk=run.pk).update(wire_state=WIRE_OPEN)
-        run.wire_state = WIRE_OPEN
+    run_wire_transition(run=run, to=Run.WireState.OPEN)
     started: dict[str, Any] = {
         "type": "RUN_STARTED",
         "threadId": run.thread.thread_id,
@@ -126,7 +122,7 @@ def wire_run_close_if_waiting(*, run: Run, wire: Run | None = None) -> bool:
     if not run.managed:
         return False
     wire = run_lock(run_pk=(wire or run.wire_run).pk)
-    if wire.wire_state != WIRE_OPEN:
+    if wire.wire_state != Run.WireState.OPEN:
         return False
     calls = {
         c.tool_call_id: c
@@ -178,8 +174,7 @@ def wire_run_finish(*, wire: Run, outcome: dict[str, Any]) -> None:
         finished["usage"] = usage
     with transaction.atomic():
         record_wire_events(run=wire, events=[finished])
-        Run.objects.filter(pk=wire.pk).update(wire_state=WIRE_CLOSED)
-    wire.wire_state = WIRE_CLOSED
+        run_wire_transition(run=wire, to=Run.WireState.CLOSED)
 
 
 def wire_run_close_cancelled(*, run: Run) -> bool:
@@ -192,7 +187,7 @@ def wire_run_close_cancelled(*, run: Run) -> bool:
     if not run.managed:
         return False
     wire = run_lock(run_pk=run.wire_run.pk)
-    if wire.wire_state != WIRE_OPEN:
+    if wire.wire_state != Run.WireState.OPEN:
         return False
     wire_run_finish(wire=wire, outcome={"type": "cancelled"})
     return True
@@ -229,8 +224,7 @@ def wire_run_fail_outcome_unknown(*, wire: Run, calls: list[ToolCall]) -> None:
                 {"type": "RUN_ERROR", "message": message, "code": OUTCOME_UNKNOWN_CODE}
             ],
         )
-        Run.objects.filter(pk=wire.pk).update(wire_state=WIRE_CLOSED)
-        wire.wire_state = WIRE_CLOSED
+        run_wire_transition(run=wire, to=Run.WireState.CLOSED)
         if wire.status == Run.Status.QUEUED:
             run_transition(run=wire, to=Run.Status.RUNNING, save=False)
             run_transition(run=wire, to=Run.Status.ERROR, save=False)

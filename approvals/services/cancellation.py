@@ -19,7 +19,6 @@ from threads.answers import run_finish_if_answered
 from threads.exceptions import RunNotCancellable
 from threads.locks import calls_lock, run_lock, thread_lock
 from threads.models import Run, Thread, ToolCall
-from threads.recording import WIRE_OPEN
 from threads.selectors import client_run
 from threads.services import run_cancel, run_resume_record
 from threads.transitions import tool_call_transition
@@ -48,7 +47,7 @@ def client_run_cancel(*, run: Run, cancelled_by: Any) -> Run:
         return run_cancel(run=run)
     with transaction.atomic():
         locked = run_lock(run_pk=wire.pk, thread_pk=wire.thread_id)
-        if locked.wire_state != WIRE_OPEN:
+        if locked.wire_state != Run.WireState.OPEN:
             ended = client_run(run=locked).status
             raise RunNotCancellable(
                 f"run {locked.run_id!r} already ended ({ended}); nothing to cancel"

@@ -46,7 +46,7 @@ from approvals.services.grants import grant_create, grant_revoke
 from approvals.services.notify import notify_approval_changed
 from approvals.services.votes import VoteOutcome, vote_record
 from approvals.signals import approval_decided, send_on_commit
-from approvals.transitions import approval_transition
+from approvals.transitions import AuditFact, approval_transition, call_transition
 from threads.models import Run, ToolCall
 from threads.services import run_resume_record
 from threads.transitions import tool_call_transition
@@ -427,15 +427,19 @@ def approval_undo(*, approval: ApprovalRequest, user: Any) -> ApprovalRequest:
         locked.edited_arguments = remaining.edited_arguments if remaining else None
         locked.approved_arguments_hash = ""
         locked.save()
-        tool_call_transition(call=call, to=ToolCall.State.AWAITING_APPROVAL)
-        audit_append(
-            actor=user,
-            action="approval.undone",
-            target=locked,
-            before=before,
-            after={"status": locked.status},
+        call_transition(
+            call=call,
+            to=ToolCall.State.AWAITING_APPROVAL,
+            audit=AuditFact(
+                actor=user,
+                action="approval.undone",
+                target=locked,
+                before=before,
+                after={"status": locked.status},
+            ),
+            notify=True,
+            approval=locked,
         )
-        notify_approval_changed(locked, call=call)
     return locked
 
 

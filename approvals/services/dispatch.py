@@ -32,7 +32,7 @@ from approvals.services.audit import audit_append
 from approvals.services.grants import grant_find
 from approvals.services.notify import notify_approval_changed, notify_call_changed
 from approvals.signals import approval_requested, send_on_commit
-from approvals.transitions import execution_transition
+from approvals.transitions import AuditFact, call_transition, execution_transition
 from core.conf import countersign_settings
 from threads.agent_config import agent_toolset
 from threads.answers import error_content, refusal_content, tool_message_write
@@ -375,36 +375,43 @@ def _dispatch_one(
             authorized_by="policy" if grant is None else "grant",
             grant=grant,
         )
-        tool_call_transition(call=call, to=ToolCall.State.APPROVED)
-        audit_append(
-            actor=None,
-            action="tool_call.auto_approved" if grant is None else "tool_call.granted",
-            target=call,
-            after={
-                "arguments": parsed.params,
-                "policy_source": decision.source,
-                "grant": grant.pk if grant is not None else None,
-            },
+        call_transition(
+            call=call,
+            to=ToolCall.State.APPROVED,
+            audit=AuditFact(
+                action="tool_call.auto_approved"
+                if grant is None
+                else "tool_call.granted",
+                after={
+                    "arguments": parsed.params,
+                    "policy_source": decision.source,
+                    "grant": grant.pk if grant is not None else None,
+                },
+            ),
+            notify=True,
         )
         notify_call_changed(call)
         return queued
     approval = approval_request_open(
         call=call, tool=tool, arguments=arguments, decision=decision
     )
-    tool_call_transition(call=call, to=ToolCall.State.AWAITING_APPROVAL)
-    audit_append(
-        actor=None,
-        action="approval.requested",
-        target=approval,
-        after={
-            "arguments": parsed.params,
-            "tool": tool.name,
-            "policy_source": decision.source,
-            "groups": list(decision.groups),
-            "approvals_required": decision.approvals_required,
-            "risk_level": decision.risk_level,
-            "risk_reason": decision.risk_reason,
-        },
+    call_transition(
+        call=call,
+        to=ToolCall.State.AWAITING_APPROVAL,
+        audit=AuditFact(
+            action="approval.requested",
+            target=approval,
+            after={
+                "arguments": parsed.params,
+                "tool": tool.name,
+                "policy_source": decision.source,
+                "groups": list(decision.groups),
+                "approvals_required": decision.approvals_required,
+                "risk_level": decision.risk_level,
+                "risk_reason": decision.risk_reason,
+            },
+        ),
+        notify=True,
+        approval=approval,
     )
-    notify_call_changed(call, approval=approval)
     return None

@@ -39,7 +39,6 @@ from approvals.models import (
     ToolExecution,
     arguments_hash,
 )
-from approvals.services.audit import audit_append
 from approvals.services.dispatch import run_tools
 from approvals.services.grants import grant_refusal
 from approvals.services.notify import call_approval_for_snapshot, notify_call_changed
@@ -49,11 +48,10 @@ from approvals.services.reapproval import (
     call_change,
     schema_hashes,
 )
-from approvals.transitions import execution_transition
+from approvals.transitions import AuditFact, call_transition, execution_transition
 from core.conf import countersign_settings
 from threads.answers import error_content, tool_message_write
 from threads.models import ToolCall
-from threads.transitions import tool_call_transition
 
 logger = logging.getLogger(__name__)
 
@@ -185,10 +183,15 @@ def execution_outcome_record(
     # OUTCOME_UNKNOWN here means a redelivery gave up on this (slow, not dead)
     # execution meanwhile: the outcome is known now, so it is recorded.
     succeeded = result.error is None
+    outcome = ToolExecution.State.SUCCEEDED if succeeded else ToolExecution.State.FAILED
     execution_transition(
         execution=locked,
-        to=ToolExecution.State.SUCCEEDED if succeeded else ToolExecution.State.FAILED,
+        to=outcome,
         save=False,
+        audit=AuditFact(
+            action=f"execution.{outcome}",
+            after={"error": result.error, "details": result.details},
+        ),
     )
     locked.error = result.error or ""
     locked.details = result.details
@@ -200,12 +203,6 @@ def execution_outcome_record(
         error=result.error,
         state=ToolCall.State.SUCCEEDED if succeeded else ToolCall.State.FAILED,
     )
-    audit_append(
-        actor=None,
-        action=f"execution.{locked.state}",
-        target=locked,
-        after={"error": result.error, "details": result.details},
-    )
     notify_call_changed(call, approval=call_approval_for_snapshot(call))
     return Settled(call=call, execution=locked, answered=True)
 
@@ -216,19 +213,28 @@ def _give_up_unknown(*, call: ToolCall, execution: ToolExecution) -> None:
     The client's run waiting on the call ends with ``RUN_ERROR`` code
     ``outcome_unknown`` (:func:`threads.wire.wire_run_close_if_waiting`).
     """
-    execution_transition(execution=execution, to=ToolExecution.State.OUTCOME_UNKNOWN)
-    tool_call_transition(call=call, to=ToolCall.State.OUTCOME_UNKNOWN)
-    audit_append(
-        actor=None,
-        action="execution.outcome_unknown",
-        target=execution,
-        after={"attempts": execution.attempts},
+    execution_transition(
+        execution=execution,
+        to=ToolExecution.State.OUTCOME_UNKNOWN,
+        audit=AuditFact(
+            action="execution.outcome_unknown", after={"attempts": execution.attempts}
+        ),
     )
-    notify_call_changed(call, approval=call_approval_for_snapshot(call))
+    call_transition(
+        call=call,
+        to=ToolCall.State.OUTCOME_UNKNOWN,
+        notify=True,
+        approval=call_approval_for_snapshot(call),
+    )
 
 
 def _refuse(*, call: ToolCall, execution: ToolExecution, detail: str) -> None:
-    execution_transition(execution=execution, to=ToolExecution.State.FAILED, save=False)
+    execution_transition(
+        execution=execution,
+        to=ToolExecution.State.FAILED,
+        save=False,
+        audit=AuditFact(action="execution.refused", after={"detail": detail}),
+    )
     execution.error = "refused"
     execution.save(update_fields=["state", "error"])
     tool_message_write(
@@ -236,12 +242,6 @@ def _refuse(*, call: ToolCall, execution: ToolExecution, detail: str) -> None:
         content=error_content(error="refused", detail=detail),
         error="refused",
         state=ToolCall.State.FAILED,
-    )
-    audit_append(
-        actor=None,
-        action="execution.refused",
-        target=execution,
-        after={"detail": detail},
     )
     notify_call_changed(call)
 
@@ -261,14 +261,16 @@ def _reserve(*, call: ToolCall, execution: ToolExecution, tool: Tool) -> None:
     execution.save(
         update_fields=["state", "attempts", "started_at", "lease_expires_at"]
     )
-    tool_call_transition(call=call, to=ToolCall.State.EXECUTING)
-    audit_append(
-        actor=None,
-        action="execution.reserved",
-        target=execution,
-        after={"attempt": execution.attempts},
+    call_transition(
+        call=call,
+        to=ToolCall.State.EXECUTING,
+        audit=AuditFact(
+            action="execution.reserved",
+            target=execution,
+            after={"attempt": execution.attempts},
+        ),
+        notify=True,
     )
-    notify_call_changed(call)
 
 
 def _sent_back(
@@ -420,18 +422,20 @@ def execution_outcome_resolve(
                 f"call {call.tool_call_id!r} is {found!r}, not outcome_unknown; "
                 "only a call whose execution outcome is unknown can be resolved"
             )
-        execution_transition(execution=execution, to=ToolExecution.State.RESOLVED)
+        execution_transition(
+            execution=execution,
+            to=ToolExecution.State.RESOLVED,
+            audit=AuditFact(
+                actor=resolved_by,
+                action="execution.resolved",
+                after={"succeeded": succeeded, "content": content, "reason": reason},
+            ),
+        )
         tool_message_write(
             call=call,
             content=content,
             error=None if succeeded else "outcome_unknown",
             state=ToolCall.State.SUCCEEDED if succeeded else ToolCall.State.FAILED,
-        )
-        audit_append(
-            actor=resolved_by,
-            action="execution.resolved",
-            target=execution,
-            after={"succeeded": succeeded, "content": content, "reason": reason},
         )
         notify_call_changed(call)
     return execution

@@ -18,12 +18,10 @@ from typing import Final
 from agentcore.arguments import parse_arguments
 from agentcore.tools import Tool
 from approvals.models import ApprovalRequest, ToolExecution, arguments_hash
-from approvals.services.audit import audit_append
 from approvals.services.dispatch import approval_request_open
-from approvals.services.notify import notify_call_changed
+from approvals.transitions import AuditFact, call_transition
 from threads.mcp_servers import advertised_parameters, current_parameters
 from threads.models import ToolCall
-from threads.transitions import tool_call_transition
 
 #: How many times one call may go back to an operator before it is answered with
 #: an error instead (a tool whose schema keeps changing must not loop forever).
@@ -135,31 +133,35 @@ def approval_reopen(
     )
     approval.superseded_by = reopened
     approval.save(update_fields=["superseded_by"])
-    tool_call_transition(call=call, to=ToolCall.State.AWAITING_APPROVAL)
-    audit_append(
-        actor=None,
-        action="approval.superseded",
-        target=approval,
-        before={"status": approval.status},
-        after={
-            "superseded_by": reopened.pk,
-            "reapproval": change.reapproval,
-            "detail": change.detail,
-        },
+    call_transition(
+        call=call,
+        to=ToolCall.State.AWAITING_APPROVAL,
+        audit=(
+            AuditFact(
+                action="approval.superseded",
+                target=approval,
+                before={"status": approval.status},
+                after={
+                    "superseded_by": reopened.pk,
+                    "reapproval": change.reapproval,
+                    "detail": change.detail,
+                },
+            ),
+            AuditFact(
+                action="approval.requested",
+                target=reopened,
+                after={
+                    "arguments": reopened.proposed_arguments,
+                    "previous_arguments": approval.approved_arguments,
+                    "supersedes": approval.pk,
+                    "reapproval": change.reapproval,
+                    "schema_hash": change.schema_hash,
+                    "previous_schema_hash": change.previous_schema_hash,
+                    "tool": tool.name,
+                },
+            ),
+        ),
+        notify=True,
+        approval=reopened,
     )
-    audit_append(
-        actor=None,
-        action="approval.requested",
-        target=reopened,
-        after={
-            "arguments": reopened.proposed_arguments,
-            "previous_arguments": approval.approved_arguments,
-            "supersedes": approval.pk,
-            "reapproval": change.reapproval,
-            "schema_hash": change.schema_hash,
-            "previous_schema_hash": change.previous_schema_hash,
-            "tool": tool.name,
-        },
-    )
-    notify_call_changed(call, approval=reopened)
     return reopened

@@ -1,4 +1,4 @@
-"""Run and ToolCall statuses move only along their tables (STYLE.md 8)."""
+"""Run, Run wire and ToolCall statuses move only along their tables (STYLE.md 8)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from threads.exceptions import IllegalTransition
 from threads.models import Run, Thread, ToolCall
 from threads.transitions import (
     RUN_TRANSITIONS,
+    RUN_WIRE_TRANSITIONS,
     TOOL_CALL_TRANSITIONS,
     run_transition,
+    run_wire_transition,
     tool_call_transition,
 )
 
@@ -25,6 +27,7 @@ def test_every_status_has_a_row_in_its_table() -> None:
     """Each table lists every status of its model, terminal ones with no way out."""
     assert set(RUN_TRANSITIONS) == set(Run.Status.values)
     assert set(TOOL_CALL_TRANSITIONS) == set(ToolCall.State.values)
+    assert set(RUN_WIRE_TRANSITIONS) == set(Run.WireState.values)
     assert RUN_TRANSITIONS[Run.Status.FINISHED] == frozenset()
     assert TOOL_CALL_TRANSITIONS[ToolCall.State.SUCCEEDED] == frozenset()
 
@@ -77,3 +80,35 @@ def test_tool_call_transition_unsaved_leaves_the_row(user) -> None:
     assert tool_call_transition(call=call, to=ToolCall.State.COMPLETE, save=False)
     assert call.state == "complete"
     assert ToolCall.objects.get(pk=call.pk).state == "streaming"
+
+
+def test_run_wire_transition_opens_and_closes_a_wire_run(user) -> None:
+    # given an unmanaged run
+    run = _run(user)
+    # when it becomes a client-visible run, and its terminal event is written
+    opened = run_wire_transition(run=run, to=Run.WireState.OPEN)
+    closed = run_wire_transition(run=run, to=Run.WireState.CLOSED)
+    # then both moves are saved
+    assert (opened, closed) == (True, True)
+    assert Run.objects.get(pk=run.pk).wire_state == "closed"
+
+
+@pytest.mark.parametrize(
+    ("start", "to"),
+    [
+        (Run.WireState.CLOSED, Run.WireState.OPEN),
+        (Run.WireState.SEGMENT, Run.WireState.OPEN),
+        (Run.WireState.SEGMENT, Run.WireState.CLOSED),
+        (Run.WireState.OPEN, Run.WireState.UNMANAGED),
+    ],
+)
+def test_run_wire_transition_refuses_reopening_and_promoting_a_segment(
+    user, start: str, to: str
+) -> None:
+    """A closed wire run never reopens; a segment never becomes a wire run of its own."""
+    run = _run(user)
+    Run.objects.filter(pk=run.pk).update(wire_state=start)
+    run.refresh_from_db()
+    with pytest.raises(IllegalTransition):
+        run_wire_transition(run=run, to=to)
+    assert Run.objects.get(pk=run.pk).wire_state == start
