@@ -21,10 +21,15 @@ from threads.models import Run, Thread, ToolCall
 DECIDE_PERMISSION = "approvals.decide_approvalrequest"
 
 
-def arguments_hash(arguments: Any) -> str:
-    """Return the SHA-256 hex digest of ``arguments`` in canonical JSON form."""
+def audit_entry_sha256(body: dict[str, Any]) -> str:
+    """Return the SHA-256 hex digest of an audit entry's ``body`` (sorted, compact JSON).
+
+    The audit chain's own digest, kept apart from the arguments' and schemas'
+    (``agentcore.arguments.canonical_sha256``): entries already written are
+    verified with it, so its form never changes.
+    """
     canonical = json.dumps(
-        arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        body, sort_keys=True, separators=(",", ":"), ensure_ascii=False
     )
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
@@ -327,7 +332,7 @@ class AuditEntry(models.Model):
             "created_at": self.created_at.isoformat(),
             "prev_hash": self.prev_hash,
         }
-        return arguments_hash(body)
+        return audit_entry_sha256(body)
 
 
 class JanitorSweep(models.Model):
@@ -416,7 +421,8 @@ class NotificationDelivery(models.Model):
 class ApprovalVote(models.Model):
     """One approver's approval or rejection of a request (four-eyes, N of M).
 
-    ``arguments_hash`` is what the approver approved; an edit by a later approver
+    ``arguments_hash`` is the SHA-256 of the validated arguments the approver
+    approved (the request holds their params); an edit by a later approver
     resets (``reset_at``, ``reset_reason``) the approvals of the earlier arguments.
     One live vote per approver and request (database constraint). Implements SEC-02.
     """
@@ -433,7 +439,6 @@ class ApprovalVote(models.Model):
     )
     decision = models.CharField(max_length=10, choices=Decision.choices)
     arguments_hash = models.CharField(max_length=64, blank=True, default="")
-    edited_arguments = models.JSONField(null=True, blank=True)
     reason = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     reset_at = models.DateTimeField(null=True, blank=True)

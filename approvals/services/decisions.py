@@ -5,7 +5,6 @@ Implements SEC-02, DC-03, DC-04, FT-06.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -15,7 +14,8 @@ from django.utils import timezone
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, best_match
 
-from agentcore.arguments import parse_arguments
+from agentcore.arguments import ValidatedArguments, parse_arguments
+from agentcore.tools import Tool
 from approvals.authorization import approval_authorization, authorization_require
 from approvals.exceptions import (
     ApprovalAlreadyDecided,
@@ -28,12 +28,7 @@ from approvals.exceptions import (
 )
 from approvals.governance import call_policy
 from approvals.locks import approval_lock, call_execution_lock
-from approvals.models import (
-    DECIDE_PERMISSION,
-    ApprovalRequest,
-    ToolExecution,
-    arguments_hash,
-)
+from approvals.models import DECIDE_PERMISSION, ApprovalRequest, ToolExecution
 from approvals.services.audit import audit_append, audit_batch
 from approvals.services.dispatch import call_answer_refused, execution_create, run_tools
 from approvals.services.grants import grant_create, grant_revoke
@@ -174,7 +169,7 @@ def approval_decide(
         else:
             assert call is not None  # a tool_call request always has its call
             # Four-eyes / N of M (issue 16): a vote decides only once enough agree.
-            outcome = _vote(
+            outcome, edited = _vote(
                 approval=locked,
                 call=call,
                 voter=decided_by,
@@ -194,7 +189,7 @@ def approval_decide(
                 decided_by=decided_by,
                 decision=decision,
                 reason=reason,
-                edited_arguments=locked.edited_arguments,
+                edited=edited,
                 undo_seconds=undo_seconds,
             )
         notify_approval_changed(locked, call=call)
@@ -219,21 +214,23 @@ def _vote(
     reason: str,
     edited_arguments: dict[str, Any] | None,
     grant: dict[str, Any] | None,
-) -> VoteOutcome:
-    """Validate an edit, record ``voter``'s vote and any grant (issue 16).
+) -> tuple[VoteOutcome, ValidatedArguments | None]:
+    """Validate an edit, record ``voter``'s vote and any grant; return the vote and the edit.
 
+    The edit is validated here, once: the decision uses the returned value.
     Who may vote was checked by the caller (``authorization_require``).
     """
-    if edited_arguments is not None:
-        edited_arguments = _validate_edit(
-            call=call, run=approval.run, edited=edited_arguments
-        )
+    edited = (
+        _validate_edit(call=call, run=approval.run, edited=edited_arguments)
+        if edited_arguments is not None
+        else None
+    )
     outcome = vote_record(
         approval=approval,
         voter=voter,
         decision=decision,
         reason=reason,
-        edited_arguments=edited_arguments,
+        edited_arguments=edited,
     )
     if grant is not None and decision == "approve" and not outcome.repeated:
         grant_create(
@@ -243,7 +240,7 @@ def _vote(
             granted_by=voter,
             spec=grant,
         )
-    return outcome
+    return outcome, edited
 
 
 def _decide_locked(
@@ -253,18 +250,22 @@ def _decide_locked(
     decided_by: Any,
     decision: Decision,
     reason: str,
-    edited_arguments: dict[str, Any] | None,
+    edited: ValidatedArguments | None,
     undo_seconds: float = 0.0,
 ) -> None:
+    """Act on the deciding vote: queue the approved value for execution, or refuse the call.
+
+    ``edited`` is the edit this vote validated; the value approved is the
+    request's current arguments (an earlier approver's edit, or the proposal),
+    validated when they were stored, so they are only hashed here.
+    """
     before = {"status": approval.status}
     if decision == "approve":
-        arguments = approval.proposed_arguments
-        if edited_arguments is not None:
-            arguments = _validate_edit(
-                call=call, run=approval.run, edited=edited_arguments
-            )
-            if arguments != approval.proposed_arguments:
-                approval.edited_arguments = arguments
+        if approval.edited_arguments is not None:
+            if edited is not None and edited.params == approval.edited_arguments:
+                arguments = edited
+            else:
+                arguments = _stored_edit(call=call, approval=approval)
         elif not approval.schema_valid:
             # A re-approval after a schema change: the current arguments may not
             # fit the new schema, and running them would only come back here.
@@ -273,7 +274,11 @@ def _decide_locked(
                 f"({approval.schema_errors or 'see the schema'}); approve with "
                 "edited arguments that do, or reject the call"
             )
-        approval.approved_arguments_hash = arguments_hash(arguments)
+        else:
+            arguments = ValidatedArguments.stored(
+                params=approval.proposed_arguments, schema_sha256=approval.schema_hash
+            )
+        approval.approved_arguments_hash = arguments.sha256
         approval_transition(
             approval=approval, to=ApprovalRequest.Status.APPROVED, save=False
         )
@@ -386,10 +391,13 @@ def approval_undo(*, approval: ApprovalRequest, user: Any) -> ApprovalRequest:
         locked.reason = ""
         # The remaining approvers approved these arguments; keep them so their
         # votes still count (approvals_progress compares hashes).
+        # Every live approval covers the request's current arguments (an edit
+        # resets the others), so they stay unless no approval remains.
         remaining = locked.votes.filter(
             reset_at__isnull=True, decision="approve"
-        ).last()
-        locked.edited_arguments = remaining.edited_arguments if remaining else None
+        ).exists()
+        if not remaining:
+            locked.edited_arguments = None
         locked.approved_arguments_hash = ""
         locked.save()
         tool_call_transition(call=call, to=ToolCall.State.AWAITING_APPROVAL)
@@ -562,23 +570,39 @@ def response_validate(schema: Any, payload: Any) -> None:
         )
 
 
-def _validate_edit(*, call: ToolCall, run: Run, edited: Any) -> dict[str, Any]:
-    """Validate an operator's edited arguments against the tool's schema (SEC-02)."""
+def _edit_tool(*, call: ToolCall, run: Run) -> Tool:
+    """Return the tool ``call`` names in ``run``'s toolset; raise if it is gone."""
+    tool = run_tools(run)[0].resolve(call.name)
+    if tool is None:
+        raise InvalidEditedArguments(f"tool {call.name!r} is no longer configured")
+    return tool
+
+
+def _validate_edit(*, call: ToolCall, run: Run, edited: Any) -> ValidatedArguments:
+    """Validate an operator's edited arguments against the tool's schema (SEC-02).
+
+    The object goes through the same ladder as the model's arguments (as an
+    already decoded object, never through text) and must need no repair.
+    """
     if not isinstance(edited, dict):
         raise InvalidEditedArguments(
             f"edited arguments must be a JSON object, not {type(edited).__name__}"
         )
-    toolset, _ = run_tools(run)
-    tool = toolset.resolve(call.name)
-    if tool is None:
-        raise InvalidEditedArguments(f"tool {call.name!r} is no longer configured")
-    parsed = parse_arguments(json.dumps(edited), tool=tool)
-    if not parsed.ok or parsed.repair:
+    tool = _edit_tool(call=call, run=run)
+    parsed = parse_arguments(edited, tool=tool)
+    if parsed.value is None or parsed.value.repairs != ("already_decoded",):
         # The validator's message is written for the model; an operator needs only
         # what is wrong, not the advice to "call the tool again".
         detail = (parsed.error or "").split(" Expected parameters:")[0]
         raise InvalidEditedArguments(f"edited arguments are invalid: {detail}")
-    params = parsed.params or {}
+    _edit_policy_check(call=call, run=run, tool=tool, params=parsed.value.as_dict())
+    return parsed.value
+
+
+def _edit_policy_check(
+    *, call: ToolCall, run: Run, tool: Tool, params: dict[str, Any]
+) -> None:
+    """Raise :class:`InvalidEditedArguments` when the policy denies the edited ``params``."""
     if (
         call_policy(
             thread=call.thread, agent=run.agent, tool=tool, arguments=params
@@ -591,7 +615,20 @@ def _validate_edit(*, call: ToolCall, run: Run, edited: Any) -> dict[str, Any]:
             f"policy refuses {tool.name!r} with the edited arguments; edit them "
             "differently or reject the call"
         )
-    return params
+
+
+def _stored_edit(*, call: ToolCall, approval: ApprovalRequest) -> ValidatedArguments:
+    """Return the edit an earlier approver's vote validated, checked against the policy again.
+
+    Its schema validation was done when it was voted; the policy may have changed.
+    """
+    assert approval.edited_arguments is not None
+    tool = _edit_tool(call=call, run=approval.run)
+    value = ValidatedArguments.stored(
+        params=approval.edited_arguments, schema_sha256=approval.schema_hash
+    )
+    _edit_policy_check(call=call, run=approval.run, tool=tool, params=value.as_dict())
+    return value
 
 
 def edited_arguments_validate(
@@ -608,7 +645,7 @@ def edited_arguments_validate(
             f"approval {approval.pk!r} holds no tool call: answer it with `response`, "
             "not edited arguments"
         )
-    return _validate_edit(call=call, run=approval.run, edited=edited)
+    return _validate_edit(call=call, run=approval.run, edited=edited).as_dict()
 
 
 def approval_expire_locked(approval: ApprovalRequest, call: ToolCall | None) -> None:

@@ -11,7 +11,6 @@ LP-07, LP-08, BC32, BC34.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from datetime import timedelta
 from typing import Any
@@ -19,7 +18,6 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from agentcore.arguments import parse_arguments
 from agentcore.dispatch import ToolCallRequest, execute_call
 from agentcore.tools import Tool, ToolContext
 from approvals import crashpoints
@@ -31,12 +29,7 @@ from approvals.exceptions import (
 )
 from approvals.governance import call_policy
 from approvals.locks import execution_approval_lock, execution_lock
-from approvals.models import (
-    DECIDE_PERMISSION,
-    ApprovalRequest,
-    ToolExecution,
-    arguments_hash,
-)
+from approvals.models import DECIDE_PERMISSION, ApprovalRequest, ToolExecution
 from approvals.services.audit import audit_append
 from approvals.services.dispatch import run_tools
 from approvals.services.elicitation import input_requester_for
@@ -46,6 +39,7 @@ from approvals.services.reapproval import (
     MAX_REAPPROVALS,
     approval_reopen,
     call_change,
+    execution_arguments,
     schema_hashes,
 )
 from approvals.transitions import execution_transition
@@ -171,8 +165,12 @@ def tool_call_execute(
     request = ToolCallRequest(
         tool_call_id=call.tool_call_id, name=call.name, arguments=execution.arguments
     )
+    # Checked under the lock above (hash and schema): run as validated, no ladder.
+    validated = execution_arguments(execution=execution, tool=tool)
     result = asyncio.run(
-        execute_call(request, tool=tool, toolset=toolset, context=context)
+        execute_call(
+            request, tool=tool, toolset=toolset, context=context, validated=validated
+        )
     )
     crashpoints.crash_point("after_tool")
 
@@ -328,8 +326,9 @@ def _execution_refusal(
 ) -> str | None:
     """Return why ``execution`` must not run, or ``None`` when it may (SEC-02, LP-01).
 
-    Checks the authorization and that the stored (validated, approved) arguments
-    still match their hash and still validate against the tool's current schema.
+    Checks the authorization, that the stored (validated, approved) arguments
+    still match their hash and that the tool's schema hash is still the one they
+    were validated against (so they are not validated again).
     A queued approved call that changed was sent back to an operator before this
     check (:mod:`.reapproval`); what reaches it changed is refused, not guessed:
     an auto-approved call, or a reservation being taken again.
@@ -349,7 +348,7 @@ def _execution_refusal(
             return "the call was not approved"
         if (
             approval.approved_arguments_hash != execution.arguments_hash
-            or arguments_hash(execution.arguments) != execution.arguments_hash
+            or execution_arguments(execution=execution, tool=tool) is None
         ):
             return "the arguments differ from the ones an operator approved"
     elif execution.authorized_by == "policy":
@@ -381,9 +380,8 @@ def _execution_refusal(
             return f"{refusal}; it was not executed"
     else:
         return f"unknown authorization {execution.authorized_by!r}"
-    parsed = parse_arguments(json.dumps(execution.arguments), tool=tool)
-    if not parsed.ok or parsed.params != execution.arguments:
-        return f"the arguments no longer validate: {parsed.error}"
+    if execution_arguments(execution=execution, tool=tool) is None:
+        return "the arguments differ from the ones that were authorized"
     permission = getattr(tool, "permission", None)
     if permission:
         # The person who authorized the side effect must hold the tool's permission:
