@@ -15,6 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
+from agentcore.arguments import canonical_sha256
 from threads.models import Run, Thread, ToolCall
 
 #: The permission an operator needs to decide, resolve or cancel tool calls.
@@ -127,12 +128,11 @@ class ApprovalRequest(models.Model):
     )
     decided_at = models.DateTimeField(null=True, blank=True)
     reason = models.TextField(blank=True, default="")
-    #: The arguments as the model proposed them; never overwritten.
+    #: The params of the arguments the model proposed, as validated when the call
+    #: was dispatched (``agentcore.arguments.ValidatedArguments``); never overwritten.
     proposed_arguments = models.JSONField()
-    #: The arguments an operator edited before approving, or null.
+    #: The params of an approver's edit, validated when it was voted, or null.
     edited_arguments = models.JSONField(null=True, blank=True)
-    #: SHA-256 of the exact arguments approved (see :func:`arguments_hash`).
-    approved_arguments_hash = models.CharField(max_length=64, blank=True, default="")
     schema_valid = models.BooleanField(default=True)
     schema_errors = models.TextField(blank=True, default="")
     #: When ``approval_expiring`` was sent for this request (once), or null.
@@ -198,6 +198,18 @@ class ApprovalRequest(models.Model):
     def approved_arguments(self) -> Any:
         """The arguments that were approved: the edited ones if any, else the proposed."""
         return self.edited_arguments if self.edited else self.proposed_arguments
+
+    @property
+    def approved_arguments_hash(self) -> str:
+        """SHA-256 of the approved arguments for an approved tool-call request, else ``""``.
+
+        Derived from the arguments the request holds, so it cannot disagree with
+        them; the executor compares it with the execution's ``arguments_hash``,
+        and the decision's audit entry keeps the value it had when decided.
+        """
+        if self.kind != self.Kind.TOOL_CALL or self.status != self.Status.APPROVED:
+            return ""
+        return canonical_sha256(self.approved_arguments)
 
     @property
     def call(self) -> ToolCall | None:

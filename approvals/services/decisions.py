@@ -260,6 +260,7 @@ def _decide_locked(
     validated when they were stored, so they are only hashed here.
     """
     before = {"status": approval.status}
+    approved_hash = ""
     if decision == "approve":
         if approval.edited_arguments is not None:
             if edited is not None and edited.params == approval.edited_arguments:
@@ -278,7 +279,7 @@ def _decide_locked(
             arguments = ValidatedArguments.stored(
                 params=approval.proposed_arguments, schema_sha256=approval.schema_hash
             )
-        approval.approved_arguments_hash = arguments.sha256
+        approved_hash = arguments.sha256
         approval_transition(
             approval=approval, to=ApprovalRequest.Status.APPROVED, save=False
         )
@@ -317,7 +318,7 @@ def _decide_locked(
             "reason": reason,
             "proposed_arguments": approval.proposed_arguments,
             "edited_arguments": approval.edited_arguments,
-            "approved_arguments_hash": approval.approved_arguments_hash,
+            "approved_arguments_hash": approved_hash,
             "undo_seconds": undo_seconds or None,
         },
     )
@@ -398,7 +399,6 @@ def approval_undo(*, approval: ApprovalRequest, user: Any) -> ApprovalRequest:
         ).exists()
         if not remaining:
             locked.edited_arguments = None
-        locked.approved_arguments_hash = ""
         locked.save()
         tool_call_transition(call=call, to=ToolCall.State.AWAITING_APPROVAL)
         audit_append(

@@ -64,9 +64,9 @@ def test_an_approved_call_is_validated_once(
     execution = ToolExecution.objects.get(tool_call=call)
     vote = ApprovalVote.objects.get(approval=approval)
     assert execution.state == ToolExecution.State.SUCCEEDED
-    assert (
-        approval.approved_arguments_hash == vote.arguments_hash
-    ) and vote.arguments_hash == execution.arguments_hash
+    assert {approval.approved_arguments_hash, vote.arguments_hash} == {
+        execution.arguments_hash
+    }
     assert execution.arguments == approval.proposed_arguments
 
 
