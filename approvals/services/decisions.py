@@ -14,7 +14,11 @@ from django.utils import timezone
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, best_match
 
-from agentcore.arguments import ValidatedArguments, parse_arguments
+from agentcore.arguments import (
+    ValidatedArguments,
+    parse_arguments,
+    tool_schema_sha256,
+)
 from agentcore.tools import Tool
 from approvals.authorization import approval_authorization, authorization_require
 from approvals.exceptions import (
@@ -49,7 +53,7 @@ def approval_decide(
     decided_by: Any,
     decision: Decision,
     reason: str = "",
-    edited_arguments: dict[str, Any] | None = None,
+    edited_arguments: dict[str, Any] | ValidatedArguments | None = None,
     response: Any = None,
     grant: dict[str, Any] | None = None,
     undo_seconds: float = 0.0,
@@ -84,7 +88,8 @@ def approval_decide(
     "reason"}`` for such a tool-bound interrupt, else ``cancelled``; expiry →
     ``cancelled``. The call itself is left for the agent to answer.
 
-    Approve: the arguments (edited ones re-validated against the schema, SEC-02)
+    Approve: the arguments (edited ones validated against the schema once, SEC-02:
+    here, or by :func:`edited_arguments_validate` when they come as its value)
     are hashed and the call queued for execution after commit (a re-approval's
     queued execution takes the newly approved arguments, issue 14 item 6). Reject: the call is
     answered with a tool message saying an operator declined it and why. A repeated
@@ -115,6 +120,9 @@ def approval_decide(
             f"approval {approval.pk!r} is a tool call: it takes 'editedArguments', "
             "not 'response'"
         )
+    edited_value: ValidatedArguments | None = None
+    if isinstance(edited_arguments, ValidatedArguments):
+        edited_value, edited_arguments = edited_arguments, edited_arguments.as_dict()
     target_status = (
         ApprovalRequest.Status.APPROVED
         if decision == "approve"
@@ -175,7 +183,7 @@ def approval_decide(
                 voter=decided_by,
                 decision=decision,
                 reason=reason,
-                edited_arguments=edited_arguments,
+                edited_arguments=edited_value or edited_arguments,
                 grant=grant,
             )
             if outcome.repeated:
@@ -212,19 +220,28 @@ def _vote(
     voter: Any,
     decision: Decision,
     reason: str,
-    edited_arguments: dict[str, Any] | None,
+    edited_arguments: dict[str, Any] | ValidatedArguments | None,
     grant: dict[str, Any] | None,
 ) -> tuple[VoteOutcome, ValidatedArguments | None]:
     """Validate an edit, record ``voter``'s vote and any grant; return the vote and the edit.
 
-    The edit is validated here, once: the decision uses the returned value.
-    Who may vote was checked by the caller (``authorization_require``).
+    The edit is validated here, once (an edit that is already a value validated
+    against the tool's current schema is not): the decision uses the returned
+    value. Who may vote was checked by the caller (``authorization_require``).
     """
-    edited = (
-        _validate_edit(call=call, run=approval.run, edited=edited_arguments)
-        if edited_arguments is not None
-        else None
-    )
+    edited: ValidatedArguments | None = None
+    if isinstance(edited_arguments, ValidatedArguments) and (
+        edited_arguments.schema_sha256
+        == tool_schema_sha256(_edit_tool(call=call, run=approval.run))
+    ):
+        edited = edited_arguments
+    elif edited_arguments is not None:
+        raw = (
+            edited_arguments.as_dict()
+            if isinstance(edited_arguments, ValidatedArguments)
+            else edited_arguments
+        )
+        edited = _validate_edit(call=call, run=approval.run, edited=raw)
     outcome = vote_record(
         approval=approval,
         voter=voter,
@@ -633,11 +650,12 @@ def _stored_edit(*, call: ToolCall, approval: ApprovalRequest) -> ValidatedArgum
 
 def edited_arguments_validate(
     *, approval: ApprovalRequest, edited: Any
-) -> dict[str, Any]:
+) -> ValidatedArguments:
     """Return ``edited`` validated for ``approval``'s tool, schema and policy (SEC-02, IR-11).
 
-    Raises :class:`InvalidEditedArguments`. Changes nothing: callers check a whole
-    input before any decision (IR-09).
+    The value can be handed to :func:`approval_decide` as ``edited_arguments``,
+    which then does not validate it again. Raises :class:`InvalidEditedArguments`.
+    Changes nothing: callers check a whole input before any decision (IR-09).
     """
     call = approval.call
     if call is None:
@@ -645,7 +663,7 @@ def edited_arguments_validate(
             f"approval {approval.pk!r} holds no tool call: answer it with `response`, "
             "not edited arguments"
         )
-    return _validate_edit(call=call, run=approval.run, edited=edited).as_dict()
+    return _validate_edit(call=call, run=approval.run, edited=edited)
 
 
 def approval_expire_locked(approval: ApprovalRequest, call: ToolCall | None) -> None:

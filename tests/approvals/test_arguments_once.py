@@ -16,6 +16,7 @@ import pytest
 from agentcore import arguments as arguments_module
 from approvals.models import ApprovalRequest, ApprovalVote, ToolExecution
 from approvals.services import approval_decide
+from approvals.services.decisions import edited_arguments_validate
 from demo.models import Refund
 from threads.models import ToolCall
 from threads.services import message_post, thread_create
@@ -92,3 +93,28 @@ def test_an_edit_is_validated_once_more(
     execution = ToolExecution.objects.get(tool_call=call)
     assert (execution.state, execution.arguments) == ("succeeded", edited)
     assert Refund.objects.get().amount == 20
+
+
+@pytest.mark.parametrize("executor", ["embedded"], indirect=True)
+def test_an_edit_checked_before_deciding_is_not_validated_again(
+    user: Any, approver: Any, executor: Any, validations: list[str]
+) -> None:
+    """An edit validated ahead of the decision (AG-UI resume) is handed over as its value."""
+    # given a refund awaiting approval and an edit checked before any decision
+    call = _refund_awaiting_approval(user, executor)
+    approval = ApprovalRequest.objects.get(tool_call=call)
+    edited = edited_arguments_validate(
+        approval=approval, edited={**approval.proposed_arguments, "amount": 20.0}
+    )
+    # when the operator's decision takes that value and the call executes
+    approval_decide(
+        approval=approval,
+        decided_by=approver,
+        decision="approve",
+        edited_arguments=edited,
+    )
+    executor.settle(call.thread)
+    # then the edit was validated once, and the value ran
+    assert validations.count("refund_order") == 2
+    execution = ToolExecution.objects.get(tool_call=call)
+    assert (execution.arguments_hash, execution.state) == (edited.sha256, "succeeded")
