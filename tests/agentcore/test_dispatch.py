@@ -575,6 +575,41 @@ async def test_lp01_deny_policy_never_executes() -> None:
     assert ran == []
 
 
+async def test_execute_call_runs_a_validated_value_without_the_ladder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """RT-05: a value validated earlier runs as it is; the call's own text is not parsed."""
+    from agentcore import arguments
+
+    seen: list[dict[str, Any]] = []
+    t = make(
+        "refund",
+        lambda p, c: seen.append(p) or "done",
+        parameters={
+            "type": "object",
+            "properties": {"amount": {"type": "number"}},
+            "required": ["amount"],
+        },
+    )
+    validated = arguments.parse_arguments('{"amount": 20}', tool=t).value
+    assert validated is not None
+
+    def no_ladder(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the ladder ran for a validated value")
+
+    monkeypatch.setattr("agentcore.dispatch.parse_arguments", no_ladder)
+    call = ToolCallRequest("c", "refund", "not json at all")
+    result = await execute_call(
+        call, tool=t, toolset=Toolset([t]), context=ctx_for(call), validated=validated
+    )
+    assert (result.error, result.content, result.params) == (
+        None,
+        "done",
+        {"amount": 20},
+    )
+    assert seen == [{"amount": 20}]
+
+
 async def test_execute_call_unknown_name() -> None:
     """SEC-05: execute_call never raises for an unknown name."""
     call = ToolCallRequest("c", "ghost", "{}")
