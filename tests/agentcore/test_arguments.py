@@ -364,7 +364,6 @@ def test_the_hash_is_the_one_stored_rows_were_made_with() -> None:
     text = json.dumps(
         {"b": "ø", "a": 1.0}, sort_keys=True, separators=(",", ":"), ensure_ascii=False
     )
-    import hashlib
 
     assert (
         canonical_sha256({"b": "ø", "a": 1.0})
