@@ -25,10 +25,14 @@ import re
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, TypedDict
 
-from agentcore.arguments import ValidatedArguments, parse_arguments
+from agentcore.arguments import (
+    ValidatedArguments,
+    parse_arguments,
+    tool_schema_sha256,
+)
 from agentcore.content import (
     ContentError,
     limit_content,
@@ -505,8 +509,12 @@ async def _execute_resolved(
 ) -> ToolResult:
     """Execute ``call`` on ``tool``; with ``gate``, refuse calls that need approval.
 
-    ``validated`` (already checked against ``tool``'s schema) skips the ladder.
+    ``validated`` (already checked against ``tool``'s schema) skips the ladder; a
+    value checked against another schema goes through it again, as an object.
     """
+    if validated is not None and validated.schema_sha256 != tool_schema_sha256(tool):
+        call = replace(call, arguments=validated.as_dict())
+        validated = None
     if validated is None:
         parsed = parse_arguments(call.arguments, tool=tool, truncated=call.truncated)
         if not parsed.ok or parsed.value is None:

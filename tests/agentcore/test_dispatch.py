@@ -610,6 +610,34 @@ async def test_execute_call_runs_a_validated_value_without_the_ladder(
     assert seen == [{"amount": 20}]
 
 
+async def test_execute_call_validates_a_value_checked_against_another_schema() -> None:
+    """RT-05: a value whose schema hash is not the tool's goes through the ladder again."""
+    from agentcore import arguments
+
+    seen: list[dict[str, Any]] = []
+    loose = make("refund", lambda p, c: seen.append(p) or "done")
+    strict = make(
+        "refund",
+        lambda p, c: seen.append(p) or "done",
+        parameters={
+            "type": "object",
+            "properties": {"amount": {"type": "number"}},
+            "required": ["amount"],
+        },
+    )
+    validated = arguments.parse_arguments('{"other": 1}', tool=loose).value
+    call = ToolCallRequest("c", "refund", "{}")
+    result = await execute_call(
+        call,
+        tool=strict,
+        toolset=Toolset([strict]),
+        context=ctx_for(call),
+        validated=validated,
+    )
+    assert result.error == "invalid_arguments"
+    assert seen == []
+
+
 async def test_execute_call_unknown_name() -> None:
     """SEC-05: execute_call never raises for an unknown name."""
     call = ToolCallRequest("c", "ghost", "{}")
