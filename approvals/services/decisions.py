@@ -407,10 +407,9 @@ def approval_undo(*, approval: ApprovalRequest, user: Any) -> ApprovalRequest:
         locked.decided_by = None
         locked.decided_at = None
         locked.reason = ""
-        # The remaining approvers approved these arguments; keep them so their
-        # votes still count (approvals_progress compares hashes).
-        # Every live approval covers the request's current arguments (an edit
-        # resets the others), so they stay unless no approval remains.
+        # The remaining approvers approved these arguments (an edit resets the
+        # approvals of earlier ones); keep them so their votes still count
+        # (approvals_progress compares hashes), unless no approval remains.
         remaining = locked.votes.filter(
             reset_at__isnull=True, decision="approve"
         ).exists()
