@@ -45,6 +45,18 @@ def _refund_awaiting_approval(user: Any, executor: Any) -> ToolCall:
     return call
 
 
+def _approve_and_run(
+    approval: ApprovalRequest, approver: Any, executor: Any, edited: Any = None
+) -> None:
+    approval_decide(
+        approval=approval,
+        decided_by=approver,
+        decision="approve",
+        edited_arguments=edited,
+    )
+    executor.settle(approval.thread)
+
+
 @pytest.mark.parametrize("executor", ["embedded"], indirect=True)
 def test_an_approved_call_is_validated_once(
     user: Any, approver: Any, executor: Any, validations: list[str]
@@ -55,8 +67,7 @@ def test_an_approved_call_is_validated_once(
     assert validations.count("refund_order") == 1
     # when an operator approves it as proposed and it executes
     approval = ApprovalRequest.objects.get(tool_call=call)
-    approval_decide(approval=approval, decided_by=approver, decision="approve")
-    executor.settle(call.thread)
+    _approve_and_run(approval, approver, executor)
     # then it ran once, and its arguments were validated once in all
     assert Refund.objects.count() == 1
     assert validations.count("refund_order") == 1
@@ -81,13 +92,7 @@ def test_an_edit_is_validated_once_more(
     approval = ApprovalRequest.objects.get(tool_call=call)
     edited = {**approval.proposed_arguments, "amount": 20.0}
     # when an operator approves it with a smaller amount and it executes
-    approval_decide(
-        approval=approval,
-        decided_by=approver,
-        decision="approve",
-        edited_arguments=edited,
-    )
-    executor.settle(call.thread)
+    _approve_and_run(approval, approver, executor, edited)
     # then the dispatch and the edit were the only validations
     assert validations.count("refund_order") == 2
     execution = ToolExecution.objects.get(tool_call=call)
@@ -107,14 +112,38 @@ def test_an_edit_checked_before_deciding_is_not_validated_again(
         approval=approval, edited={**approval.proposed_arguments, "amount": 20.0}
     )
     # when the operator's decision takes that value and the call executes
-    approval_decide(
-        approval=approval,
-        decided_by=approver,
-        decision="approve",
-        edited_arguments=edited,
-    )
-    executor.settle(call.thread)
+    _approve_and_run(approval, approver, executor, edited)
     # then the edit was validated once, and the value ran
     assert validations.count("refund_order") == 2
     execution = ToolExecution.objects.get(tool_call=call)
     assert (execution.arguments_hash, execution.state) == (edited.sha256, "succeeded")
+
+
+@pytest.mark.parametrize("executor", ["embedded"], indirect=True)
+def test_an_earlier_approvers_edit_is_not_validated_again_by_the_deciding_vote(
+    user: Any,
+    approver: Any,
+    second_approver: Any,
+    executor: Any,
+    validations: list[str],
+) -> None:
+    """Two of two: the first approver's edit is validated once; the second approves that value."""
+    # given a refund that needs two approvals, the first approver editing the amount
+    call = _refund_awaiting_approval(user, executor)
+    ApprovalRequest.objects.filter(tool_call=call).update(approvals_required=2)
+    approval = ApprovalRequest.objects.get(tool_call=call)
+    edited = {**approval.proposed_arguments, "amount": 20.0}
+    _approve_and_run(approval, approver, executor, edited)
+    assert ToolExecution.objects.filter(tool_call=call).count() == 0
+    # when the second approver approves as it stands and the call executes
+    _approve_and_run(approval, second_approver, executor)
+    # then the dispatch and the one edit were the only validations
+    assert validations.count("refund_order") == 2
+    execution = ToolExecution.objects.get(tool_call=call)
+    assert (execution.state, execution.arguments) == ("succeeded", edited)
+    hashes = set(
+        ApprovalVote.objects.filter(approval=approval).values_list(
+            "arguments_hash", flat=True
+        )
+    )
+    assert hashes == {execution.arguments_hash}
