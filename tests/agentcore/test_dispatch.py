@@ -575,6 +575,17 @@ async def test_lp01_deny_policy_never_executes() -> None:
     assert ran == []
 
 
+AMOUNT = {
+    "type": "object",
+    "properties": {"amount": {"type": "number"}},
+    "required": ["amount"],
+}
+
+
+def _recording_refund(seen: list[dict[str, Any]], **options: Any) -> Tool:
+    return make("refund", lambda p, c: seen.append(p) or "done", **options)
+
+
 async def test_execute_call_runs_a_validated_value_without_the_ladder(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -582,15 +593,7 @@ async def test_execute_call_runs_a_validated_value_without_the_ladder(
     from agentcore import arguments
 
     seen: list[dict[str, Any]] = []
-    t = make(
-        "refund",
-        lambda p, c: seen.append(p) or "done",
-        parameters={
-            "type": "object",
-            "properties": {"amount": {"type": "number"}},
-            "required": ["amount"],
-        },
-    )
+    t = _recording_refund(seen, parameters=AMOUNT)
     validated = arguments.parse_arguments('{"amount": 20}', tool=t).value
     assert validated is not None
 
@@ -615,16 +618,8 @@ async def test_execute_call_validates_a_value_checked_against_another_schema() -
     from agentcore import arguments
 
     seen: list[dict[str, Any]] = []
-    loose = make("refund", lambda p, c: seen.append(p) or "done")
-    strict = make(
-        "refund",
-        lambda p, c: seen.append(p) or "done",
-        parameters={
-            "type": "object",
-            "properties": {"amount": {"type": "number"}},
-            "required": ["amount"],
-        },
-    )
+    loose = _recording_refund(seen)
+    strict = _recording_refund(seen, parameters=AMOUNT)
     validated = arguments.parse_arguments('{"other": 1}', tool=loose).value
     call = ToolCallRequest("c", "refund", "{}")
     result = await execute_call(
