@@ -198,8 +198,9 @@ class ValidatedArguments:
     approvals, votes and executions store); ``schema_sha256`` the digest of the
     schema it was validated against (:func:`tool_schema_sha256`); ``repairs`` the
     rung names the ladder applied (empty for exact JSON). Built only by
-    :func:`parse_arguments` (validation) and :meth:`restore` (a stored value whose
-    hash still matches). Implements RT-05, SEC-02.
+    :func:`parse_arguments` (validation), :meth:`restore` (a stored value whose
+    hash still matches) and :meth:`stored` (a stored value validated when it was
+    written). Implements RT-05, SEC-02.
     """
 
     params: Mapping[str, Any]
@@ -212,6 +213,7 @@ class ValidatedArguments:
     def _of(
         cls, params: dict[str, Any], *, schema_sha256: str, repairs: Sequence[str] = ()
     ) -> ValidatedArguments:
+        """Wrap ``params`` (owned by the value from now on) with its canonical text and hash."""
         text = canonical_json(params)
         return cls(
             params=MappingProxyType(params),
