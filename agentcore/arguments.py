@@ -51,6 +51,10 @@ Draft 2020-12 validator accepts it. Arguments of a turn cut off by the output-to
 limit are refused before any rung. ``docs/arguments.md`` describes the ladder for
 readers outside the code.
 
+An accepted call yields a :class:`ValidatedArguments`: the frozen value (params,
+canonical JSON, its SHA-256, the schema's SHA-256, the repairs applied) that every
+later step refers to by hash instead of validating the arguments again.
+
 This module never imports Django.
 
 Over 400 lines because it holds the repair ladder, rung by rung, with the screens
@@ -59,13 +63,16 @@ and error messages each rung needs (docs/arguments.md); a rung is meaningless al
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
 import logging
 import math
 import re
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from agentcore.simple_schema import quick_check
@@ -79,8 +86,12 @@ __all__ = [
     "MAX_REPAIR_CHARS",
     "RUNG_NAMES",
     "ParsedArguments",
+    "ValidatedArguments",
     "canonical_arguments",
+    "canonical_json",
+    "canonical_sha256",
     "parse_arguments",
+    "tool_schema_sha256",
 ]
 
 logger = logging.getLogger(__name__)
@@ -144,12 +155,120 @@ def _no_constant(name: str) -> Any:
 _DECODER: Final = json.JSONDecoder(parse_constant=_no_constant)
 
 
+def canonical_json(value: Any) -> str:
+    """Return ``value`` as canonical JSON: sorted keys, no spaces, UTF-8 kept as is."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def canonical_sha256(value: Any) -> str:
+    """Return the SHA-256 hex digest of ``value``'s canonical JSON.
+
+    The digest of argument params and of parameter schemas; the stored hashes of
+    approvals, votes and executions were made with it, so it never changes.
+    """
+    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+#: Per tool, the SHA-256 of its parameter schema as ``RunAgentInput.tools`` carries it.
+_SCHEMA_SHA256: weakref.WeakKeyDictionary[Tool, str] = weakref.WeakKeyDictionary()
+
+
+def tool_schema_sha256(tool: Tool) -> str:
+    """Return the SHA-256 of ``tool``'s parameter schema in its advertised (AG-UI) form.
+
+    Computed once per tool object: a tool whose schema changes (an MCP server's)
+    is a new object.
+    """
+    digest = _SCHEMA_SHA256.get(tool)
+    if digest is None:
+        dumped = tool.agui_tool().model_dump(
+            mode="json", by_alias=True, exclude_none=True
+        )
+        digest = canonical_sha256(dumped.get("parameters"))
+        _SCHEMA_SHA256[tool] = digest
+    return digest
+
+
+@dataclass(frozen=True, slots=True)
+class ValidatedArguments:
+    """Arguments that passed a tool's schema: the one value every later step refers to.
+
+    ``params`` is a read-only view of the validated object; ``canonical_json`` its
+    canonical JSON (:func:`canonical_json`) and ``sha256`` that text's digest (what
+    approvals, votes and executions store); ``schema_sha256`` the digest of the
+    schema it was validated against (:func:`tool_schema_sha256`); ``repairs`` the
+    rung names the ladder applied (empty for exact JSON). Built only by
+    :func:`parse_arguments` (validation), :meth:`restore` (a stored value whose
+    hash still matches) and :meth:`stored` (a stored value validated when it was
+    written). Implements RT-05, SEC-02.
+    """
+
+    params: Mapping[str, Any]
+    canonical_json: str
+    sha256: str
+    schema_sha256: str
+    repairs: tuple[str, ...] = ()
+
+    @classmethod
+    def _of(
+        cls, params: dict[str, Any], *, schema_sha256: str, repairs: Sequence[str] = ()
+    ) -> ValidatedArguments:
+        """Wrap ``params`` (owned by the value from now on) with its canonical text and hash."""
+        text = canonical_json(params)
+        return cls(
+            params=MappingProxyType(params),
+            canonical_json=text,
+            sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+            schema_sha256=schema_sha256,
+            repairs=tuple(repairs),
+        )
+
+    @classmethod
+    def restore(
+        cls, *, params: Any, sha256: str, schema_sha256: str
+    ) -> ValidatedArguments | None:
+        """Return the stored value ``params`` validated earlier, or ``None`` if it changed.
+
+        ``params`` (a JSON object as stored) must hash to ``sha256``, the digest
+        recorded when it was validated against the schema ``schema_sha256``; the
+        caller compares that schema hash with the tool's current one. Nothing is
+        validated again. ``None`` when ``params`` is not an object or its hash is
+        not ``sha256`` (the stored arguments were changed).
+        """
+        if not isinstance(params, dict):
+            return None
+        value = cls._of(copy.deepcopy(params), schema_sha256=schema_sha256)
+        return value if value.sha256 == sha256 else None
+
+    @classmethod
+    def stored(
+        cls, *, params: Mapping[str, Any], schema_sha256: str
+    ) -> ValidatedArguments:
+        """Return the value of ``params`` that an earlier step validated and stored without a hash.
+
+        For an approval's proposed arguments (validated when the call was
+        dispatched) and an approver's edit (validated when it was voted): the
+        params are hashed, not validated again.
+        """
+        return cls._of(copy.deepcopy(dict(params)), schema_sha256=schema_sha256)
+
+    @property
+    def repair(self) -> str | None:
+        """The rung names joined with ``+``, ``None`` for exact JSON."""
+        return "+".join(self.repairs) or None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return a fresh, mutable copy of ``params`` (for a JSON column or a tool)."""
+        return copy.deepcopy(dict(self.params))
+
+
 @dataclass(frozen=True)
 class ParsedArguments:
     """The outcome of :func:`parse_arguments`.
 
-    ``ok`` with ``params`` (a dict that passed the schema) and ``repair`` (the rung
-    names joined with ``+``, ``None`` for exact JSON); or not ``ok`` with ``error``
+    ``ok`` with ``params`` (a dict that passed the schema), ``repair`` (the rung
+    names joined with ``+``, ``None`` for exact JSON) and ``value`` (the
+    :class:`ValidatedArguments` later steps refer to); or not ``ok`` with ``error``
     (an actionable sentence for the model, RT-09) and ``error_type``:
     ``invalid_arguments_json`` (a character or escape JSON does not allow there; the
     message names the offset and the character), ``arguments_truncated`` (the text
@@ -163,6 +282,7 @@ class ParsedArguments:
     repair: str | None = None
     error: str | None = None
     error_type: str | None = None
+    value: ValidatedArguments | None = None
 
     @property
     def replay_text(self) -> str:
@@ -610,11 +730,10 @@ def _accept(
         )
     if not screened:
         _screen(value)
-    validator = tool.validator
-    if _quick_accepts(tool, value) or validator.is_valid(value):
+    if _schema_accepts(tool, value):
         return _success(tool, value, repairs)
     decoded = _decode_nested(value, tool.parameters)
-    if decoded is not None and validator.is_valid(decoded):
+    if decoded is not None and tool.validator.is_valid(decoded):
         _screen(decoded)
         return _success(tool, decoded, [*repairs, "double_encoded"])
     if "empty_arguments" in repairs:
@@ -628,6 +747,11 @@ def _accept(
 _QUICK: weakref.WeakKeyDictionary[Tool, Callable[[dict[str, Any]], bool] | bool] = (
     weakref.WeakKeyDictionary()
 )
+
+
+def _schema_accepts(tool: Tool, value: dict[str, Any]) -> bool:
+    """Return whether ``tool``'s schema accepts ``value``: the one schema validation of a call."""
+    return _quick_accepts(tool, value) or tool.validator.is_valid(value)
 
 
 def _quick_accepts(tool: Tool, value: dict[str, Any]) -> bool:
@@ -644,7 +768,10 @@ def _success(tool: Tool, params: dict[str, Any], repairs: list[str]) -> ParsedAr
     repair = "+".join(repairs) or None
     if repair is not None:
         logger.info("arguments for tool %r repaired by %s", tool.name, repair)
-    return ParsedArguments(ok=True, params=params, repair=repair)
+    value = ValidatedArguments._of(
+        params, schema_sha256=tool_schema_sha256(tool), repairs=repairs
+    )
+    return ParsedArguments(ok=True, params=params, repair=repair, value=value)
 
 
 def _failure(

@@ -25,10 +25,14 @@ import re
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, TypedDict
 
-from agentcore.arguments import parse_arguments
+from agentcore.arguments import (
+    ValidatedArguments,
+    parse_arguments,
+    tool_schema_sha256,
+)
 from agentcore.content import (
     ContentError,
     limit_content,
@@ -451,13 +455,16 @@ async def execute_call(
     toolset: Toolset,
     context: ToolContext,
     cancel: asyncio.Event | None = None,
+    validated: ValidatedArguments | None = None,
 ) -> ToolResult:
     """Validate and execute one call, returning its result; never raises for tool failures.
 
     ``tool`` is the already-resolved tool, or ``None`` to resolve ``call.name`` in
     ``toolset`` (an unknown name yields an ``unknown_tool`` result listing the
     available tools). Arguments are parsed and validated (a truncated turn is never
-    executed); a ``deny`` policy is refused; the tool runs under its ``timeout``; its result is normalized to AG-UI content
+    executed), unless ``validated`` holds the value an earlier step validated
+    against ``tool``'s schema: then ``call.arguments`` is ignored and the ladder is
+    skipped (the caller compared the schema hashes); a ``deny`` policy is refused; the tool runs under its ``timeout``; its result is normalized to AG-UI content
     and capped at ``max_result_bytes``. Approval and ``tool.permission`` are the
     caller's business (Django's ``has_perm`` is sync ORM work and the caller knows
     whose permission counts): this function executes the calls it is given.
@@ -476,7 +483,14 @@ async def execute_call(
     limits = _Limits(cancel)
     try:
         return await _execute_resolved(
-            call, tool, context, cancel, limits, started, gate=False
+            call,
+            tool,
+            context,
+            cancel,
+            limits,
+            started,
+            gate=False,
+            validated=validated,
         )
     finally:
         limits.close()
@@ -491,22 +505,35 @@ async def _execute_resolved(
     started: float,
     *,
     gate: bool,
+    validated: ValidatedArguments | None = None,
 ) -> ToolResult:
-    """Execute ``call`` on ``tool``; with ``gate``, refuse calls that need approval."""
-    parsed = parse_arguments(call.arguments, tool=tool, truncated=call.truncated)
-    if not parsed.ok or parsed.params is None:
-        return _failure(
-            call,
-            kind=parsed.error_type or "invalid_arguments",
-            message=parsed.error or "invalid arguments",
-            started_at=started,
-            tool=tool,
-        )
-    params = parsed.params
+    """Execute ``call`` on ``tool``; with ``gate``, refuse calls that need approval.
+
+    ``validated`` (already checked against ``tool``'s schema) skips the ladder; a
+    value checked against another schema goes through it again, as an object.
+    """
+    if validated is not None and validated.schema_sha256 != tool_schema_sha256(tool):
+        call = replace(call, arguments=validated.as_dict())
+        validated = None
+    if validated is None:
+        parsed = parse_arguments(call.arguments, tool=tool, truncated=call.truncated)
+        if not parsed.ok or parsed.value is None:
+            return _failure(
+                call,
+                kind=parsed.error_type or "invalid_arguments",
+                message=parsed.error or "invalid arguments",
+                started_at=started,
+                tool=tool,
+            )
+        validated = parsed.value
+        params = parsed.params or {}
+    else:
+        params = validated.as_dict()
+    repair = validated.repair
     common: _FailureFields = {
         "started_at": started,
         "tool": tool,
-        "repair": parsed.repair,
+        "repair": repair,
         "params": params,
     }
     # A plain action string is its own decision (``decision_from`` would check
@@ -598,7 +625,7 @@ async def _execute_resolved(
         message=None,
         details=details,
         end_turn=output.end_turn,
-        repair=parsed.repair,
+        repair=repair,
         started_at=started,
         finished_at=time.monotonic(),
         resolved_name=tool.name,

@@ -18,6 +18,7 @@ from typing import Any
 
 from django.db.models import F, Q
 
+from agentcore.arguments import canonical_sha256
 from approvals.interrupt_ids import (
     INTERRUPT_ID_PREFIX as INTERRUPT_ID_PREFIX,
 )
@@ -28,7 +29,7 @@ from approvals.interrupt_ids import (
     interrupt_id as interrupt_id,
 )
 from approvals.labels import approval_label
-from approvals.models import ApprovalRequest, arguments_hash
+from approvals.models import ApprovalRequest
 from approvals.selectors import approval_risk
 from approvals.services.votes import approvals_progress
 from threads.agent_config import agent_toolset
@@ -119,7 +120,7 @@ def interrupt_for(approval: ApprovalRequest) -> dict[str, Any]:
         "metadata": {
             "approvalId": approval.pk,
             "tool": approval.tool_name,
-            "argumentsHash": arguments_hash(approval.proposed_arguments),
+            "argumentsHash": canonical_sha256(approval.proposed_arguments),
             # The same {level, reasons} the REST API, queue and admin show.
             "risk": approval_risk(approval),
             # Governance (votes, groups): the same state the REST API shows.

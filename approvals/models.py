@@ -15,16 +15,22 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
+from agentcore.arguments import canonical_sha256
 from threads.models import Run, Thread, ToolCall
 
 #: The permission an operator needs to decide, resolve or cancel tool calls.
 DECIDE_PERMISSION = "approvals.decide_approvalrequest"
 
 
-def arguments_hash(arguments: Any) -> str:
-    """Return the SHA-256 hex digest of ``arguments`` in canonical JSON form."""
+def audit_entry_sha256(body: dict[str, Any]) -> str:
+    """Return the SHA-256 hex digest of an audit entry's ``body`` (sorted, compact JSON).
+
+    The audit chain's own digest, kept apart from the arguments' and schemas'
+    (``agentcore.arguments.canonical_sha256``): entries already written are
+    verified with it, so its form never changes.
+    """
     canonical = json.dumps(
-        arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        body, sort_keys=True, separators=(",", ":"), ensure_ascii=False
     )
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
@@ -122,12 +128,11 @@ class ApprovalRequest(models.Model):
     )
     decided_at = models.DateTimeField(null=True, blank=True)
     reason = models.TextField(blank=True, default="")
-    #: The arguments as the model proposed them; never overwritten.
+    #: The params of the arguments the model proposed, as validated when the call
+    #: was dispatched (``agentcore.arguments.ValidatedArguments``); never overwritten.
     proposed_arguments = models.JSONField()
-    #: The arguments an operator edited before approving, or null.
+    #: The params of an approver's edit, validated when it was voted, or null.
     edited_arguments = models.JSONField(null=True, blank=True)
-    #: SHA-256 of the exact arguments approved (see :func:`arguments_hash`).
-    approved_arguments_hash = models.CharField(max_length=64, blank=True, default="")
     schema_valid = models.BooleanField(default=True)
     schema_errors = models.TextField(blank=True, default="")
     #: When ``approval_expiring`` was sent for this request (once), or null.
@@ -193,6 +198,18 @@ class ApprovalRequest(models.Model):
     def approved_arguments(self) -> Any:
         """The arguments that were approved: the edited ones if any, else the proposed."""
         return self.edited_arguments if self.edited else self.proposed_arguments
+
+    @property
+    def approved_arguments_hash(self) -> str:
+        """SHA-256 of the approved arguments for an approved tool-call request, else ``""``.
+
+        Derived from the arguments the request holds, so it cannot disagree with
+        them; the executor compares it with the execution's ``arguments_hash``,
+        and the decision's audit entry keeps the value it had when decided.
+        """
+        if self.kind != self.Kind.TOOL_CALL or self.status != self.Status.APPROVED:
+            return ""
+        return canonical_sha256(self.approved_arguments)
 
     @property
     def call(self) -> ToolCall | None:
@@ -327,7 +344,7 @@ class AuditEntry(models.Model):
             "created_at": self.created_at.isoformat(),
             "prev_hash": self.prev_hash,
         }
-        return arguments_hash(body)
+        return audit_entry_sha256(body)
 
 
 class JanitorSweep(models.Model):
@@ -416,7 +433,8 @@ class NotificationDelivery(models.Model):
 class ApprovalVote(models.Model):
     """One approver's approval or rejection of a request (four-eyes, N of M).
 
-    ``arguments_hash`` is what the approver approved; an edit by a later approver
+    ``arguments_hash`` is the SHA-256 of the validated arguments the approver
+    approved (the request holds their params); an edit by a later approver
     resets (``reset_at``, ``reset_reason``) the approvals of the earlier arguments.
     One live vote per approver and request (database constraint). Implements SEC-02.
     """
@@ -433,7 +451,6 @@ class ApprovalVote(models.Model):
     )
     decision = models.CharField(max_length=10, choices=Decision.choices)
     arguments_hash = models.CharField(max_length=64, blank=True, default="")
-    edited_arguments = models.JSONField(null=True, blank=True)
     reason = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     reset_at = models.DateTimeField(null=True, blank=True)

@@ -52,6 +52,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from agentcore.arguments import ValidatedArguments
 from agentcore.dispatch import ToolCallRequest, ToolResult, execute_call
 from agentcore.tools import ToolContext
 from approvals import crashpoints
@@ -167,7 +168,7 @@ def approval_decide(
     decided_by: Any,
     decision: Decision,
     reason: str = "",
-    edited_arguments: dict[str, Any] | None = None,
+    edited_arguments: dict[str, Any] | ValidatedArguments | None = None,
     response: Any = None,
     grant: dict[str, Any] | None = None,
     undo_seconds: float = 0.0,
@@ -329,9 +330,14 @@ def tool_run(reserved: Reserved) -> ToolResult:
     request = ToolCallRequest(
         tool_call_id=call.tool_call_id, name=call.name, arguments=execution.arguments
     )
+    # Checked under the reservation's lock (hash and schema): no ladder again.
     return asyncio.run(
         execute_call(
-            request, tool=reserved.tool, toolset=reserved.toolset, context=context
+            request,
+            tool=reserved.tool,
+            toolset=reserved.toolset,
+            context=context,
+            validated=reserved.arguments,
         )
     )
 

@@ -510,9 +510,10 @@ def tool_call_result(*, call: ToolCall) -> Message | None:
 def tool_call_arguments(*, call: ToolCall, tool: Tool) -> ParsedArguments:
     """Parse and validate ``call``'s streamed argument text against ``tool``'s schema.
 
-    The one parse between the provider and execution: its ``params`` are what the
-    policy, the approval request (and so the approved hash) and the execution
-    record use; ``ToolCall.arguments`` is only the raw JSON for display. A call
+    The one parse between the provider and execution: its ``value``
+    (:class:`agentcore.arguments.ValidatedArguments`) is what the policy, the
+    approval request and the execution record use, referred to by its hash
+    afterwards; ``ToolCall.arguments`` is only the raw JSON for display. A call
     cut off by the token limit (``metadata.truncated``) is refused. Implements
     RT-05, RT-06, SEC-01.
     """

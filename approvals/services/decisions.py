@@ -5,7 +5,6 @@ Implements SEC-02, DC-03, DC-04, FT-06.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
@@ -16,7 +15,12 @@ from django.utils import timezone
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, best_match
 
-from agentcore.arguments import parse_arguments
+from agentcore.arguments import (
+    ValidatedArguments,
+    parse_arguments,
+    tool_schema_sha256,
+)
+from agentcore.tools import Tool
 from approvals.authorization import approval_authorization, authorization_require
 from approvals.exceptions import (
     ApprovalAlreadyDecided,
@@ -29,12 +33,7 @@ from approvals.exceptions import (
 )
 from approvals.governance import call_policy
 from approvals.locks import approval_lock, call_execution_lock
-from approvals.models import (
-    DECIDE_PERMISSION,
-    ApprovalRequest,
-    ToolExecution,
-    arguments_hash,
-)
+from approvals.models import DECIDE_PERMISSION, ApprovalRequest, ToolExecution
 from approvals.services.audit import audit_append, audit_batch
 from approvals.services.dispatch import (
     QueuedExecution,
@@ -78,7 +77,7 @@ def approval_decision_record(
     decided_by: Any,
     decision: Decision,
     reason: str = "",
-    edited_arguments: dict[str, Any] | None = None,
+    edited_arguments: dict[str, Any] | ValidatedArguments | None = None,
     response: Any = None,
     grant: dict[str, Any] | None = None,
     undo_seconds: float = 0.0,
@@ -113,14 +112,15 @@ def approval_decision_record(
     "reason"}`` for such a tool-bound interrupt, else ``cancelled``; expiry →
     ``cancelled``. The call itself is left for the agent to answer.
 
-    Approve: the arguments (edited ones re-validated against the schema, SEC-02)
+    Approve: the arguments (edited ones validated against the schema once, SEC-02:
+    here, or by :func:`edited_arguments_validate` when they come as its value)
     are hashed and the call's execution record queued (a re-approval's queued
-    execution takes the newly approved arguments); handing it to
-    a worker after commit is the caller's. Reject: the call is answered with a
-    tool message saying an operator declined it and why. A repeated identical
-    decision returns the request unchanged and queues nothing (BC34). Continuing
-    the run is the caller's too (:func:`orchestration.pipeline.approval_decide`),
-    in the same transaction: this service opens no savepoint of its own.
+    execution takes the newly approved arguments); handing it to a worker after
+    commit is the caller's. Reject: the call is answered with a tool message
+    saying an operator declined it and why. A repeated identical decision returns
+    the request unchanged and queues nothing (BC34). Continuing the run is the
+    caller's too (:func:`orchestration.pipeline.approval_decide`), in the same
+    transaction: this service opens no savepoint of its own.
 
     Raises :class:`ApprovalPermissionDenied` without ``approvals.decide_approvalrequest``,
     :class:`ApprovalNotAuthorized` when the decider may not make this decision
@@ -146,6 +146,9 @@ def approval_decision_record(
             f"approval {approval.pk!r} is a tool call: it takes 'editedArguments', "
             "not 'response'"
         )
+    edited_value: ValidatedArguments | None = None
+    if isinstance(edited_arguments, ValidatedArguments):
+        edited_value, edited_arguments = edited_arguments, edited_arguments.as_dict()
     target_status = (
         ApprovalRequest.Status.APPROVED
         if decision == "approve"
@@ -201,13 +204,13 @@ def approval_decision_record(
         else:
             assert call is not None  # a tool_call request always has its call
             # Four-eyes / N of M: a vote decides only once enough agree.
-            outcome = _vote(
+            outcome, edited = _vote(
                 approval=locked,
                 call=call,
                 voter=decided_by,
                 decision=decision,
                 reason=reason,
-                edited_arguments=edited_arguments,
+                edited_arguments=edited_value or edited_arguments,
                 grant=grant,
             )
             if outcome.repeated:
@@ -221,7 +224,7 @@ def approval_decision_record(
                 decided_by=decided_by,
                 decision=decision,
                 reason=reason,
-                edited_arguments=locked.edited_arguments,
+                edited=edited,
                 undo_seconds=undo_seconds,
             )
         notify_approval_changed(locked, call=call)
@@ -250,23 +253,34 @@ def _vote(
     voter: Any,
     decision: Decision,
     reason: str,
-    edited_arguments: dict[str, Any] | None,
+    edited_arguments: dict[str, Any] | ValidatedArguments | None,
     grant: dict[str, Any] | None,
-) -> VoteOutcome:
-    """Validate an edit, record ``voter``'s vote and any grant.
+) -> tuple[VoteOutcome, ValidatedArguments | None]:
+    """Validate an edit, record ``voter``'s vote and any grant; return the vote and the edit.
 
-    Who may vote was checked by the caller (``authorization_require``).
+    The edit is validated here, once (an edit that is already a value validated
+    against the tool's current schema is not): the decision uses the returned
+    value. Who may vote was checked by the caller (``authorization_require``).
     """
-    if edited_arguments is not None:
-        edited_arguments = _validate_edit(
-            call=call, run=approval.run, edited=edited_arguments
+    edited: ValidatedArguments | None = None
+    if isinstance(edited_arguments, ValidatedArguments) and (
+        edited_arguments.schema_sha256
+        == tool_schema_sha256(_edit_tool(call=call, run=approval.run))
+    ):
+        edited = edited_arguments
+    elif edited_arguments is not None:
+        raw = (
+            edited_arguments.as_dict()
+            if isinstance(edited_arguments, ValidatedArguments)
+            else edited_arguments
         )
+        edited = _validate_edit(call=call, run=approval.run, edited=raw)
     outcome = vote_record(
         approval=approval,
         voter=voter,
         decision=decision,
         reason=reason,
-        edited_arguments=edited_arguments,
+        edited_arguments=edited,
     )
     if grant is not None and decision == "approve" and not outcome.repeated:
         grant_create(
@@ -276,7 +290,7 @@ def _vote(
             granted_by=voter,
             spec=grant,
         )
-    return outcome
+    return outcome, edited
 
 
 def _decide_locked(
@@ -286,19 +300,25 @@ def _decide_locked(
     decided_by: Any,
     decision: Decision,
     reason: str,
-    edited_arguments: dict[str, Any] | None,
+    edited: ValidatedArguments | None,
     undo_seconds: float = 0.0,
 ) -> QueuedExecution | None:
+    """Act on the deciding vote: queue the approved value for execution, or refuse the call.
+
+    ``edited`` is the edit this vote validated; the value approved is the
+    request's current arguments (an earlier approver's edit, or the proposal),
+    validated when they were stored, so they are only hashed here. Returns the
+    queued execution, which the caller hands to a worker after commit.
+    """
     before = {"status": approval.status}
+    approved_hash = ""
     queued: QueuedExecution | None = None
     if decision == "approve":
-        arguments = approval.proposed_arguments
-        if edited_arguments is not None:
-            arguments = _validate_edit(
-                call=call, run=approval.run, edited=edited_arguments
-            )
-            if arguments != approval.proposed_arguments:
-                approval.edited_arguments = arguments
+        if approval.edited_arguments is not None:
+            if edited is not None and edited.params == approval.edited_arguments:
+                arguments = edited
+            else:
+                arguments = _stored_edit(call=call, approval=approval)
         elif not approval.schema_valid:
             # A re-approval after a schema change: the current arguments may not
             # fit the new schema, and running them would only come back here.
@@ -307,7 +327,11 @@ def _decide_locked(
                 f"({approval.schema_errors or 'see the schema'}); approve with "
                 "edited arguments that do, or reject the call"
             )
-        approval.approved_arguments_hash = arguments_hash(arguments)
+        else:
+            arguments = ValidatedArguments.stored(
+                params=approval.proposed_arguments, schema_sha256=approval.schema_hash
+            )
+        approved_hash = arguments.sha256
         approval_transition(
             approval=approval, to=ApprovalRequest.Status.APPROVED, save=False
         )
@@ -346,7 +370,7 @@ def _decide_locked(
             "reason": reason,
             "proposed_arguments": approval.proposed_arguments,
             "edited_arguments": approval.edited_arguments,
-            "approved_arguments_hash": approval.approved_arguments_hash,
+            "approved_arguments_hash": approved_hash,
             "undo_seconds": undo_seconds or None,
         },
     )
@@ -419,13 +443,14 @@ def approval_undo(*, approval: ApprovalRequest, user: Any) -> ApprovalRequest:
         locked.decided_by = None
         locked.decided_at = None
         locked.reason = ""
-        # The remaining approvers approved these arguments; keep them so their
-        # votes still count (approvals_progress compares hashes).
+        # The remaining approvers approved these arguments (an edit resets the
+        # approvals of earlier ones); keep them so their votes still count
+        # (approvals_progress compares hashes), unless no approval remains.
         remaining = locked.votes.filter(
             reset_at__isnull=True, decision="approve"
-        ).last()
-        locked.edited_arguments = remaining.edited_arguments if remaining else None
-        locked.approved_arguments_hash = ""
+        ).exists()
+        if not remaining:
+            locked.edited_arguments = None
         locked.save()
         call_transition(
             call=call,
@@ -601,23 +626,39 @@ def response_validate(schema: Any, payload: Any) -> None:
         )
 
 
-def _validate_edit(*, call: ToolCall, run: Run, edited: Any) -> dict[str, Any]:
-    """Validate an operator's edited arguments against the tool's schema (SEC-02)."""
+def _edit_tool(*, call: ToolCall, run: Run) -> Tool:
+    """Return the tool ``call`` names in ``run``'s toolset; raise if it is gone."""
+    tool = run_tools(run)[0].resolve(call.name)
+    if tool is None:
+        raise InvalidEditedArguments(f"tool {call.name!r} is no longer configured")
+    return tool
+
+
+def _validate_edit(*, call: ToolCall, run: Run, edited: Any) -> ValidatedArguments:
+    """Validate an operator's edited arguments against the tool's schema (SEC-02).
+
+    The object goes through the same ladder as the model's arguments (as an
+    already decoded object, never through text) and must need no repair.
+    """
     if not isinstance(edited, dict):
         raise InvalidEditedArguments(
             f"edited arguments must be a JSON object, not {type(edited).__name__}"
         )
-    toolset, _ = run_tools(run)
-    tool = toolset.resolve(call.name)
-    if tool is None:
-        raise InvalidEditedArguments(f"tool {call.name!r} is no longer configured")
-    parsed = parse_arguments(json.dumps(edited), tool=tool)
-    if not parsed.ok or parsed.repair:
+    tool = _edit_tool(call=call, run=run)
+    parsed = parse_arguments(edited, tool=tool)
+    if parsed.value is None or parsed.value.repairs != ("already_decoded",):
         # The validator's message is written for the model; an operator needs only
         # what is wrong, not the advice to "call the tool again".
         detail = (parsed.error or "").split(" Expected parameters:")[0]
         raise InvalidEditedArguments(f"edited arguments are invalid: {detail}")
-    params = parsed.params or {}
+    _edit_policy_check(call=call, run=run, tool=tool, params=parsed.value.as_dict())
+    return parsed.value
+
+
+def _edit_policy_check(
+    *, call: ToolCall, run: Run, tool: Tool, params: dict[str, Any]
+) -> None:
+    """Raise :class:`InvalidEditedArguments` when the policy denies the edited ``params``."""
     if (
         call_policy(
             thread=call.thread, agent=run.agent, tool=tool, arguments=params
@@ -630,16 +671,30 @@ def _validate_edit(*, call: ToolCall, run: Run, edited: Any) -> dict[str, Any]:
             f"policy refuses {tool.name!r} with the edited arguments; edit them "
             "differently or reject the call"
         )
-    return params
+
+
+def _stored_edit(*, call: ToolCall, approval: ApprovalRequest) -> ValidatedArguments:
+    """Return the edit an earlier approver's vote validated, checked against the policy again.
+
+    Its schema validation was done when it was voted; the policy may have changed.
+    """
+    assert approval.edited_arguments is not None
+    tool = _edit_tool(call=call, run=approval.run)
+    value = ValidatedArguments.stored(
+        params=approval.edited_arguments, schema_sha256=approval.schema_hash
+    )
+    _edit_policy_check(call=call, run=approval.run, tool=tool, params=value.as_dict())
+    return value
 
 
 def edited_arguments_validate(
     *, approval: ApprovalRequest, edited: Any
-) -> dict[str, Any]:
+) -> ValidatedArguments:
     """Return ``edited`` validated for ``approval``'s tool, schema and policy (SEC-02, IR-11).
 
-    Raises :class:`InvalidEditedArguments`. Changes nothing: callers check a whole
-    input before any decision (IR-09).
+    The value can be handed to :func:`approval_decide` as ``edited_arguments``,
+    which then does not validate it again. Raises :class:`InvalidEditedArguments`.
+    Changes nothing: callers check a whole input before any decision (IR-09).
     """
     call = approval.call
     if call is None:

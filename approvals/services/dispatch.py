@@ -4,8 +4,9 @@
 :class:`ApprovalRequest`; ``deny`` → an error tool message; a name that was not
 advertised for the run, arguments that do not validate, or a call cut off by the
 token limit → an error tool message, never executed. The arguments are parsed and
-validated once (:func:`threads.selectors.tool_call_arguments`) and that value is
-what the policy, the approval request and the execution record use.
+validated once (:func:`threads.selectors.tool_call_arguments`) into a
+:class:`agentcore.arguments.ValidatedArguments`; that value is what the policy, the
+approval request and the execution record (params and hash) use.
 """
 
 from __future__ import annotations
@@ -18,16 +19,12 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from agentcore.arguments import ValidatedArguments
 from agentcore.policy import PolicyDecision
 from agentcore.tools import Tool, Toolset
 from approvals.governance import approval_routing, call_policy
 from approvals.locks import call_execution_lock
-from approvals.models import (
-    ApprovalGrant,
-    ApprovalRequest,
-    ToolExecution,
-    arguments_hash,
-)
+from approvals.models import ApprovalGrant, ApprovalRequest, ToolExecution
 from approvals.services.audit import audit_append
 from approvals.services.grants import grant_find
 from approvals.services.notify import notify_approval_changed, notify_call_changed
@@ -113,13 +110,16 @@ def call_answer_refused(
 def execution_create(
     *,
     call: ToolCall,
-    arguments: dict[str, Any],
+    arguments: ValidatedArguments,
     authorized_by: str,
     reapproved: bool = False,
     grant: ApprovalGrant | None = None,
     not_before: datetime | None = None,
 ) -> QueuedExecution | None:
     """Create ``call``'s execution record with the validated ``arguments``; return it queued.
+
+    The record keeps the value's params and its hash (``arguments_hash``); the
+    executor runs that value after checking the hash, without validating again.
 
     ``authorized_by`` is ``"policy"``, ``"approval"`` or ``"grant"`` (then
     ``grant`` is the scoped grant, checked again at execution). With
@@ -139,8 +139,8 @@ def execution_create(
             tool_call=call,
             authorized_by=authorized_by,
             grant=grant,
-            arguments=arguments,
-            arguments_hash=arguments_hash(arguments),
+            arguments=arguments.as_dict(),
+            arguments_hash=arguments.sha256,
             idempotency_key=f"{call.thread.thread_id}:{call.tool_call_id}",
             not_before=not_before,
         )
@@ -150,8 +150,8 @@ def execution_create(
         and execution.state == ToolExecution.State.QUEUED
         and execution.attempts == 0
     ):
-        execution.arguments = arguments
-        execution.arguments_hash = arguments_hash(arguments)
+        execution.arguments = arguments.as_dict()
+        execution.arguments_hash = arguments.sha256
         execution.not_before = not_before
         execution.save(update_fields=["arguments", "arguments_hash", "not_before"])
         return QueuedExecution(tool_call_pk=call.pk, not_before=not_before)
@@ -327,7 +327,7 @@ def _dispatch_one(
         notify_call_changed(call)
         return None
     parsed = tool_call_arguments(call=call, tool=tool)
-    if not parsed.ok:
+    if parsed.value is None:
         tool_message_write(
             call=call,
             content=error_content(error=parsed.error_type, detail=parsed.error),
@@ -342,7 +342,8 @@ def _dispatch_one(
         )
         notify_call_changed(call)
         return None
-    arguments = parsed.params or {}
+    value = parsed.value
+    arguments = value.as_dict()
     decision = call_policy(
         thread=call.thread, agent=run.agent, tool=tool, arguments=arguments
     )
@@ -371,7 +372,7 @@ def _dispatch_one(
     if decision.action == "auto" or grant is not None:
         queued = execution_create(
             call=call,
-            arguments=arguments,
+            arguments=value,
             authorized_by="policy" if grant is None else "grant",
             grant=grant,
         )
@@ -390,7 +391,6 @@ def _dispatch_one(
             ),
             notify=True,
         )
-        notify_call_changed(call)
         return queued
     approval = approval_request_open(
         call=call, tool=tool, arguments=arguments, decision=decision

@@ -13,7 +13,6 @@ Implements DC-04, LP-01, LP-05, LP-07, LP-08, BC32, BC34.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
@@ -22,7 +21,7 @@ from typing import Any, Literal
 from django.db import transaction
 from django.utils import timezone
 
-from agentcore.arguments import parse_arguments
+from agentcore.arguments import ValidatedArguments
 from agentcore.dispatch import ToolResult
 from agentcore.tools import Tool, Toolset
 from approvals.exceptions import (
@@ -33,12 +32,7 @@ from approvals.exceptions import (
 )
 from approvals.governance import call_policy
 from approvals.locks import execution_approval_lock, execution_lock
-from approvals.models import (
-    DECIDE_PERMISSION,
-    ApprovalRequest,
-    ToolExecution,
-    arguments_hash,
-)
+from approvals.models import DECIDE_PERMISSION, ApprovalRequest, ToolExecution
 from approvals.services.dispatch import run_tools
 from approvals.services.grants import grant_refusal
 from approvals.services.notify import call_approval_for_snapshot, notify_call_changed
@@ -46,6 +40,7 @@ from approvals.services.reapproval import (
     MAX_REAPPROVALS,
     approval_reopen,
     call_change,
+    execution_arguments,
     schema_hashes,
 )
 from approvals.transitions import AuditFact, call_transition, execution_transition
@@ -69,13 +64,16 @@ _DONE_STATES = frozenset(
 class Reserved:
     """A reservation committed before the side effect: run ``tool`` for ``call`` now.
 
-    ``execution`` holds the validated arguments and the idempotency key.
+    ``execution`` holds the idempotency key; ``arguments`` is the value checked
+    under the lock (hash and schema), which the tool runs without the ladder
+    (``None`` only if it no longer restores, and then the ladder runs).
     """
 
     call: ToolCall
     execution: ToolExecution
     tool: Tool
     toolset: Toolset
+    arguments: ValidatedArguments | None = None
 
 
 @dataclass(frozen=True)
@@ -160,7 +158,13 @@ def execution_reserve(*, thread_pk: int, tool_call_pk: int) -> Reserved | Settle
         _refuse(call=call, execution=execution, detail=refusal or "")
         return Settled(call=call, execution=execution, answered=True)
     _reserve(call=call, execution=execution, tool=tool)
-    return Reserved(call=call, execution=execution, tool=tool, toolset=toolset)
+    return Reserved(
+        call=call,
+        execution=execution,
+        tool=tool,
+        toolset=toolset,
+        arguments=execution_arguments(execution=execution, tool=tool),
+    )
 
 
 def execution_outcome_record(
@@ -323,8 +327,9 @@ def _execution_refusal(
 ) -> str | None:
     """Return why ``execution`` must not run, or ``None`` when it may (SEC-02, LP-01).
 
-    Checks the authorization and that the stored (validated, approved) arguments
-    still match their hash and still validate against the tool's current schema.
+    Checks the authorization, that the stored (validated, approved) arguments
+    still match their hash and that the tool's schema hash is still the one they
+    were validated against (so they are not validated again).
     A queued approved call that changed was sent back to an operator before this
     check (:mod:`.reapproval`); what reaches it changed is refused, not guessed:
     an auto-approved call, or a reservation being taken again.
@@ -344,7 +349,7 @@ def _execution_refusal(
             return "the call was not approved"
         if (
             approval.approved_arguments_hash != execution.arguments_hash
-            or arguments_hash(execution.arguments) != execution.arguments_hash
+            or execution_arguments(execution=execution, tool=tool) is None
         ):
             return "the arguments differ from the ones an operator approved"
     elif execution.authorized_by == "policy":
@@ -376,9 +381,8 @@ def _execution_refusal(
             return f"{refusal}; it was not executed"
     else:
         return f"unknown authorization {execution.authorized_by!r}"
-    parsed = parse_arguments(json.dumps(execution.arguments), tool=tool)
-    if not parsed.ok or parsed.params != execution.arguments:
-        return f"the arguments no longer validate: {parsed.error}"
+    if execution_arguments(execution=execution, tool=tool) is None:
+        return "the arguments differ from the ones that were authorized"
     permission = getattr(tool, "permission", None)
     if permission:
         # The person who authorized the side effect must hold the tool's permission:

@@ -11,16 +11,20 @@ The executor runs only what was approved. Implements SEC-02, SEC-04.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Final
 
-from agentcore.arguments import parse_arguments
+from agentcore.arguments import (
+    ValidatedArguments,
+    canonical_sha256,
+    parse_arguments,
+    tool_schema_sha256,
+)
 from agentcore.tools import Tool
-from approvals.models import ApprovalRequest, ToolExecution, arguments_hash
+from approvals.models import ApprovalRequest, ToolExecution
 from approvals.services.dispatch import approval_request_open
 from approvals.transitions import AuditFact, call_transition
-from threads.mcp_servers import advertised_parameters, current_parameters
+from threads.mcp_servers import advertised_parameters
 from threads.models import ToolCall
 
 #: How many times one call may go back to an operator before it is answered with
@@ -47,12 +51,45 @@ def schema_hashes(
 
     A re-approval records the schema it was made against; a first request covers
     the schema the run advertised (an unadvertised schema counts as unchanged).
+    Equal hashes mean the stored arguments were validated against the schema the
+    tool has now, so they need no validation again.
     """
-    current = arguments_hash(current_parameters(tool))
+    current = tool_schema_sha256(tool)
     if approval is not None and approval.schema_hash:
         return approval.schema_hash, current
     found, parameters = advertised_parameters(run_input=call.run.input, name=tool.name)
-    return (arguments_hash(parameters) if found else current), current
+    return (canonical_sha256(parameters) if found else current), current
+
+
+def execution_arguments(
+    *, execution: ToolExecution, tool: Tool
+) -> ValidatedArguments | None:
+    """Return the validated value ``execution`` stores, or ``None`` when it changed since.
+
+    The stored params must still hash to the stored ``arguments_hash`` (they were
+    validated when the record was written); nothing is validated or decoded again.
+    The caller compares the schema hashes (:func:`schema_hashes`).
+    """
+    return ValidatedArguments.restore(
+        params=execution.arguments,
+        sha256=execution.arguments_hash,
+        schema_sha256=tool_schema_sha256(tool),
+    )
+
+
+def _arguments_check(*, arguments: object, tool: Tool) -> tuple[bool, str]:
+    """Validate changed ``arguments`` against ``tool``'s current schema: ``(valid, errors)``.
+
+    Only a change (a new schema, or arguments that are not the approved ones) is
+    validated; the object goes to the ladder as it is, never through text.
+    """
+    if not isinstance(arguments, dict):
+        return False, "the arguments are not a JSON object"
+    parsed = parse_arguments(arguments, tool=tool)
+    valid = bool(parsed.ok and parsed.params == arguments)
+    return valid, "" if valid else (parsed.error or "").split(" Expected parameters:")[
+        0
+    ]
 
 
 def call_change(
@@ -69,10 +106,8 @@ def call_change(
     unchanged but invalid: that is refused by the executor, not re-approved.
     """
     covered, current = schema_hashes(call=call, tool=tool, approval=approval)
-    parsed = parse_arguments(json.dumps(execution.arguments), tool=tool)
-    valid = bool(parsed.ok and parsed.params == execution.arguments)
-    errors = "" if valid else (parsed.error or "").split(" Expected parameters:")[0]
     if covered != current:
+        valid, errors = _arguments_check(arguments=execution.arguments, tool=tool)
         return CallChange(
             reapproval=ApprovalRequest.Reapproval.SCHEMA_CHANGED,
             detail=(
@@ -86,8 +121,9 @@ def call_change(
         )
     if (
         approval.approved_arguments_hash != execution.arguments_hash
-        or arguments_hash(execution.arguments) != execution.arguments_hash
+        or execution_arguments(execution=execution, tool=tool) is None
     ):
+        valid, errors = _arguments_check(arguments=execution.arguments, tool=tool)
         return CallChange(
             reapproval=ApprovalRequest.Reapproval.ARGUMENTS_CHANGED,
             detail="the arguments differ from the ones an operator approved",

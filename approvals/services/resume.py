@@ -37,6 +37,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from agentcore.arguments import ValidatedArguments
 from approvals.authorization import authorization_require
 from approvals.exceptions import (
     ApprovalPermissionDenied,
@@ -68,7 +69,7 @@ class ResumePlan:
     approval: ApprovalRequest
     decision: Decision
     reason: str
-    edited: dict[str, Any] | None
+    edited: ValidatedArguments | None
     cancelled: bool
     #: The answer to a remote agent's question interrupt (no call), else ``None``.
     response: Any = None

@@ -15,8 +15,9 @@ from typing import Any
 
 from django.utils import timezone
 
+from agentcore.arguments import ValidatedArguments, canonical_sha256
 from approvals.exceptions import ApprovalAlreadyDecided
-from approvals.models import ApprovalRequest, ApprovalVote, arguments_hash
+from approvals.models import ApprovalRequest, ApprovalVote
 from approvals.services.audit import audit_append
 
 
@@ -51,11 +52,12 @@ def vote_record(
     voter: Any,
     decision: str,
     reason: str,
-    edited_arguments: dict[str, Any] | None,
+    edited_arguments: ValidatedArguments | None,
 ) -> VoteOutcome:
     """Record ``voter``'s ``decision`` on the locked, pending ``approval``; return what it did.
 
-    ``edited_arguments`` were validated by the caller. An approval counts toward
+    ``edited_arguments`` is the value the caller validated; the vote stores its
+    hash (``arguments_hash``), the request its params. An approval counts toward
     ``approvals_required`` only for the arguments now proposed (the edited ones
     if any); approving with different arguments replaces them and resets the
     earlier approvals (audited ``approval.votes_reset``). ``final`` is true when
@@ -71,11 +73,13 @@ def vote_record(
     every = list(approval.votes.select_related("voter"))
     votes = [v for v in every if v.reset_at is None]
     current = approval.approved_arguments
-    if edited_arguments is not None and edited_arguments != current:
-        proposed = edited_arguments
+    current_hash = canonical_sha256(current)
+    if edited_arguments is not None and edited_arguments.params != current:
+        proposed = edited_arguments.as_dict()
+        proposed_hash = edited_arguments.sha256
     else:
         proposed = current
-    proposed_hash = arguments_hash(proposed)
+        proposed_hash = current_hash
     own = next((v for v in votes if v.voter_id == voter.pk), None)
     if own is not None:
         if own.decision == decision and (
@@ -88,7 +92,7 @@ def vote_record(
                 f"{approval.pk!r}; another approver must decide"
             )
     reset: list[str] = []
-    if decision == "approve" and proposed_hash != arguments_hash(current):
+    if decision == "approve" and proposed_hash != current_hash:
         now = timezone.now()
         earlier = [v for v in votes if v.decision == "approve"]
         for vote in earlier:
@@ -116,7 +120,6 @@ def vote_record(
         voter=voter,
         decision=decision,
         arguments_hash=proposed_hash if decision == "approve" else "",
-        edited_arguments=approval.edited_arguments if decision == "approve" else None,
         reason=reason,
     )
     votes.append(vote)
@@ -159,7 +162,7 @@ def approvals_progress(approval: ApprovalRequest) -> dict[str, Any]:
     ``reset`` the votes an edit reset, as ``{"by", "reason", "at"}``. The one
     shape the REST API, the admin and the AG-UI interrupt metadata show.
     """
-    current = arguments_hash(approval.approved_arguments)
+    current = canonical_sha256(approval.approved_arguments)
     votes = list(approval.votes.all())  # prefetched (with voters) by the selectors
     by = [
         v.voter.username

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -10,8 +11,11 @@ import pytest
 from agentcore.arguments import (
     MAX_REPAIR_CHARS,
     ParsedArguments,
+    ValidatedArguments,
     canonical_arguments,
+    canonical_sha256,
     parse_arguments,
+    tool_schema_sha256,
 )
 from agentcore.tools import Tool, ToolContext, define_tool
 
@@ -303,3 +307,65 @@ def test_replay_text_and_canonical_arguments() -> None:
     assert canonical_arguments({"city": "Paris"}) == '{"city":"Paris"}'
     assert canonical_arguments('{"city": "Paris"}') == '{"city": "Paris"}'
     assert json.loads(canonical_arguments({"q": "é"})) == {"q": "é"}
+
+
+# --- the validated value ------------------------------------------------------------------
+
+
+def test_an_accepted_call_yields_its_frozen_value() -> None:
+    """RT-05: params, canonical JSON, its hash, the schema's hash and the repairs, read-only."""
+    parsed = ok('```json\n{"unit": "celsius", "city": "Oslo"}\n```')
+    value = parsed.value
+    assert value is not None
+    assert value.canonical_json == '{"city":"Oslo","unit":"celsius"}'
+    assert value.sha256 == canonical_sha256({"city": "Oslo", "unit": "celsius"})
+    assert value.schema_sha256 == tool_schema_sha256(CITY)
+    assert (value.repairs, value.repair) == (("strip_code_fence",), "strip_code_fence")
+    assert value.params == parsed.params
+    with pytest.raises(TypeError):
+        value.params["city"] = "Bergen"  # type: ignore[index]
+    copy = value.as_dict()
+    copy["city"] = "Bergen"
+    assert value.params["city"] == "Oslo"
+
+
+def test_a_refused_call_has_no_value() -> None:
+    """RT-06: nothing validated, nothing to refer to."""
+    assert refused('{"city": 3}').value is None
+
+
+def test_a_stored_value_is_restored_only_while_its_hash_matches() -> None:
+    """SEC-02: stored params that changed since validation are not a value any more."""
+    value = ok('{"city": "Oslo"}').value
+    assert value is not None
+    restored = ValidatedArguments.restore(
+        params={"city": "Oslo"}, sha256=value.sha256, schema_sha256=value.schema_sha256
+    )
+    assert restored is not None
+    assert restored.sha256 == value.sha256
+    assert (
+        ValidatedArguments.restore(
+            params={"city": "Bergen"},
+            sha256=value.sha256,
+            schema_sha256=value.schema_sha256,
+        )
+        is None
+    )
+    assert (
+        ValidatedArguments.restore(
+            params="x", sha256=value.sha256, schema_sha256=value.schema_sha256
+        )
+        is None
+    )
+
+
+def test_the_hash_is_the_one_stored_rows_were_made_with() -> None:
+    """Sorted keys, no spaces, UTF-8 kept: hashes written before stay valid."""
+    text = json.dumps(
+        {"b": "ø", "a": 1.0}, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+
+    assert (
+        canonical_sha256({"b": "ø", "a": 1.0})
+        == hashlib.sha256(text.encode("utf-8")).hexdigest()
+    )

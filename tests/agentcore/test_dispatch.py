@@ -575,6 +575,64 @@ async def test_lp01_deny_policy_never_executes() -> None:
     assert ran == []
 
 
+AMOUNT = {
+    "type": "object",
+    "properties": {"amount": {"type": "number"}},
+    "required": ["amount"],
+}
+
+
+def _recording_refund(seen: list[dict[str, Any]], **options: Any) -> Tool:
+    return make("refund", lambda p, c: seen.append(p) or "done", **options)
+
+
+async def test_execute_call_runs_a_validated_value_without_the_ladder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """RT-05: a value validated earlier runs as it is; the call's own text is not parsed."""
+    from agentcore import arguments
+
+    seen: list[dict[str, Any]] = []
+    t = _recording_refund(seen, parameters=AMOUNT)
+    validated = arguments.parse_arguments('{"amount": 20}', tool=t).value
+    assert validated is not None
+
+    def no_ladder(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the ladder ran for a validated value")
+
+    monkeypatch.setattr("agentcore.dispatch.parse_arguments", no_ladder)
+    call = ToolCallRequest("c", "refund", "not json at all")
+    result = await execute_call(
+        call, tool=t, toolset=Toolset([t]), context=ctx_for(call), validated=validated
+    )
+    assert (result.error, result.content, result.params) == (
+        None,
+        "done",
+        {"amount": 20},
+    )
+    assert seen == [{"amount": 20}]
+
+
+async def test_execute_call_validates_a_value_checked_against_another_schema() -> None:
+    """RT-05: a value whose schema hash is not the tool's goes through the ladder again."""
+    from agentcore import arguments
+
+    seen: list[dict[str, Any]] = []
+    loose = _recording_refund(seen)
+    strict = _recording_refund(seen, parameters=AMOUNT)
+    validated = arguments.parse_arguments('{"other": 1}', tool=loose).value
+    call = ToolCallRequest("c", "refund", "{}")
+    result = await execute_call(
+        call,
+        tool=strict,
+        toolset=Toolset([strict]),
+        context=ctx_for(call),
+        validated=validated,
+    )
+    assert result.error == "invalid_arguments"
+    assert seen == []
+
+
 async def test_execute_call_unknown_name() -> None:
     """SEC-05: execute_call never raises for an unknown name."""
     call = ToolCallRequest("c", "ghost", "{}")

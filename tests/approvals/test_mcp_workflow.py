@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from agentcore.arguments import canonical_sha256
 from agentcore.mcp import IDEMPOTENCY_META_KEY
-from approvals.models import ApprovalRequest, ToolExecution, arguments_hash
+from approvals.models import ApprovalRequest, ToolExecution
 from approvals.services import approval_snapshot
 from orchestration.pipeline import approval_decide
 from tests.mcp_servers import HttpServer, executed, start_http_server, stdio_command
@@ -285,7 +286,7 @@ def test_schema_change_after_approval_asks_again_then_runs_once(
         1,
     )
     assert again.proposed_arguments == {"path": "/srv/notes.md"}
-    assert again.previous_schema_hash == arguments_hash(advertised)
+    assert again.previous_schema_hash == canonical_sha256(advertised)
     assert again.schema_hash != again.previous_schema_hash
     assert again.schema_valid is True
     snapshot = approval_snapshot(again)

@@ -19,7 +19,8 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Permission
 from django.utils import timezone
 
-from approvals.models import ApprovalRequest, AuditEntry, arguments_hash
+from agentcore.arguments import canonical_sha256
+from approvals.models import ApprovalRequest, AuditEntry
 from demo.models import Refund
 from orchestration.pipeline import approval_decide
 from tests.agentcore.helpers import coalesced
@@ -129,7 +130,7 @@ async def test_ir05_ir07_ir15_resume_approves_and_continues_in_the_same_stream(
         assert interrupt["metadata"] == {
             "approvalId": approval.pk,
             "tool": "refund_order",
-            "argumentsHash": arguments_hash(approval.proposed_arguments),
+            "argumentsHash": canonical_sha256(approval.proposed_arguments),
             # The REST API's and the queue's risk (approvals.selectors.approval_risk).
             "risk": {
                 "level": "high",
@@ -233,7 +234,7 @@ async def test_ir11_resume_with_edited_args_refunds_the_edit_and_audits_both(
         pk=interrupt["metadata"]["approvalId"]
     )
     assert approval.edited_arguments == edited
-    assert approval.approved_arguments_hash == arguments_hash(edited)
+    assert approval.approved_arguments_hash == canonical_sha256(edited)
     entry = await AuditEntry.objects.filter(action="approval.approved").alast()
     assert entry is not None
     assert entry.after["proposed_arguments"]["amount"] == 25.0
