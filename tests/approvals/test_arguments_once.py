@@ -15,9 +15,9 @@ import pytest
 
 from agentcore import arguments as arguments_module
 from approvals.models import ApprovalRequest, ApprovalVote, ToolExecution
-from approvals.services import approval_decide
 from approvals.services.decisions import edited_arguments_validate
 from demo.models import Refund
+from orchestration.pipeline import approval_decide
 from threads.models import ToolCall
 from threads.services import message_post, thread_create
 

@@ -16,7 +16,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from approvals.models import ApprovalRequest, ApprovalVote, ToolExecution
-from approvals.services import approval_decide
+from orchestration.pipeline import approval_decide
 from threads.models import ToolCall
 
 BEFORE = [("approvals", "0008_merge_20261201_2137")]
