@@ -23,19 +23,9 @@ from approvals.services import pending_calls_dispatch
 from approvals.signals import approval_escalated
 from approvals.tasks import expire_approvals
 from demo.models import Refund
-from tests.approvals.test_governance import _approve, _decider, _held, _policy
+from tests.helpers.governance import approve_as, decider, held_refund, refund_policy
 from threads.execution import start_embedded_beat, stop_embedded_beat
 from threads.models import Run, ToolCall
-
-
-@pytest.fixture
-def finance(django_user_model):
-    """Return deciders ada and grace (finance) and linus (support)."""
-    return (
-        _decider(django_user_model, "ada", "finance"),
-        _decider(django_user_model, "grace", "finance"),
-        _decider(django_user_model, "linus", "support"),
-    )
 
 
 def _post(client, user, path, body=None):
@@ -48,11 +38,13 @@ def _get(client, user, path):
     return client.get(path)
 
 
-def test_assigned_to_me_claim_and_release_over_rest(user, finance, client, executor):
+def test_assigned_to_me_claim_and_release_over_rest(
+    user, finance_and_support, client, executor
+):
     """Routed to finance: only finance sees it assigned; a claim keeps grace out until released."""
-    _policy(approvals_required=1)
-    ada, grace, linus = finance
-    call = _held(user, executor)
+    refund_policy(approvals_required=1)
+    ada, grace, linus = finance_and_support
+    call = held_refund(user, executor)
     approval = ApprovalRequest.objects.get(tool_call=call)
 
     def assigned(who):
@@ -104,13 +96,13 @@ def test_assigned_to_me_claim_and_release_over_rest(user, finance, client, execu
 
 
 def test_assigned_to_me_follows_the_authorization_rules(
-    user, finance, client, executor, django_user_model
+    user, finance_and_support, client, executor, django_user_model
 ):
     """The "assigned to me" list: a lapsed claim frees a request; superusers are in every group."""
-    _policy(approvals_required=1)
-    ada, grace, _linus = finance
+    refund_policy(approvals_required=1)
+    ada, grace, _linus = finance_and_support
     root = django_user_model.objects.create_superuser("root", password="pw")
-    call = _held(user, executor)
+    call = held_refund(user, executor)
     approval = ApprovalRequest.objects.get(tool_call=call)
 
     def assigned(who):
@@ -134,14 +126,14 @@ def test_assigned_to_me_follows_the_authorization_rules(
 
 
 def test_n_of_m_state_is_the_same_in_rest_snapshot_and_interrupt(
-    user, finance, client, executor
+    user, finance_and_support, client, executor
 ):
     """After one of two approvals: REST, the AG-UI interrupt metadata and the admin say 1 of 2 by ada."""
-    _policy(approvals_required=2, risk_level="high", risk_reason="large refunds")
-    ada = finance[0]
-    call = _held(user, executor)
+    refund_policy(approvals_required=2, risk_level="high", risk_reason="large refunds")
+    ada = finance_and_support[0]
+    call = held_refund(user, executor)
     approval = ApprovalRequest.objects.get(tool_call=call)
-    _approve(approval, ada)
+    approve_as(approval, ada)
 
     rest = _get(client, ada, f"/api/approvals/{approval.pk}/").json()
     assert rest["approvals"]["required"] == 2
@@ -166,12 +158,12 @@ def test_n_of_m_state_is_the_same_in_rest_snapshot_and_interrupt(
 
 
 def test_grant_matches_later_calls_inside_its_constraint_only(
-    user, finance, client, executor
+    user, finance_and_support, client, executor
 ):
     """Approve with a thread grant amount<=50: 30 later runs unasked, 60 and another thread wait."""
-    _policy()
-    ada, _, _ = finance
-    call = _held(user, executor)
+    refund_policy()
+    ada, _, _ = finance_and_support
+    call = held_refund(user, executor)
     approval = ApprovalRequest.objects.get(tool_call=call)
     response = _post(
         client,
@@ -219,17 +211,17 @@ def test_grant_matches_later_calls_inside_its_constraint_only(
         "id"
     )
     assert outside.state == "awaiting_approval"
-    other = _held(user, executor, text="refund order A-1003 10.00")
+    other = held_refund(user, executor, text="refund order A-1003 10.00")
     assert other.state == "awaiting_approval"
 
 
 def test_grant_needs_a_constraint_and_cannot_exceed_its_granter(
-    user, finance, client, executor
+    user, finance_and_support, client, executor
 ):
     """No constraint → 400; on a two-approval call a grant would exceed one approver → 400."""
-    _policy(approvals_required=2)
-    ada, _, _ = finance
-    call = _held(user, executor)
+    refund_policy(approvals_required=2)
+    ada, _, _ = finance_and_support
+    call = held_refund(user, executor)
     approval = ApprovalRequest.objects.get(tool_call=call)
     bare = _post(
         client,
@@ -258,14 +250,14 @@ def test_grant_needs_a_constraint_and_cannot_exceed_its_granter(
 
 
 def test_grant_revoked_between_policy_and_execution_stops_the_queued_call(
-    user, finance, client, executor
+    user, finance_and_support, client, executor
 ):
     """A call queued under a grant that is revoked before it runs is refused, not run."""
-    _policy()
-    ada, _, _ = finance
-    call = _held(user, executor)
+    refund_policy()
+    ada, _, _ = finance_and_support
+    call = held_refund(user, executor)
     approval = ApprovalRequest.objects.get(tool_call=call)
-    _approve(
+    approve_as(
         approval,
         ada,
         grant={
@@ -334,16 +326,16 @@ def _beat(executor, done):
 
 
 def test_escalation_on_the_beat_moves_groups_then_only_final_expiry_expires(
-    user, finance, django_user_model, executor
+    user, finance_and_support, django_user_model, executor
 ):
     """Step 1 → leads (signal sent, audited); the call stays held until its final expiry."""
-    _policy(
+    refund_policy(
         escalation=[{"groups": ["leads"], "after_seconds": 60}],
         expiry_seconds=3600,
     )
-    ada, _, _ = finance
-    lead = _decider(django_user_model, "barbara", "leads")
-    call = _held(user, executor)
+    ada, _, _ = finance_and_support
+    lead = decider(django_user_model, "barbara", "leads")
+    call = held_refund(user, executor)
     approval = ApprovalRequest.objects.get(tool_call=call)
     assert approval.step_deadline is not None
     received: list[tuple[int, str | None, list[str]]] = []
@@ -376,7 +368,7 @@ def test_escalation_on_the_beat_moves_groups_then_only_final_expiry_expires(
     from approvals.exceptions import ApprovalPermissionDenied
 
     with pytest.raises(ApprovalPermissionDenied):
-        _approve(approval, ada)
+        approve_as(approval, ada)
     assert ToolCall.objects.get(pk=call.pk).state == "awaiting_approval"
 
     ApprovalRequest.objects.filter(pk=approval.pk).update(
@@ -396,7 +388,7 @@ def test_escalation_on_the_beat_moves_groups_then_only_final_expiry_expires(
 # the Celery-mode tests cover.
 @pytest.mark.parametrize("executor", ["embedded"], indirect=True)
 def test_static_policy_in_settings_routes_and_checks_validate_it(
-    user, finance, settings, executor
+    user, finance_and_support, settings, executor
 ):
     """COUNTERSIGN_AGENTS[...]["policies"] routes the call; the system checks refuse bad entries."""
     settings.COUNTERSIGN_AGENTS = {
@@ -412,7 +404,7 @@ def test_static_policy_in_settings_routes_and_checks_validate_it(
         }
     }
     assert check_policies() == []
-    call = _held(user, executor)
+    call = held_refund(user, executor)
     approval = ApprovalRequest.objects.get(tool_call=call)
     assert (approval.policy_source, approval.approvals_required) == ("settings", 2)
 
@@ -444,7 +436,7 @@ def test_static_policy_in_settings_routes_and_checks_validate_it(
         call_command("check")
 
 
-def test_admin_tool_policy_form_refuses_nonsense(finance, client):
+def test_admin_tool_policy_form_refuses_nonsense(finance_and_support, client):
     """The admin's ToolPolicy form validates the row as a declaration before saving."""
     from django.contrib.auth import get_user_model
 

@@ -33,7 +33,7 @@ from tests.agentcore.providers.contract import (
 )
 from tests.agentcore.providers.golden import GOLDEN_CALLS, PNG_B64, golden_thread
 from tests.agentcore.providers.server import Reply, ScriptServer, json_reply, named_sse
-from tests.agentcore.providers.test_openai_chat import load_case
+from tests.cases import load_case
 
 USAGE = {"input_tokens": 11, "output_tokens": 7, "total_tokens": 18}
 
