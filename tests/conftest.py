@@ -2,7 +2,13 @@
 
 Fixtures live in :mod:`tests.fixtures` (one definition each) and helpers in
 :mod:`tests.helpers`; a directory's ``conftest.py`` holds only that directory's
-autouse configuration. Integration fixtures (Redis, a Celery worker process, a
+autouse configuration.
+
+The markers ``integration``, ``worker``, ``browser`` and ``postgres`` (declared in
+``pyproject.toml``) are given to a test by the fixtures it uses, at collection,
+so they cannot drift from what the test needs: ``pytest -m "not integration"``
+runs the fast set, which needs no service and starts no worker, server or
+browser. Integration fixtures (Redis, a Celery worker process, a
 live ASGI server, a browser) skip when their service is missing, unless
 ``COUNTERSIGN_REQUIRE_SERVICES=1`` (set by ``.ci/run``), in which case they fail:
 CI never passes with integration tests skipped.
@@ -11,6 +17,7 @@ CI never passes with integration tests skipped.
 from __future__ import annotations
 
 import os
+from typing import Final
 
 # Imported while the session starts, on the main thread: pytest rewrites the asserts
 # of llmock (a pytest plugin) from source on its first import, and a first import
@@ -19,6 +26,30 @@ import os
 # mismatch" in ast.parse, erroring all 60 tests that use the fake LLM server.
 import llmock.main  # noqa: F401
 import pytest
+
+#: Fixtures that mark every test using them, directly or through another fixture.
+FIXTURE_MARKS: Final[dict[str, tuple[str, ...]]] = {
+    "redis_url": ("integration",),
+    "celery_worker_factory": ("integration", "worker"),
+    "chromium_path": ("integration", "browser"),
+    "ui_server_factory": ("integration",),
+    "live": ("integration",),
+    "stack": ("integration", "worker", "postgres"),
+    "private_redis": ("integration",),
+    "slow_agent": ("integration",),
+    # MCP test servers (tests/mcp_servers.py) and node's @ag-ui/client run as processes.
+    "files_server": ("integration",),
+    "http_server": ("integration",),
+    "make_source": ("integration",),
+    "agui_client_js": ("integration",),
+}
+#: Parametrized fixtures whose value marks the test: ``(fixture, param) -> marks``.
+PARAM_MARKS: Final[dict[tuple[str, str], tuple[str, ...]]] = {
+    ("executor", "celery"): ("integration", "worker"),
+    ("live", "celery"): ("integration", "worker"),
+}
+#: Markers that each imply ``integration``.
+SERVICE_MARKS: Final = ("worker", "browser", "postgres")
 
 pytest_plugins = [
     "tests.fixtures.services",
@@ -45,3 +76,25 @@ def pytest_configure(config: pytest.Config) -> None:
 
     settings.COUNTERSIGN_DEMO_PACE = 0.0
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """Mark each test by what its fixtures start or need (before ``-m`` selects)."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params if callspec is not None else {}
+        marks: set[str] = set()
+        for fixture in fixtures & FIXTURE_MARKS.keys():
+            marks.update(FIXTURE_MARKS[fixture])
+        for (fixture, value), implied in PARAM_MARKS.items():
+            if params.get(fixture) == value:
+                marks.update(implied)
+        if marks or any(item.get_closest_marker(m) for m in SERVICE_MARKS):
+            marks.add("integration")
+        for name in sorted(marks):
+            if item.get_closest_marker(name) is None:
+                item.add_marker(name)

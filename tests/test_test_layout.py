@@ -108,18 +108,40 @@ def test_conftest_files_hold_only_autouse_configuration() -> None:
     assert {name: bad for name, bad in offenders.items() if bad} == {}
 
 
-def test_every_fixture_module_is_registered() -> None:
-    """Each module of tests/fixtures is listed in ``pytest_plugins`` of tests/conftest.py."""
+def _conftest_value(name: str) -> object:
+    """Return the literal assigned to ``name`` at the top of tests/conftest.py."""
     conftest = ast.parse((TESTS / "conftest.py").read_text())
-    (plugins,) = [
+    (value,) = [
         node.value
         for node in conftest.body
-        if isinstance(node, ast.Assign)
-        and [ast.unparse(t) for t in node.targets] == ["pytest_plugins"]
+        if isinstance(node, ast.Assign | ast.AnnAssign)
+        and node.value is not None
+        and ast.unparse(
+            node.targets[0] if isinstance(node, ast.Assign) else node.target
+        )
+        == name
     ]
+    return ast.literal_eval(value)
+
+
+def test_every_fixture_module_is_registered() -> None:
+    """Each module of tests/fixtures is listed in ``pytest_plugins`` of tests/conftest.py."""
     fixture_modules = {
         name
         for name in MODULES
         if name.startswith("tests.fixtures.") and name != "tests.fixtures"
     }
-    assert fixture_modules == set(ast.literal_eval(plugins))
+    assert fixture_modules == set(_conftest_value("pytest_plugins"))
+
+
+def test_the_fixtures_that_give_markers_exist() -> None:
+    """A renamed fixture would silently stop marking its tests ``integration``."""
+    defined = {
+        fixture for path in MODULES.values() for fixture, _, _ in _fixtures(path)
+    }
+    by_fixture = _conftest_value("FIXTURE_MARKS")
+    by_param = _conftest_value("PARAM_MARKS")
+    assert isinstance(by_fixture, dict)
+    assert isinstance(by_param, dict)
+    named = set(by_fixture) | {fixture for fixture, _ in by_param}
+    assert named - defined == set()

@@ -221,6 +221,7 @@ def test_context_policy_routes_and_a_raising_policy_fails_closed(
     assert approve_as(failed, strict).status == "approved"
 
 
+@pytest.mark.postgres
 @pytest.mark.skipif(
     connection.vendor != "postgresql",
     reason="row locks under real concurrency need PostgreSQL",
