@@ -47,3 +47,15 @@ def approve_as(approval, user, **kwargs):
         decision="approve",
         **kwargs,
     )
+
+
+def post_as(client, user, path, body=None):
+    """POST JSON ``body`` to ``path`` logged in as ``user``; return the response."""
+    client.force_login(user)
+    return client.post(path, body or {}, content_type="application/json")
+
+
+def get_as(client, user, path):
+    """GET ``path`` logged in as ``user``; return the response."""
+    client.force_login(user)
+    return client.get(path)
