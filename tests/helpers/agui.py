@@ -71,6 +71,7 @@ async def read_until(
 
 
 def bearer(token: str) -> dict[str, str]:
+    """Return the headers of an SSE request authenticated with ``token``."""
     return {"Authorization": f"Token {token}", "Accept": "text/event-stream"}
 
 

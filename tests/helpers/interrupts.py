@@ -21,6 +21,7 @@ def agui_input(
     messages: list[dict[str, Any]],
     resume: list[dict[str, Any]] | None = None,
 ) -> RunAgentInput:
+    """Return a ``RunAgentInput`` for ``messages``, resuming ``resume`` entries if given."""
     body: dict[str, Any] = {
         "threadId": thread_id,
         "runId": run_id,
@@ -52,6 +53,7 @@ def interrupted(user: Any, executor: Any, thread_id: str) -> ApprovalRequest:
 
 
 def approve(approval: ApprovalRequest) -> list[dict[str, Any]]:
+    """Return the resume entries that approve ``approval``'s interrupt."""
     return [
         {
             "interruptId": interrupt_id(approval),

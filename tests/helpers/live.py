@@ -104,6 +104,7 @@ def start_server(
 
 
 def token_for(user: Any) -> str:
+    """Return ``user``'s API token key, creating it if needed."""
     from rest_framework.authtoken.models import Token
 
     return Token.objects.get_or_create(user=user)[0].key

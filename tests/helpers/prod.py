@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that is free now."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -215,6 +216,7 @@ class Stack:
 
 
 def thread_start(api: Any, agent: str) -> str:
+    """Create a thread for ``agent`` over the REST API; return its id."""
     response = api.post(
         "/api/threads/", json={"title": f"prod {agent}", "agent": agent}
     )
@@ -223,6 +225,7 @@ def thread_start(api: Any, agent: str) -> str:
 
 
 def message_send(api: Any, thread_id: str, content: str) -> dict[str, Any]:
+    """Post ``content`` to thread ``thread_id`` over the REST API; return the message."""
     response = api.post(
         f"/api/threads/{thread_id}/messages/", json={"content": content}
     )
@@ -231,6 +234,7 @@ def message_send(api: Any, thread_id: str, content: str) -> dict[str, Any]:
 
 
 def event_log(thread_id: str) -> list[dict[str, Any]]:
+    """Return thread ``thread_id``'s event log as the wire shows it, in order."""
     from threads.models import Event
 
     return [
@@ -240,6 +244,7 @@ def event_log(thread_id: str) -> list[dict[str, Any]]:
 
 
 def pending_approval_find(api: Any, thread_id: str) -> dict[str, Any] | None:
+    """Return thread ``thread_id``'s first pending approval over the REST API, or ``None``."""
     page = api.get("/api/approvals/", params={"thread": thread_id, "status": "pending"})
     assert page.status_code == 200, page.text
     results = page.json()["results"]
@@ -247,6 +252,7 @@ def pending_approval_find(api: Any, thread_id: str) -> dict[str, Any] | None:
 
 
 def delta_count(run_id: str) -> int:
+    """Return how many text deltas run ``run_id`` has recorded."""
     from threads.models import Event
 
     return Event.objects.filter(run__run_id=run_id, type="TEXT_MESSAGE_CONTENT").count()

@@ -306,4 +306,5 @@ WRAP_NOTIFICATION = """(() => {
 
 
 def card(page: Any, name: str) -> Any:
+    """Return the locator of the tool-call card named ``name`` on the thread page."""
     return page.locator(".call", has=page.locator(".call-name", has_text=name))

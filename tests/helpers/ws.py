@@ -38,6 +38,7 @@ def session_headers(user: Any) -> list[tuple[bytes, bytes]]:
 async def open_socket(
     path: str, headers: list[tuple[bytes, bytes]]
 ) -> WebsocketCommunicator:
+    """Open a WebSocket to ``path`` with ``headers``; fail unless the handshake succeeds."""
     communicator = WebsocketCommunicator(application, path, headers=headers)
     connected, code = await communicator.connect(timeout=10)
     assert connected, f"handshake for {path} refused (code {code})"
@@ -58,6 +59,7 @@ def record_silently(run: Run, events: list[dict[str, Any]]) -> None:
 
 
 async def owned_thread(user: Any) -> Thread:
+    """Return thread ``frames`` of ``user`` with one finished run, recorded silently."""
     thread = await Thread.objects.acreate(thread_id="frames", owner=user)
     run = await Run.objects.acreate(
         thread=thread, run_id="r1", status=Run.Status.RUNNING
@@ -107,6 +109,7 @@ async def raw_frames(socket: WebsocketCommunicator, count: int) -> list[str]:
 
 
 async def assert_silent(socket: WebsocketCommunicator) -> None:
+    """Assert the socket sends nothing more within 0.3 s."""
     assert await socket.receive_nothing(timeout=0.3), "the socket sent more frames"
 
 

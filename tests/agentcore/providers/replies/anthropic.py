@@ -81,10 +81,12 @@ def end(stop: str, output_tokens: int = 20) -> list[dict[str, Any]]:
 
 
 def text_reply(parts: list[str]) -> Reply:
+    """Return a streamed reply of the text ``parts``, with usage."""
     return Reply(body=named_sse([start(), *text_block(0, parts), *end("end_turn")]))
 
 
 def call_reply(name: str, call_id: str, args: list[str]) -> Reply:
+    """Return a streamed reply calling tool ``name`` as ``call_id`` with ``args`` pieces."""
     return Reply(
         body=named_sse(
             [
@@ -97,6 +99,7 @@ def call_reply(name: str, call_id: str, args: list[str]) -> Reply:
 
 
 def error_reply(status: int) -> Reply:
+    """Return an error reply with HTTP ``status`` whose body holds a secret not to pass on."""
     return json_reply(
         status,
         {
@@ -107,6 +110,7 @@ def error_reply(status: int) -> Reply:
 
 
 def factory(url: str, **options: Any) -> AnthropicProvider:
+    """Return the adapter pointed at the script server ``url``, without retries."""
     return AnthropicProvider(
         model="claude-test",
         api_key="sk-test-secret",

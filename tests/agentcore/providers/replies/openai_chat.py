@@ -54,6 +54,7 @@ def from_case(stream: list[dict[str, Any]]) -> Reply:
 
 
 def text_reply(parts: list[str]) -> Reply:
+    """Return a streamed reply of the text ``parts``, with usage."""
     events = [chunk({"role": "assistant", "content": ""})]
     events += [chunk({"content": p}) for p in parts]
     events += [chunk(finish="stop"), usage_chunk()]
@@ -61,6 +62,7 @@ def text_reply(parts: list[str]) -> Reply:
 
 
 def call_reply(name: str, call_id: str, args: list[str]) -> Reply:
+    """Return a streamed reply calling tool ``name`` as ``call_id`` with ``args`` pieces."""
     events = [
         chunk(
             {
@@ -85,6 +87,7 @@ def call_reply(name: str, call_id: str, args: list[str]) -> Reply:
 
 
 def error_reply(status: int) -> Reply:
+    """Return an error reply with HTTP ``status`` whose body holds a secret not to pass on."""
     return json_reply(
         status,
         {
@@ -98,6 +101,7 @@ def error_reply(status: int) -> Reply:
 
 
 def factory(url: str, **options: Any) -> OpenAIChatProvider:
+    """Return the adapter pointed at the script server ``url``, without retries."""
     return OpenAIChatProvider(
         model="test-model",
         api_key="sk-test-secret",

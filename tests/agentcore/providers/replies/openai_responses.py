@@ -104,10 +104,12 @@ def call_events(
 
 
 def text_reply(parts: list[str]) -> Reply:
+    """Return a streamed reply of the text ``parts``, with usage."""
     return Reply(body=named_sse([created(), *text_events(parts), completed()]))
 
 
 def call_reply(name: str, call_id: str, args: list[str]) -> Reply:
+    """Return a streamed reply calling tool ``name`` as ``call_id`` with ``args`` pieces."""
     return Reply(
         body=named_sse(
             [
@@ -120,6 +122,7 @@ def call_reply(name: str, call_id: str, args: list[str]) -> Reply:
 
 
 def error_reply(status: int) -> Reply:
+    """Return an error reply with HTTP ``status`` whose body holds a secret not to pass on."""
     return json_reply(
         status,
         {
@@ -133,6 +136,7 @@ def error_reply(status: int) -> Reply:
 
 
 def factory(url: str, **options: Any) -> OpenAIResponsesProvider:
+    """Return the adapter pointed at the script server ``url``, without retries."""
     return OpenAIResponsesProvider(
         model="gpt-test",
         api_key="sk-test-secret",
