@@ -1,16 +1,23 @@
-"""Shared fixtures.
+"""Suite-wide configuration: fixture plugins, fast settings, markers derived from fixtures.
 
-Integration fixtures (Redis, a Celery worker process, a live ASGI server) skip when
-their service is unreachable, unless ``COUNTERSIGN_REQUIRE_SERVICES=1`` (set by
-``.ci/run``), in which case they fail: CI never passes with integration tests
-skipped.
+Fixtures live in :mod:`tests.fixtures` (one definition each) and helpers in
+:mod:`tests.helpers`; a directory's ``conftest.py`` holds only that directory's
+autouse configuration.
+
+The markers ``integration``, ``worker``, ``browser`` and ``postgres`` (declared in
+``pyproject.toml``) are given to a test by the fixtures it uses, at collection,
+so they cannot drift from what the test needs: ``pytest -m "not integration"``
+runs the fast set, which needs no service and starts no worker, server or
+browser. Integration fixtures (Redis, a Celery worker process, a
+live ASGI server, a browser) skip when their service is missing, unless
+``COUNTERSIGN_REQUIRE_SERVICES=1`` (set by ``.ci/run``), in which case they fail:
+CI never passes with integration tests skipped.
 """
 
 from __future__ import annotations
 
 import os
-import socket
-from urllib.parse import urlparse
+from typing import Final
 
 # Imported while the session starts, on the main thread: pytest rewrites the asserts
 # of llmock (a pytest plugin) from source on its first import, and a first import
@@ -20,7 +27,41 @@ from urllib.parse import urlparse
 import llmock.main  # noqa: F401
 import pytest
 
-pytest_plugins = ["tests.executors"]
+#: Fixtures that mark every test using them, directly or through another fixture.
+FIXTURE_MARKS: Final[dict[str, tuple[str, ...]]] = {
+    "redis_url": ("integration",),
+    "celery_worker_factory": ("integration", "worker"),
+    "chromium_path": ("integration", "browser"),
+    "ui_server_factory": ("integration",),
+    "live": ("integration",),
+    "stack": ("integration", "worker", "postgres"),
+    "private_redis": ("integration",),
+    "slow_agent": ("integration",),
+    # MCP test servers (tests/mcp_servers.py) and node's @ag-ui/client run as processes.
+    "files_server": ("integration",),
+    "http_server": ("integration",),
+    "make_source": ("integration",),
+    "agui_client_js": ("integration",),
+}
+#: Parametrized fixtures whose value marks the test: ``(fixture, param) -> marks``.
+PARAM_MARKS: Final[dict[tuple[str, str], tuple[str, ...]]] = {
+    ("executor", "celery"): ("integration", "worker"),
+    ("live", "celery"): ("integration", "worker"),
+}
+#: Markers that each imply ``integration``.
+SERVICE_MARKS: Final = ("worker", "browser", "postgres")
+
+pytest_plugins = [
+    "tests.fixtures.services",
+    "tests.fixtures.users",
+    "tests.fixtures.clients",
+    "tests.fixtures.approvals",
+    "tests.fixtures.browser",
+    "tests.fixtures.live",
+    "tests.fixtures.mcp",
+    "tests.fixtures.prod",
+    "tests.fixtures.providers",
+]
 
 # The demo agent streams at a human pace for `make run`; tests (and the workers and
 # servers they start, which inherit this) want it instant.
@@ -37,60 +78,23 @@ def pytest_configure(config: pytest.Config) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
-REQUIRE_SERVICES = os.environ.get("COUNTERSIGN_REQUIRE_SERVICES") == "1"
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/15"
-
-
-def service_missing(reason: str) -> None:
-    """Skip (locally) or fail (in CI) because a service the test needs is missing."""
-    if REQUIRE_SERVICES:
-        pytest.fail(f"required service missing: {reason}", pytrace=False)
-    pytest.skip(reason)
-
-
-def _reachable(url: str) -> bool:
-    parsed = urlparse(url)
-    try:
-        with socket.create_connection(
-            (parsed.hostname or "127.0.0.1", parsed.port or 6379), 1
-        ):
-            return True
-    except OSError:
-        return False
-
-
-@pytest.fixture(scope="session")
-def redis_url() -> str:
-    """Return a reachable Redis URL (``TEST_REDIS_URL`` or db 15 on localhost)."""
-    url = (
-        os.environ.get("TEST_REDIS_URL")
-        or os.environ.get("REDIS_URL")
-        or DEFAULT_REDIS_URL
-    )
-    if not _reachable(url):
-        service_missing(f"Redis is not reachable at {url}")
-    return url
-
-
-@pytest.fixture
-def user(django_user_model):
-    """Return an ordinary user (no staff, no decide permission)."""
-    return django_user_model.objects.create_user(
-        username="olivia", password="pw-olivia-1"
-    )
-
-
-@pytest.fixture
-def other_user(django_user_model):
-    """Return a second ordinary user."""
-    return django_user_model.objects.create_user(
-        username="mallory", password="pw-mallory-1"
-    )
-
-
-@pytest.fixture
-def staff_user(django_user_model):
-    """Return a staff user without the decide permission."""
-    return django_user_model.objects.create_user(
-        username="sam", password="pw-sam-1", is_staff=True
-    )
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """Mark each test by what its fixtures start or need (before ``-m`` selects)."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params if callspec is not None else {}
+        marks: set[str] = set()
+        for fixture in fixtures & FIXTURE_MARKS.keys():
+            marks.update(FIXTURE_MARKS[fixture])
+        for (fixture, value), implied in PARAM_MARKS.items():
+            if params.get(fixture) == value:
+                marks.update(implied)
+        if marks or any(item.get_closest_marker(m) for m in SERVICE_MARKS):
+            marks.add("integration")
+        for name in sorted(marks):
+            if item.get_closest_marker(name) is None:
+                item.add_marker(name)

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.conftest import service_missing
+from tests.helpers.services import service_missing
 
 JS_DIR = Path(__file__).resolve().parent / "js"
 

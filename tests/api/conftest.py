@@ -1,114 +1,15 @@
-"""Fixtures for the REST API tests: clients, tokens, an approver, pending approvals."""
+"""Configuration of the REST API tests: fresh rate-limit counters for every test.
+
+The API's fixtures (clients, tokens, approvers) live in :mod:`tests.fixtures`.
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from django.contrib.auth.models import Permission
 from django.core.cache import cache
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
-
-from threads.models import Run, Thread
 
 
 @pytest.fixture(autouse=True)
 def _fresh_throttle_counters() -> None:
     """Start every test with empty rate-limit counters (they live in the cache)."""
     cache.clear()
-
-
-def token_client(user: Any) -> APIClient:
-    """Return an API client authenticated with ``user``'s token."""
-    token, _ = Token.objects.get_or_create(user=user)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-    return client
-
-
-@pytest.fixture
-def api(user) -> APIClient:
-    """Return a client authenticated as ``user`` (olivia) with a token."""
-    return token_client(user)
-
-
-@pytest.fixture
-def other_api(other_user) -> APIClient:
-    """Return a client authenticated as ``other_user`` (mallory) with a token."""
-    return token_client(other_user)
-
-
-@pytest.fixture
-def approver(django_user_model):
-    """Return a non-staff user who may decide calls and authorize refunds."""
-    approver = django_user_model.objects.create_user(
-        username="ada", password="pw-ada-1"
-    )
-    approver.user_permissions.add(
-        Permission.objects.get(codename="decide_approvalrequest"),
-        # refund_order requires it of whoever authorizes the refund
-        Permission.objects.get(codename="add_refund"),
-    )
-    return django_user_model.objects.get(pk=approver.pk)
-
-
-@pytest.fixture
-def approver_api(approver) -> APIClient:
-    """Return a client authenticated as ``approver``."""
-    return token_client(approver)
-
-
-REFUND_ARGS = '{"order_id":"A-1001","amount":25.0,"reason":"customer request"}'
-
-
-def pending_refund(
-    owner: Any, *, thread_id: str = "t-refund", arguments: str = REFUND_ARGS
-) -> Thread:
-    """Return a thread whose run left a ``refund_order`` call waiting for approval.
-
-    The run's events go through the real recorder and the real dispatch (no
-    worker runs: callbacks on commit do not fire inside a test transaction).
-    """
-    from orchestration.pipeline import pending_calls_dispatch
-    from threads.recording import record_events
-    from threads.services import run_input_build, thread_create
-
-    thread = thread_create(owner=owner, title="refund", thread_id=thread_id)
-    run = Run.objects.create(
-        thread=thread,
-        run_id=f"{thread_id}-run",
-        status=Run.Status.RUNNING,
-        agent="demo",
-    )
-    run.input = run_input_build(run=run)
-    run.save(update_fields=["input"])
-    record_events(
-        run=run,
-        events=[
-            {"type": "RUN_STARTED", "threadId": thread_id, "runId": run.run_id},
-            {
-                "type": "TOOL_CALL_START",
-                "toolCallId": f"{thread_id}-call",
-                "toolCallName": "refund_order",
-            },
-            {
-                "type": "TOOL_CALL_ARGS",
-                "toolCallId": f"{thread_id}-call",
-                "delta": arguments,
-            },
-            {"type": "TOOL_CALL_END", "toolCallId": f"{thread_id}-call"},
-            {
-                "type": "RUN_FINISHED",
-                "threadId": thread_id,
-                "runId": run.run_id,
-                "outcome": {
-                    "type": "success",
-                    "pendingToolCallIds": [f"{thread_id}-call"],
-                },
-            },
-        ],
-    )
-    run.refresh_from_db()
-    pending_calls_dispatch(run=run)
-    return thread

@@ -5,18 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from approvals.models import ApprovalRequest, ToolExecution
-from tests.api.conftest import pending_refund
+from approvals.models import ToolExecution
 
 pytestmark = pytest.mark.django_db
 
 PROPOSED = {"order_id": "A-1001", "amount": 25.0, "reason": "customer request"}
-
-
-@pytest.fixture
-def approval(user) -> ApprovalRequest:
-    pending_refund(user, thread_id="t-input")
-    return ApprovalRequest.objects.get()
 
 
 def _schema(api) -> dict:

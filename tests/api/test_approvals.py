@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 
 from approvals.models import ApprovalRequest, AuditEntry, ToolExecution
 from approvals.services import approval_snapshot
-from tests.api.conftest import pending_refund, token_client
+from tests.helpers.api import pending_refund_thread, token_client
 from threads.models import Message, ToolCall
 
 pytestmark = pytest.mark.django_db
@@ -21,13 +21,6 @@ PROPOSED = {"order_id": "A-1001", "amount": 25.0, "reason": "customer request"}
 
 def _stamp(value) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value else None
-
-
-@pytest.fixture
-def approval(user) -> ApprovalRequest:
-    """Return the pending approval of olivia's refund call."""
-    pending_refund(user, thread_id="t-refund")
-    return ApprovalRequest.objects.get()
 
 
 def test_dc05_approval_retrieve_mirrors_the_snapshot(api, approval):
@@ -270,9 +263,9 @@ def test_queue_lists_pending_first_then_newest_and_filters(
     approver_api, user, other_user
 ):
     """approvals/ puts pending first, then newest; filters by tool, thread, status, age."""
-    pending_refund(user, thread_id="t-a")
-    pending_refund(other_user, thread_id="t-b")
-    pending_refund(user, thread_id="t-c")
+    pending_refund_thread(user, thread_id="t-a")
+    pending_refund_thread(other_user, thread_id="t-b")
+    pending_refund_thread(user, thread_id="t-c")
     decided = ApprovalRequest.objects.get(thread__thread_id="t-c")
     approver_api.post(
         f"/api/approvals/{decided.pk}/reject/", {"reason": "dup"}, format="json"

@@ -24,8 +24,8 @@ from approvals.models import ApprovalRequest, ToolExecution
 from orchestration.pipeline import execution_resolve, run_execute, tool_call_execute
 from orchestration.resume import agui_run_start
 from tests.aguivalidate import assert_valid_stream
-from tests.api.conftest import token_client
-from tests.approvals.test_interrupt_resume import agui_input
+from tests.helpers.api import token_client
+from tests.helpers.interrupts import agui_input
 from threads.answers import run_awaits_answers
 from threads.models import Event, Message, Run, Thread, ToolCall
 from threads.services import message_post, thread_create
@@ -370,7 +370,7 @@ def resolved_by_operator(
 
 
 def test_outcome_unknown_ends_the_client_run_with_run_error(
-    api: Any, approver: Any, user: Any, fragile_agent: None, monkeypatch: Any
+    api: Any, nonstaff_approver: Any, user: Any, fragile_agent: None, monkeypatch: Any
 ) -> None:
     """An auto-approved call (lookup_order, not idempotent here) dies mid-execution.
 
@@ -411,7 +411,7 @@ def test_outcome_unknown_ends_the_client_run_with_run_error(
     events = resolved_by_operator(
         thread,
         lookup,
-        approver,
+        nonstaff_approver,
         '{"order_id":"A-1001","status":"delivered","total":25.0}',
     )
     assert [e["type"] for e in events].count("RUN_STARTED") == 2
@@ -423,7 +423,7 @@ def test_outcome_unknown_ends_the_client_run_with_run_error(
 
 
 def test_outcome_unknown_during_a_resume_ends_that_run_with_run_error(
-    approver: Any, fragile_agent: None, monkeypatch: Any
+    nonstaff_approver: Any, fragile_agent: None, monkeypatch: Any
 ) -> None:
     """The client resumed the refund; its worker died mid-call: that POST's run ends RUN_ERROR.
 
@@ -433,7 +433,7 @@ def test_outcome_unknown_during_a_resume_ends_that_run_with_run_error(
     """
     history = [{"id": "u1", "role": "user", "content": "refund order A-1001 2.50"}]
     agui_run_start(
-        user=approver,
+        user=nonstaff_approver,
         agent="fragile",
         run_input=agui_input("t-unknown-resume", "run-1", history),
     )
@@ -441,7 +441,7 @@ def test_outcome_unknown_during_a_resume_ends_that_run_with_run_error(
     drive(thread)
     approval = ApprovalRequest.objects.get(thread=thread)
     agui_run_start(
-        user=approver,
+        user=nonstaff_approver,
         agent="fragile",
         run_input=agui_input(
             "t-unknown-resume",
@@ -471,7 +471,7 @@ def test_outcome_unknown_during_a_resume_ends_that_run_with_run_error(
         "run-1",
         "run-2",
     ]
-    body = token_client(approver).get("/api/runs/run-2/").json()
+    body = token_client(nonstaff_approver).get("/api/runs/run-2/").json()
     assert (body["status"], body["outcome"]) == ("error", None)
     assert body["error"] == {"code": "outcome_unknown", "message": error["message"]}
     run2 = Run.objects.get(thread=thread, run_id="run-2")
@@ -480,7 +480,9 @@ def test_outcome_unknown_during_a_resume_ends_that_run_with_run_error(
     assert_valid_stream(events, what="the resumed run's log")
 
     # When the operator resolves the call, Countersign's own run answers it once
-    events = resolved_by_operator(thread, call, approver, "refunded 2.50 on A-1001")
+    events = resolved_by_operator(
+        thread, call, nonstaff_approver, "refunded 2.50 on A-1001"
+    )
     assert [e["type"] for e in events].count("RUN_STARTED") == 3
     assert (
         Message.objects.filter(

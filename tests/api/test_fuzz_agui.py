@@ -25,12 +25,12 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from config.asgi import application
-from tests.threads.test_ws_consumer import (
+from tests.helpers.ws import (
     NO_POLL,
     WebsocketCommunicator,
+    owned_thread,
     session_headers,
 )
-from tests.threads.test_ws_frames import owned_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

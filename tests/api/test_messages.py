@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from tests.api.conftest import REFUND_ARGS, pending_refund
+from tests.helpers.api import REFUND_ARGS, pending_refund_thread
 from threads.models import Event, IdempotencyKey, Message, Run, Thread
 
 pytestmark = pytest.mark.django_db
@@ -149,7 +149,7 @@ def test_dc05_posting_while_a_run_is_active_is_409(api, thread):
 
 def test_sec02_posting_while_a_call_awaits_approval_is_409(api, user):
     """While a call awaits approval, posting is 409 and points at the approval queue (SEC-02)."""
-    pending_refund(user, thread_id="t-refund")
+    pending_refund_thread(user, thread_id="t-refund")
 
     response = api.post(
         "/api/threads/t-refund/messages/", {"content": "hurry"}, format="json"
@@ -291,7 +291,7 @@ def test_message_posting_is_rate_limited_per_token(api, user, settings):
 
 def test_dc05_messages_list_is_the_agui_history(api, user):
     """GET messages/ returns the thread's history in the AG-UI message shape."""
-    pending_refund(user, thread_id="t-refund")
+    pending_refund_thread(user, thread_id="t-refund")
 
     response = api.get("/api/threads/t-refund/messages/")
 
@@ -315,7 +315,7 @@ def test_dc05_messages_list_is_the_agui_history(api, user):
 
 def test_dc05_events_replay_in_pages_after_a_seq(api, user):
     """events/?after=&limit= pages the log; ``next`` resumes after the last seq."""
-    thread = pending_refund(user, thread_id="t-refund")
+    thread = pending_refund_thread(user, thread_id="t-refund")
     log = list(Event.objects.filter(thread=thread).order_by("seq"))
 
     page1 = api.get("/api/threads/t-refund/events/?limit=2").json()

@@ -273,22 +273,26 @@ def test_question_interrupt_shows_its_form_and_refuses_an_answer_off_schema(
 
 @pytest.mark.parametrize("executor", ["embedded"], indirect=True)
 def test_admin_shows_the_question_and_decides_it_with_a_response(
-    remote_agents_configured: None, user: Any, approver: Any, client: Any, executor: Any
+    remote_agents_configured: None,
+    user: Any,
+    nonstaff_approver: Any,
+    client: Any,
+    executor: Any,
 ) -> None:
     """The admin page shows message and schema; its decide form sends a response."""
     from django.contrib.auth.models import Permission
     from django.urls import reverse
 
-    approver.is_staff = True
-    approver.save(update_fields=["is_staff"])
-    approver.user_permissions.add(
+    nonstaff_approver.is_staff = True
+    nonstaff_approver.save(update_fields=["is_staff"])
+    nonstaff_approver.user_permissions.add(
         Permission.objects.get(codename="view_approvalrequest")
     )
     thread = _start(user, "ask_remote", executor)
     approval = executor.wait_for(
         lambda: ApprovalRequest.objects.filter(thread=thread).first()
     )
-    client.force_login(approver)
+    client.force_login(nonstaff_approver)
 
     page = client.get(
         reverse("admin:approvals_approvalrequest_change", args=[approval.pk])
@@ -439,7 +443,7 @@ def _interrupted_outcome(thread: Any, executor: Any) -> dict[str, Any]:
 
 
 def test_ir18_remote_tool_interrupt_reaches_the_agui_client_and_its_resume_decides_it(
-    remote_agents_configured: None, approver: Any, executor: Any
+    remote_agents_configured: None, nonstaff_approver: Any, executor: Any
 ) -> None:
     """IR-18, IR-01, IR-02, IR-03: Pydantic AI's interrupt ends the client's run as ours.
 
@@ -455,7 +459,9 @@ def test_ir18_remote_tool_interrupt_reaches_the_agui_client_and_its_resume_decid
     from threads.models import Thread
 
     user_message = {"id": "u1", "role": "user", "content": "delete /srv/report.txt"}
-    _agui_start(approver, "pai_remote", "ir18-tool", "run-1", messages=[user_message])
+    _agui_start(
+        nonstaff_approver, "pai_remote", "ir18-tool", "run-1", messages=[user_message]
+    )
     thread = Thread.objects.get(thread_id="ir18-tool")
     executor.settle(thread)
     approval = ApprovalRequest.objects.select_related("tool_call", "run").get(
@@ -484,11 +490,11 @@ def test_ir18_remote_tool_interrupt_reaches_the_agui_client_and_its_resume_decid
             "payload": {"approved": True},
         }
     ]
-    _agui_start(approver, "pai_remote", "ir18-tool", "run-2", resume=resume)
+    _agui_start(nonstaff_approver, "pai_remote", "ir18-tool", "run-2", resume=resume)
     executor.settle(thread)
 
     approval.refresh_from_db()
-    assert (approval.status, approval.decided_by) == ("approved", approver)
+    assert (approval.status, approval.decided_by) == ("approved", nonstaff_approver)
     assert _resumes() == [
         [
             {
@@ -507,7 +513,7 @@ def test_ir18_remote_tool_interrupt_reaches_the_agui_client_and_its_resume_decid
 
 
 def test_ir18_remote_question_interrupt_reaches_the_agui_client_and_is_answered(
-    remote_agents_configured: None, approver: Any, executor: Any
+    remote_agents_configured: None, nonstaff_approver: Any, executor: Any
 ) -> None:
     """IR-18, IR-09: a remote question (no call) is resumed with its ``response``.
 
@@ -521,7 +527,9 @@ def test_ir18_remote_question_interrupt_reaches_the_agui_client_and_is_answered(
     from threads.models import Thread
 
     user_message = {"id": "u1", "role": "user", "content": "ship it"}
-    _agui_start(approver, "ask_remote", "ir18-ask", "run-1", messages=[user_message])
+    _agui_start(
+        nonstaff_approver, "ask_remote", "ir18-ask", "run-1", messages=[user_message]
+    )
     thread = Thread.objects.get(thread_id="ir18-ask")
     outcome = _interrupted_outcome(thread, executor)
     approval = ApprovalRequest.objects.get(thread=thread)
@@ -542,7 +550,9 @@ def test_ir18_remote_question_interrupt_reaches_the_agui_client_and_is_answered(
             "status": "resolved",
             "payload": payload,
         }
-        return _agui_start(approver, "ask_remote", "ir18-ask", run_id, resume=[entry])
+        return _agui_start(
+            nonstaff_approver, "ask_remote", "ir18-ask", run_id, resume=[entry]
+        )
 
     with pytest.raises(ResumeInvalid) as refused:
         answer("run-bad", {"carrier": "pigeon"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from tests.api.conftest import REFUND_ARGS, pending_refund
+from tests.helpers.api import REFUND_ARGS, pending_refund_thread
 from threads.models import Run, Thread, ToolCall
 from threads.recording import record_events
 
@@ -18,7 +18,7 @@ def _stamp(value) -> str | None:
 
 def test_dc05_run_retrieve_shows_status_pending_calls_and_timestamps(api, user):
     """GET runs/<runId>/ shows the run as the database holds it."""
-    pending_refund(user, thread_id="t-refund")
+    pending_refund_thread(user, thread_id="t-refund")
     run = Run.objects.get(run_id="t-refund-run")
 
     response = api.get("/api/runs/t-refund-run/")
@@ -90,7 +90,7 @@ def test_dc05_cancel_a_queued_run(api, user):
 
 def test_dc05_another_users_run_and_tool_call_answer_404(other_api, user):
     """Another user's run, its cancel and its tool call are 404 (not 403)."""
-    pending_refund(user, thread_id="t-refund")
+    pending_refund_thread(user, thread_id="t-refund")
 
     responses = [
         other_api.get("/api/runs/t-refund-run/"),
@@ -112,7 +112,7 @@ def test_runs_and_tool_calls_need_credentials():
 
 def test_dc05_tool_call_shows_arguments_verdict_and_approval(api, user):
     """A pending refund: arguments as streamed and parsed, verdict ok, approval pending."""
-    pending_refund(user, thread_id="t-refund")
+    pending_refund_thread(user, thread_id="t-refund")
     call = ToolCall.objects.get(tool_call_id="t-refund-call")
     params = {"order_id": "A-1001", "amount": 25.0, "reason": "customer request"}
 
@@ -211,7 +211,7 @@ def test_rt05_rt06_tool_call_validation_verdicts(
 
 def test_tool_calls_list_filters_by_thread_state_and_name(api, user):
     """tool-calls/ lists newest first and filters by thread, state and name."""
-    pending_refund(user, thread_id="t-refund")
+    pending_refund_thread(user, thread_id="t-refund")
     _call_with_arguments(user, "get_weather", '{"city":"Oslo"}', thread_id="t-weather")
 
     everything = api.get("/api/tool-calls/").json()
@@ -234,7 +234,7 @@ def test_tool_calls_list_filters_by_thread_state_and_name(api, user):
 
 def test_huge_offsets_do_not_crash(api, user):
     """An offset beyond any page is an empty page, not a database overflow."""
-    pending_refund(user, thread_id="t-refund")
+    pending_refund_thread(user, thread_id="t-refund")
 
     response = api.get("/api/tool-calls/?offset=" + "9" * 30)
 

@@ -24,7 +24,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from approvals.models import ApprovalRequest
-from tests.api.conftest import pending_refund
+from tests.helpers.api import pending_refund_thread
 from threads.models import Run, Thread
 
 pytestmark = pytest.mark.django_db
@@ -170,7 +170,7 @@ def test_dc05_sec02_every_operation_conforms_and_never_fails(
         owner = django_user_model.objects.create_superuser(
             username="root", password="pw-root-1"
         )
-        pending_refund(owner, thread_id="t-fuzz")
+        pending_refund_thread(owner, thread_id="t-fuzz")
         Thread.objects.create(owner=owner, thread_id="t-idle", title="idle")
         Thread.objects.create(owner=owner, thread_id="t-archive", title="archive me")
     token, _ = Token.objects.get_or_create(user=owner)

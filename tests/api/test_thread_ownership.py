@@ -14,13 +14,13 @@ import pytest
 from django.contrib.auth.models import Permission
 
 from approvals.models import ApprovalRequest
-from tests.api.conftest import pending_refund, token_client
+from tests.helpers.api import pending_refund_thread, token_client
 from threads.models import Message, Run, Thread
 
 
 @pytest.mark.django_db
 def test_an_approver_reads_but_cannot_write_to_anothers_thread(user, approver_api):
-    thread = pending_refund(user)
+    thread = pending_refund_thread(user)
     before = (Message.objects.count(), Run.objects.count())
 
     # Reading is allowed (the approver decides with the conversation in view).
@@ -58,7 +58,7 @@ def test_staff_cannot_post_into_anothers_thread_either(user, django_user_model):
     staff.user_permissions.add(
         Permission.objects.get(codename="decide_approvalrequest")
     )
-    thread = pending_refund(user, thread_id="t-staff")
+    thread = pending_refund_thread(user, thread_id="t-staff")
     answer = token_client(staff).post(
         f"/api/threads/{thread.thread_id}/messages/",
         {"content": "hello"},
@@ -70,9 +70,9 @@ def test_staff_cannot_post_into_anothers_thread_either(user, django_user_model):
 
 @pytest.mark.django_db(transaction=True)
 def test_agui_run_on_anothers_thread_is_refused_before_anything_is_recorded(
-    user, approver
+    user, nonstaff_approver
 ):
-    thread = pending_refund(user, thread_id="t-agui-owned")
+    thread = pending_refund_thread(user, thread_id="t-agui-owned")
     runs = Run.objects.filter(thread=thread).count()
     messages = Message.objects.filter(thread=thread).count()
     body = {
@@ -84,7 +84,7 @@ def test_agui_run_on_anothers_thread_is_refused_before_anything_is_recorded(
         "state": {},
         "forwardedProps": {},
     }
-    answer = token_client(approver).post(
+    answer = token_client(nonstaff_approver).post(
         "/agui/demo/", data=json.dumps(body), content_type="application/json"
     )
     try:

@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from tests.api.conftest import pending_refund, token_client
+from tests.helpers.api import pending_refund_thread, token_client
 from threads.models import Run, Thread
 
 pytestmark = pytest.mark.django_db
@@ -209,7 +209,7 @@ def test_status_filter_and_list_status_match_thread_status(api, user):
     Run.objects.create(thread=running, status=Run.Status.RUNNING)
     failed = Thread.objects.create(owner=user, thread_id="t-failed")
     Run.objects.create(thread=failed, status=Run.Status.ERROR, error_code="agent_error")
-    waiting = pending_refund(user, thread_id="t-waiting")
+    waiting = pending_refund_thread(user, thread_id="t-waiting")
 
     expected = {
         "idle": [idle.thread_id],
@@ -237,7 +237,7 @@ def test_an_unknown_status_filter_is_a_validation_error(api):
 
 def test_dc05_retrieve_shows_status_and_pending_calls_of_last_run(api, user):
     """Retrieve shows status from thread_status and the last run's pendingToolCallIds."""
-    thread = pending_refund(user, thread_id="t-refund")
+    thread = pending_refund_thread(user, thread_id="t-refund")
     thread.refresh_from_db()
 
     response = api.get("/api/threads/t-refund/")
@@ -325,7 +325,7 @@ def test_list_query_count_does_not_grow_with_threads(
 ):
     """The list derives every thread's status in SQL: a fixed number of queries."""
     for index in range(2):
-        pending_refund(user, thread_id=f"t-wait-{index}")
+        pending_refund_thread(user, thread_id=f"t-wait-{index}")
         running = Thread.objects.create(owner=user, thread_id=f"t-run-{index}")
         Run.objects.create(thread=running, status=Run.Status.RUNNING)
         Thread.objects.create(owner=user, thread_id=f"t-idle-{index}")

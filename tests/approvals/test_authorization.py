@@ -219,7 +219,7 @@ def test_ir12_resume_by_a_user_without_the_tools_permission_decides_nothing(
 ):
     """IR-12 / SEC-02: an AG-UI resume approving a refund, sent by a user who may decide
     but lacks demo.add_refund, is refused before anything is decided or run."""
-    from tests.approvals.test_interrupt_resume import approve, interrupted, resume_post
+    from tests.helpers.interrupts import approve, interrupted, resume_post
 
     dora = _decider_without_tool_permission(django_user_model)
     approval = interrupted(dora, executor, "ir12-tool-permission")

@@ -10,25 +10,18 @@ LP-01, SEC-02, DC-03.
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
 from django.contrib.auth.models import Group, Permission
-from django.db import connection
 
 from approvals.exceptions import ApprovalPermissionDenied
 from approvals.models import (
     ApprovalRequest,
     ApprovalVote,
-    AuditEntry,
     ToolExecution,
-    ToolPolicy,
 )
-from approvals.services import audit_verify
 from demo.models import Refund
-from orchestration.pipeline import approval_decide
-from threads.models import ToolCall
-from threads.services import message_post, thread_create
+from tests.helpers.governance import approve_as, decider, held_refund, refund_policy
 
 GOVERNED_AGENT = {
     "provider": "scripted",
@@ -49,100 +42,19 @@ def governed_agent(monkeypatch, settings):
     return "governed"
 
 
-def _decider(django_user_model, username, *groups):
-    user = django_user_model.objects.create_user(username=username, password="pw-1")
-    user.user_permissions.add(
-        Permission.objects.get(codename="decide_approvalrequest"),
-        Permission.objects.get(codename="view_approvalrequest"),
-        Permission.objects.get(codename="add_refund"),
-    )
-    for name in groups:
-        user.groups.add(Group.objects.get_or_create(name=name)[0])
-    return django_user_model.objects.get(pk=user.pk)
-
-
-@pytest.fixture
-def finance(django_user_model):
-    """Return three deciders in group ``finance``: ada, grace, hopper."""
-    return [
-        _decider(django_user_model, n, "finance") for n in ("ada", "grace", "hopper")
-    ]
-
-
-def _policy(**fields):
-    groups = fields.pop("groups", ["finance"])
-    policy = ToolPolicy.objects.create(tool_name="refund_order", **fields)
-    policy.groups.set([Group.objects.get_or_create(name=g)[0] for g in groups])
-    return policy
-
-
-def _held(user, executor, text="refund order A-1001 25.00", agent="demo"):
-    thread = thread_create(owner=user, title="refund", agent=agent)
-    message_post(thread=thread, content=text)
-    executor.settle(thread)
-    return ToolCall.objects.get(thread=thread, name="refund_order")
-
-
-def _approve(approval, user, **kwargs):
-    return approval_decide(
-        approval=ApprovalRequest.objects.get(pk=approval.pk),
-        decided_by=user,
-        decision="approve",
-        **kwargs,
-    )
-
-
-def test_four_eyes_executes_once_after_the_second_distinct_approval(
-    user, finance, executor
-):
-    """N=2: the first approval leaves the call held; the second runs it once with the hash both approved."""
-    _policy(approvals_required=2)
-    call = _held(user, executor)
-    approval = ApprovalRequest.objects.get(tool_call=call)
-    assert (approval.approvals_required, approval.policy_source) == (2, "admin")
-    assert list(approval.approver_groups.values_list("name", flat=True)) == ["finance"]
-
-    ada, grace, _ = finance
-    first = _approve(approval, ada)
-    assert first.status == "pending"
-    again = _approve(approval, ada)  # the same approver twice is still one approval
-    assert again.status == "pending"
-    assert ApprovalVote.objects.filter(approval=approval).count() == 1
-    assert not ToolExecution.objects.filter(tool_call=call).exists()
-
-    decided = _approve(approval, grace, reason="second pair of eyes")
-    assert (decided.status, decided.decided_by) == ("approved", grace)
-    executor.settle(call.thread)
-    execution = ToolExecution.objects.get(tool_call=call)
-    assert execution.state == "succeeded"
-    assert Refund.objects.filter(order_id="A-1001").count() == 1
-    hashes = set(
-        ApprovalVote.objects.filter(approval=approval).values_list(
-            "arguments_hash", flat=True
-        )
-    )
-    assert hashes == {execution.arguments_hash, decided.approved_arguments_hash}
-    votes = AuditEntry.objects.filter(
-        target_id=str(approval.pk), action="approval.vote.approve"
-    )
-    assert [v.actor_label for v in votes] == ["ada", "grace"]
-    assert [v.after["given"] for v in votes] == [1, 2]
-    assert audit_verify() == []
-
-
 def test_requester_may_not_approve_their_own_call(user, finance, client, executor):
     """Four-eyes: the user whose thread asked for the call is refused (403); it stays pending."""
-    _policy()
+    refund_policy()
     user.user_permissions.add(
         Permission.objects.get(codename="decide_approvalrequest"),
         Permission.objects.get(codename="add_refund"),
     )
     user.groups.add(Group.objects.get(name="finance"))
-    call = _held(user, executor)
+    call = held_refund(user, executor)
     approval = ApprovalRequest.objects.get(tool_call=call)
     requester = type(user).objects.get(pk=user.pk)
     with pytest.raises(ApprovalPermissionDenied, match="requested this call"):
-        _approve(approval, requester)
+        approve_as(approval, requester)
     client.force_login(requester)
     response = client.post(
         f"/api/approvals/{approval.pk}/approve/", {}, content_type="application/json"
@@ -153,7 +65,7 @@ def test_requester_may_not_approve_their_own_call(user, finance, client, executo
     assert approval.status == "pending"
     assert not ApprovalVote.objects.filter(approval=approval).exists()
 
-    decided = _approve(approval, finance[0])
+    decided = approve_as(approval, finance[0])
     assert decided.status == "approved"
     executor.settle(call.thread)
     assert Refund.objects.filter(order_id="A-1001").count() == 1
@@ -163,84 +75,32 @@ def test_a_decider_outside_the_groups_is_refused(
     user, finance, django_user_model, executor
 ):
     """Routing: holding the decide permission is not enough outside the request's groups."""
-    _policy()
-    outsider = _decider(django_user_model, "linus", "support")
-    call = _held(user, executor)
+    refund_policy()
+    outsider = decider(django_user_model, "linus", "support")
+    call = held_refund(user, executor)
     approval = ApprovalRequest.objects.get(tool_call=call)
     with pytest.raises(ApprovalPermissionDenied, match="finance"):
-        _approve(approval, outsider)
+        approve_as(approval, outsider)
     assert ApprovalRequest.objects.get(pk=approval.pk).status == "pending"
-
-
-def test_an_edit_mid_n_of_m_resets_earlier_approvals_and_says_so(
-    user, finance, executor
-):
-    """N=2: grace edits after ada approved; ada's approval is reset (with why) and must be given again."""
-    _policy(approvals_required=2)
-    call = _held(user, executor)
-    approval = ApprovalRequest.objects.get(tool_call=call)
-    ada, grace, _ = finance
-    _approve(approval, ada)
-    edited = {"order_id": "A-1001", "amount": 20.0, "reason": "customer request"}
-    after_edit = _approve(approval, grace, edited_arguments=edited)
-    assert after_edit.status == "pending"
-    assert after_edit.edited_arguments == edited
-    reset = ApprovalVote.objects.get(approval=approval, voter=ada)
-    assert reset.reset_at is not None
-    assert reset.reset_reason == (
-        "grace edited the arguments; approve the new arguments to count again"
-    )
-    entry = AuditEntry.objects.get(
-        target_id=str(approval.pk), action="approval.votes_reset"
-    )
-    assert (entry.actor_label, entry.before["approved_by"]) == ("grace", ["ada"])
-    assert not ToolExecution.objects.filter(tool_call=call).exists()
-
-    decided = _approve(approval, ada)
-    assert decided.status == "approved"
-    executor.settle(call.thread)
-    execution = ToolExecution.objects.get(tool_call=call)
-    assert (execution.state, execution.arguments["amount"]) == ("succeeded", 20.0)
-    assert [str(r.amount) for r in Refund.objects.filter(order_id="A-1001")] == [
-        "20.00"
-    ]
-
-
-def test_one_rejection_rejects_unless_configured_otherwise(user, finance, executor):
-    """rejections_required=2: one rejection leaves it pending, the second rejects."""
-    _policy(approvals_required=2, rejections_required=2)
-    call = _held(user, executor)
-    approval = ApprovalRequest.objects.get(tool_call=call)
-    ada, grace, _ = finance
-    first = approval_decide(
-        approval=approval, decided_by=ada, decision="reject", reason="too much"
-    )
-    assert first.status == "pending"
-    second = approval_decide(
-        approval=ApprovalRequest.objects.get(pk=approval.pk),
-        decided_by=grace,
-        decision="reject",
-        reason="agreed",
-    )
-    assert second.status == "rejected"
-    executor.settle(call.thread)
-    assert ToolCall.objects.get(pk=call.pk).state == "declined"
-    assert not Refund.objects.exists()
 
 
 def test_context_policy_routes_and_a_raising_policy_fails_closed(
     governed_agent, user, finance, django_user_model, executor, caplog
 ):
     """A (params, context) policy: 25 → finance, 1 by olivia → auto; 999 raises → the strictest group."""
-    call = _held(user, executor, agent=governed_agent)
+    call = held_refund(user, executor, agent=governed_agent)
     approval = ApprovalRequest.objects.get(tool_call=call)
     assert (approval.policy_source, approval.risk_level) == ("tool", "medium")
     assert list(approval.approver_groups.values_list("name", flat=True)) == ["finance"]
 
-    auto = _held(user, executor, text="refund order A-1002 1.00", agent=governed_agent)
+    auto = held_refund(
+        user, executor, text="refund order A-1002 1.00", agent=governed_agent
+    )
     assert ToolExecution.objects.get(tool_call=auto).authorized_by == "policy"
 
-    raised = _held(user, executor, text="refund order A-1003 999", agent=governed_agent)
+    raised = held_refund(
+        user, executor, text="refund order A-1003 999", agent=governed_agent
+    )
     failed = ApprovalRequest.objects.get(tool_call=raised)
     assert (failed.status, failed.policy_source, failed.risk_level) == (
         "pending",
@@ -252,54 +112,11 @@ def test_context_policy_routes_and_a_raising_policy_fails_closed(
         "approvers-strict"
     ]
     with pytest.raises(ApprovalPermissionDenied, match="approvers-strict"):
-        _approve(failed, finance[0])
+        approve_as(failed, finance[0])
     if executor.worker is not None:
         log = executor.worker.log_path.read_text()
     else:
         log = caplog.text
     assert "policy of tool 'refund_order' failed" in log
-    strict = _decider(django_user_model, "margaret", "approvers-strict")
-    assert _approve(failed, strict).status == "approved"
-
-
-@pytest.mark.skipif(
-    connection.vendor != "postgresql",
-    reason="row locks under real concurrency need PostgreSQL",
-)
-def test_two_approvers_committing_the_nth_approval_at_once_execute_once(
-    user, finance, executor
-):
-    """N=2 after ada: grace and hopper approve at the same moment → one approved decision, one execution."""
-    _policy(approvals_required=2)
-    call = _held(user, executor)
-    approval = ApprovalRequest.objects.get(tool_call=call)
-    ada, grace, hopper = finance
-    _approve(approval, ada)
-    barrier = threading.Barrier(2)
-    results: list[object] = []
-
-    def approve(who):
-        try:
-            barrier.wait(10)
-            results.append(_approve(approval, who).status)
-        except Exception as error:  # recorded, asserted below
-            results.append(error)
-        finally:
-            connection.close()
-
-    workers = [threading.Thread(target=approve, args=(w,)) for w in (grace, hopper)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(30)
-    assert results == ["approved", "approved"], results
-    executor.settle(call.thread)
-    assert ToolExecution.objects.filter(tool_call=call).count() == 1
-    assert ToolExecution.objects.get(tool_call=call).attempts == 1
-    assert Refund.objects.filter(order_id="A-1001").count() == 1
-    assert (
-        AuditEntry.objects.filter(
-            target_id=str(approval.pk), action="approval.approved"
-        ).count()
-        == 1
-    )
+    strict = decider(django_user_model, "margaret", "approvers-strict")
+    assert approve_as(failed, strict).status == "approved"

@@ -6,91 +6,78 @@ through the REST API where an operator would use it. LP-01, SEC-02, DC-03.
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
-from django.db import transaction
 from django.utils import timezone
 
 from approvals.checks import check_policies
 from approvals.interrupts import run_interrupts
-from approvals.models import ApprovalGrant, ApprovalRequest, AuditEntry, ToolExecution
+from approvals.models import ApprovalRequest, AuditEntry
 from approvals.signals import approval_escalated
 from demo.models import Refund
-from orchestration.pipeline import pending_calls_dispatch
 from orchestration.tasks import expire_approvals
-from tests.approvals.test_governance import _approve, _decider, _held, _policy
+from tests.helpers.governance import (
+    approve_as,
+    decider,
+    get_as,
+    held_refund,
+    post_as,
+    refund_policy,
+)
 from threads.execution import start_embedded_beat, stop_embedded_beat
 from threads.models import Run, ToolCall
 
 
-@pytest.fixture
-def finance(django_user_model):
-    """Return deciders ada and grace (finance) and linus (support)."""
-    return (
-        _decider(django_user_model, "ada", "finance"),
-        _decider(django_user_model, "grace", "finance"),
-        _decider(django_user_model, "linus", "support"),
-    )
-
-
-def _post(client, user, path, body=None):
-    client.force_login(user)
-    return client.post(path, body or {}, content_type="application/json")
-
-
-def _get(client, user, path):
-    client.force_login(user)
-    return client.get(path)
-
-
-def test_assigned_to_me_claim_and_release_over_rest(user, finance, client, executor):
+def test_assigned_to_me_claim_and_release_over_rest(
+    user, finance_and_support, client, executor
+):
     """Routed to finance: only finance sees it assigned; a claim keeps grace out until released."""
-    _policy(approvals_required=1)
-    ada, grace, linus = finance
-    call = _held(user, executor)
+    refund_policy(approvals_required=1)
+    ada, grace, linus = finance_and_support
+    call = held_refund(user, executor)
     approval = ApprovalRequest.objects.get(tool_call=call)
 
     def assigned(who):
-        page = _get(client, who, "/api/approvals/?assigned=me").json()
+        page = get_as(client, who, "/api/approvals/?assigned=me").json()
         return [a["id"] for a in page["results"]]
 
     assert assigned(ada) == [approval.pk]
     assert assigned(linus) == []
-    outsider = _get(client, linus, f"/api/approvals/{approval.pk}/").json()
+    outsider = get_as(client, linus, f"/api/approvals/{approval.pk}/").json()
     assert (outsider["canAuthorize"], outsider["approverGroups"]) == (
         False,
         ["finance"],
     )
-    refused = _post(client, linus, f"/api/approvals/{approval.pk}/approve/")
+    refused = post_as(client, linus, f"/api/approvals/{approval.pk}/approve/")
     assert refused.status_code == 403, refused.content
 
-    claimed = _post(client, ada, f"/api/approvals/{approval.pk}/claim/")
+    claimed = post_as(client, ada, f"/api/approvals/{approval.pk}/claim/")
     assert (claimed.status_code, claimed.json()["claimedBy"]) == (200, "ada")
     assert assigned(grace) == []
     assert (
-        _get(client, grace, f"/api/approvals/{approval.pk}/").json()["canAuthorize"]
+        get_as(client, grace, f"/api/approvals/{approval.pk}/").json()["canAuthorize"]
         is False
     )
-    blocked = _post(client, grace, f"/api/approvals/{approval.pk}/approve/")
+    blocked = post_as(client, grace, f"/api/approvals/{approval.pk}/approve/")
     assert (blocked.status_code, blocked.json()["type"]) == (409, "claimed"), (
         blocked.content
     )
     assert (
-        _post(client, grace, f"/api/approvals/{approval.pk}/claim/").status_code == 409
+        post_as(client, grace, f"/api/approvals/{approval.pk}/claim/").status_code
+        == 409
     )
     assert (
-        _post(client, grace, f"/api/approvals/{approval.pk}/release/").status_code
+        post_as(client, grace, f"/api/approvals/{approval.pk}/release/").status_code
         == 409
     )
 
-    released = _post(client, ada, f"/api/approvals/{approval.pk}/release/")
+    released = post_as(client, ada, f"/api/approvals/{approval.pk}/release/")
     assert (released.status_code, released.json()["claimedBy"]) == (200, None)
     assert assigned(grace) == [approval.pk]
-    approved = _post(client, grace, f"/api/approvals/{approval.pk}/approve/")
+    approved = post_as(client, grace, f"/api/approvals/{approval.pk}/approve/")
     assert (approved.status_code, approved.json()["status"]) == (200, "approved")
     executor.settle(call.thread)
     assert Refund.objects.filter(order_id="A-1001").count() == 1
@@ -103,26 +90,28 @@ def test_assigned_to_me_claim_and_release_over_rest(user, finance, client, execu
 
 
 def test_assigned_to_me_follows_the_authorization_rules(
-    user, finance, client, executor, django_user_model
+    user, finance_and_support, client, executor, django_user_model
 ):
     """The "assigned to me" list: a lapsed claim frees a request; superusers are in every group."""
-    _policy(approvals_required=1)
-    ada, grace, _linus = finance
+    refund_policy(approvals_required=1)
+    ada, grace, _linus = finance_and_support
     root = django_user_model.objects.create_superuser("root", password="pw")
-    call = _held(user, executor)
+    call = held_refund(user, executor)
     approval = ApprovalRequest.objects.get(tool_call=call)
 
     def assigned(who):
-        page = _get(client, who, "/api/approvals/?assigned=me").json()
+        page = get_as(client, who, "/api/approvals/?assigned=me").json()
         return [a["id"] for a in page["results"]]
 
     def can_authorize(who):
-        return _get(client, who, f"/api/approvals/{approval.pk}/").json()[
+        return get_as(client, who, f"/api/approvals/{approval.pk}/").json()[
             "canAuthorize"
         ]
 
     assert (assigned(root), can_authorize(root)) == ([approval.pk], True)
-    assert _post(client, ada, f"/api/approvals/{approval.pk}/claim/").status_code == 200
+    assert (
+        post_as(client, ada, f"/api/approvals/{approval.pk}/claim/").status_code == 200
+    )
     assert (assigned(grace), can_authorize(grace)) == ([], False)
     # The claim lapses: grace may decide again, and the list says so.
     ApprovalRequest.objects.filter(pk=approval.pk).update(
@@ -133,16 +122,16 @@ def test_assigned_to_me_follows_the_authorization_rules(
 
 
 def test_n_of_m_state_is_the_same_in_rest_snapshot_and_interrupt(
-    user, finance, client, executor
+    user, finance_and_support, client, executor
 ):
     """After one of two approvals: REST, the AG-UI interrupt metadata and the admin say 1 of 2 by ada."""
-    _policy(approvals_required=2, risk_level="high", risk_reason="large refunds")
-    ada = finance[0]
-    call = _held(user, executor)
+    refund_policy(approvals_required=2, risk_level="high", risk_reason="large refunds")
+    ada = finance_and_support[0]
+    call = held_refund(user, executor)
     approval = ApprovalRequest.objects.get(tool_call=call)
-    _approve(approval, ada)
+    approve_as(approval, ada)
 
-    rest = _get(client, ada, f"/api/approvals/{approval.pk}/").json()
+    rest = get_as(client, ada, f"/api/approvals/{approval.pk}/").json()
     assert rest["approvals"]["required"] == 2
     assert (rest["approvals"]["given"], rest["approvals"]["by"]) == (1, ["ada"])
     # The policy's declared risk joins the computed one in the one `risk` object.
@@ -164,159 +153,6 @@ def test_n_of_m_state_is_the_same_in_rest_snapshot_and_interrupt(
     assert b"1 of 2 (ada)" in page.content
 
 
-def test_grant_matches_later_calls_inside_its_constraint_only(
-    user, finance, client, executor
-):
-    """Approve with a thread grant amount<=50: 30 later runs unasked, 60 and another thread wait."""
-    _policy()
-    ada, _, _ = finance
-    call = _held(user, executor)
-    approval = ApprovalRequest.objects.get(tool_call=call)
-    response = _post(
-        client,
-        ada,
-        f"/api/approvals/{approval.pk}/approve/",
-        {
-            "grant": {
-                "scope": "thread",
-                "ranges": {"amount": {"max": 50}},
-                "durationSeconds": 3600,
-            }
-        },
-    )
-    assert response.status_code == 200, response.content
-    executor.settle(call.thread)
-    grant = ApprovalGrant.objects.get()
-    assert (grant.scope, grant.thread_id, grant.granted_by) == (
-        "thread",
-        call.thread_id,
-        ada,
-    )
-    listed = _get(client, ada, "/api/grants/?active=true").json()
-    assert [g["id"] for g in listed["results"]] == [grant.pk]
-
-    from threads.services import message_post
-
-    message_post(thread=call.thread, content="refund order A-1003 30.00")
-    executor.settle(call.thread)
-    granted = ToolCall.objects.filter(thread=call.thread, name="refund_order").latest(
-        "id"
-    )
-    execution = ToolExecution.objects.get(tool_call=granted)
-    assert (execution.authorized_by, execution.grant_id, execution.state) == (
-        "grant",
-        grant.pk,
-        "succeeded",
-    )
-    assert not ApprovalRequest.objects.filter(tool_call=granted).exists()
-    assert Refund.objects.filter(order_id="A-1003").count() == 1
-    assert AuditEntry.objects.filter(action="tool_call.granted").count() == 1
-
-    message_post(thread=call.thread, content="refund order A-1001 60.00")
-    executor.settle(call.thread)
-    outside = ToolCall.objects.filter(thread=call.thread, name="refund_order").latest(
-        "id"
-    )
-    assert outside.state == "awaiting_approval"
-    other = _held(user, executor, text="refund order A-1003 10.00")
-    assert other.state == "awaiting_approval"
-
-
-def test_grant_needs_a_constraint_and_cannot_exceed_its_granter(
-    user, finance, client, executor
-):
-    """No constraint → 400; on a two-approval call a grant would exceed one approver → 400."""
-    _policy(approvals_required=2)
-    ada, _, _ = finance
-    call = _held(user, executor)
-    approval = ApprovalRequest.objects.get(tool_call=call)
-    bare = _post(
-        client,
-        ada,
-        f"/api/approvals/{approval.pk}/approve/",
-        {"grant": {"scope": "user", "durationSeconds": 60}},
-    )
-    assert bare.status_code == 400, bare.content
-    assert "constraint" in bare.json()["detail"]
-    too_much = _post(
-        client,
-        ada,
-        f"/api/approvals/{approval.pk}/approve/",
-        {
-            "grant": {
-                "scope": "user",
-                "exact": {"order_id": "A-1001"},
-                "durationSeconds": 60,
-            }
-        },
-    )
-    assert too_much.status_code == 400, too_much.content
-    assert "one approver only" in too_much.json()["detail"]
-    assert not ApprovalGrant.objects.exists()
-    assert ApprovalRequest.objects.get(pk=approval.pk).votes.count() == 0
-
-
-def test_grant_revoked_between_policy_and_execution_stops_the_queued_call(
-    user, finance, client, executor
-):
-    """A call queued under a grant that is revoked before it runs is refused, not run."""
-    _policy()
-    ada, _, _ = finance
-    call = _held(user, executor)
-    approval = ApprovalRequest.objects.get(tool_call=call)
-    _approve(
-        approval,
-        ada,
-        grant={
-            "scope": "user",
-            "schema": {"properties": {"amount": {"maximum": 40}}},
-            "durationSeconds": 600,
-        },
-    )
-    executor.settle(call.thread)
-    grant = ApprovalGrant.objects.get()
-    # A run that ended with a refund call the worker has not dispatched yet.
-    run = Run.objects.create(
-        thread=call.thread,
-        agent="demo",
-        status=Run.Status.AWAITING_TOOLS,
-        started_at=timezone.now(),
-        input={"tools": [{"name": "refund_order"}]},
-        pending_tool_call_ids=["call_queued_under_grant"],
-    )
-    queued_arguments = {
-        "order_id": "A-1003",
-        "amount": 15.0,
-        "reason": "customer request",
-    }
-    queued = ToolCall.objects.create(
-        thread=call.thread,
-        run=run,
-        tool_call_id="call_queued_under_grant",
-        name="refund_order",
-        arguments=queued_arguments,
-        arguments_text=json.dumps(queued_arguments),
-        state=ToolCall.State.PENDING,
-    )
-    with transaction.atomic():
-        pending_calls_dispatch(run=run)
-        execution = ToolExecution.objects.get(tool_call=queued)
-        assert (execution.authorized_by, execution.state) == ("grant", "queued")
-        # Revoked before the execution is enqueued (on commit) and picked up.
-        response = _post(
-            client, ada, f"/api/grants/{grant.pk}/revoke/", {"reason": "too broad"}
-        )
-        assert response.status_code == 200, response.content
-    executor.settle(call.thread)
-    execution.refresh_from_db()
-    assert (execution.state, execution.error) == ("failed", "refused")
-    assert not Refund.objects.filter(order_id="A-1003").exists()
-    revoked = AuditEntry.objects.get(action="grant.revoked")
-    assert (revoked.actor_label, revoked.after["reason"]) == ("ada", "too broad")
-    second = _post(client, ada, f"/api/grants/{grant.pk}/revoke/")
-    assert second.status_code == 409
-
-
 def _beat(executor, done):
     """Let the beat schedule's task run (embedded beat, or the worker) until ``done()``."""
     if executor.mode == "embedded":
@@ -333,16 +169,16 @@ def _beat(executor, done):
 
 
 def test_escalation_on_the_beat_moves_groups_then_only_final_expiry_expires(
-    user, finance, django_user_model, executor
+    user, finance_and_support, django_user_model, executor
 ):
     """Step 1 → leads (signal sent, audited); the call stays held until its final expiry."""
-    _policy(
+    refund_policy(
         escalation=[{"groups": ["leads"], "after_seconds": 60}],
         expiry_seconds=3600,
     )
-    ada, _, _ = finance
-    lead = _decider(django_user_model, "barbara", "leads")
-    call = _held(user, executor)
+    ada, _, _ = finance_and_support
+    lead = decider(django_user_model, "barbara", "leads")
+    call = held_refund(user, executor)
     approval = ApprovalRequest.objects.get(tool_call=call)
     assert approval.step_deadline is not None
     received: list[tuple[int, str | None, list[str]]] = []
@@ -375,7 +211,7 @@ def test_escalation_on_the_beat_moves_groups_then_only_final_expiry_expires(
     from approvals.exceptions import ApprovalPermissionDenied
 
     with pytest.raises(ApprovalPermissionDenied):
-        _approve(approval, ada)
+        approve_as(approval, ada)
     assert ToolCall.objects.get(pk=call.pk).state == "awaiting_approval"
 
     ApprovalRequest.objects.filter(pk=approval.pk).update(
@@ -395,7 +231,7 @@ def test_escalation_on_the_beat_moves_groups_then_only_final_expiry_expires(
 # the Celery-mode tests cover.
 @pytest.mark.parametrize("executor", ["embedded"], indirect=True)
 def test_static_policy_in_settings_routes_and_checks_validate_it(
-    user, finance, settings, executor
+    user, finance_and_support, settings, executor
 ):
     """COUNTERSIGN_AGENTS[...]["policies"] routes the call; the system checks refuse bad entries."""
     settings.COUNTERSIGN_AGENTS = {
@@ -411,7 +247,7 @@ def test_static_policy_in_settings_routes_and_checks_validate_it(
         }
     }
     assert check_policies() == []
-    call = _held(user, executor)
+    call = held_refund(user, executor)
     approval = ApprovalRequest.objects.get(tool_call=call)
     assert (approval.policy_source, approval.approvals_required) == ("settings", 2)
 
@@ -447,7 +283,7 @@ def test_static_policy_in_settings_routes_and_checks_validate_it(
         call_command("check")
 
 
-def test_admin_tool_policy_form_refuses_nonsense(finance, client):
+def test_admin_tool_policy_form_refuses_nonsense(finance_and_support, client):
     """The admin's ToolPolicy form validates the row as a declaration before saving."""
     from django.contrib.auth import get_user_model
 

@@ -17,20 +17,16 @@ from approvals.models import ApprovalRequest, ApprovalVote, AuditEntry, ToolExec
 from approvals.services import approval_undo
 from approvals.services.claims import approval_claim
 from demo.models import Refund
-from tests.approvals.test_governance import _approve, _held, _policy
-from tests.approvals.test_governance_routing import finance
-
-#: Deciders ada and grace (finance) and linus (support), as in the routing tests.
-people = finance
+from tests.helpers.governance import approve_as, held_refund, refund_policy
 
 
 def test_outsider_is_told_the_groups_and_who_can_over_rest(
-    user, people, client, executor
+    user, finance_and_support, client, executor
 ):
     """Routed to finance: linus holds every permission but is not in the group; REST says so."""
-    _policy()
-    ada, _, linus = people
-    call = _held(user, executor)
+    refund_policy()
+    ada, _, linus = finance_and_support
+    call = held_refund(user, executor)
     approval = ApprovalRequest.objects.get(tool_call=call)
 
     client.force_login(linus)
@@ -65,12 +61,12 @@ def test_outsider_is_told_the_groups_and_who_can_over_rest(
 
 
 def test_requester_is_refused_four_eyes_and_left_out_of_who_can(
-    django_user_model, people, executor
+    django_user_model, finance_and_support, executor
 ):
     """The thread's owner, a finance decider, may not approve the call they requested."""
-    _policy()
-    ada, grace, _ = people
-    call = _held(ada, executor)
+    refund_policy()
+    ada, grace, _ = finance_and_support
+    call = held_refund(ada, executor)
     approval = ApprovalRequest.objects.get(tool_call=call)
     assert approval.requested_by == ada
 
@@ -82,17 +78,17 @@ def test_requester_is_refused_four_eyes_and_left_out_of_who_can(
     )
     assert mine.who_can_users == ("grace",)
     with pytest.raises(ApprovalNotAuthorized, match="four-eyes"):
-        _approve(approval, ada)
+        approve_as(approval, ada)
     assert approval_authorization(approval, grace).can_authorize is True
 
 
 def test_claim_shows_in_authorization_and_refuses_with_409(
-    user, people, client, executor
+    user, finance_and_support, client, executor
 ):
     """Ada's claim: grace's authorization names it; her approve is 409 claimed, not 403."""
-    _policy()
-    ada, grace, _ = people
-    call = _held(user, executor)
+    refund_policy()
+    ada, grace, _ = finance_and_support
+    call = held_refund(user, executor)
     approval = ApprovalRequest.objects.get(tool_call=call)
     approval_claim(approval=approval, user=ada)
 
@@ -111,15 +107,15 @@ def test_claim_shows_in_authorization_and_refuses_with_409(
 
 
 def test_nth_approval_with_undo_defers_and_undo_withdraws_only_that_vote(
-    user, people, client, executor
+    user, finance_and_support, client, executor
 ):
     """2 of 2: grace's approval (undo) gets not_before; undo deletes her vote, ada's still
     counts; grace approving again at once executes exactly once."""
-    _policy(approvals_required=2)
-    ada, grace, _ = people
-    call = _held(user, executor)
+    refund_policy(approvals_required=2)
+    ada, grace, _ = finance_and_support
+    call = held_refund(user, executor)
     approval = ApprovalRequest.objects.get(tool_call=call)
-    _approve(approval, ada)
+    approve_as(approval, ada)
 
     client.force_login(grace)
     second = client.post(
@@ -145,7 +141,7 @@ def test_nth_approval_with_undo_defers_and_undo_withdraws_only_that_vote(
     entry = AuditEntry.objects.get(action="approval.undone", target_id=str(approval.pk))
     assert entry.before["vote"] is not None
 
-    again = _approve(approval, grace)
+    again = approve_as(approval, grace)
     assert again.status == "approved"
     executor.settle(call.thread)
     assert ToolExecution.objects.get(tool_call=call).state == "succeeded"

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from agentcore.events import RunAgentInput
 from agentcore.providers.base import (
     ModelEvent,
     ModelRequest,
@@ -38,7 +37,13 @@ from approvals.models import ApprovalRequest, AuditEntry, ToolExecution
 from demo.models import Refund
 from orchestration.pipeline import approval_decide
 from orchestration.resume import agui_run_start
-from tests.approvals.test_races import _in_threads
+from tests.helpers.concurrency import in_threads
+from tests.helpers.interrupts import (
+    agui_input,
+    approve,
+    interrupted,
+    resume_post,
+)
 from threads.ids import ReservedId, check_input_messages
 from threads.models import Message, Thread, ToolCall
 
@@ -107,66 +112,6 @@ def pair_agent(settings, monkeypatch):
     from threads.agent_config import toolset_load
 
     toolset_load.cache_clear()
-
-
-REFUND = "refund order A-1001 25.00"
-
-
-def agui_input(
-    thread_id: str,
-    run_id: str,
-    messages: list[dict[str, Any]],
-    resume: list[dict[str, Any]] | None = None,
-) -> RunAgentInput:
-    body: dict[str, Any] = {
-        "threadId": thread_id,
-        "runId": run_id,
-        "state": {},
-        "messages": messages,
-        "tools": [],
-        "context": [],
-        "forwardedProps": {},
-    }
-    if resume is not None:
-        body["resume"] = resume
-    return RunAgentInput.model_validate(body)
-
-
-def interrupted(user: Any, executor: Any, thread_id: str) -> ApprovalRequest:
-    """Start the refund request for ``user``; return the approval it waits on."""
-    agui_run_start(
-        user=user,
-        agent="demo",
-        run_input=agui_input(
-            thread_id, "run-1", [{"id": "u1", "role": "user", "content": REFUND}]
-        ),
-    )
-    thread = Thread.objects.get(thread_id=thread_id)
-    executor.settle(thread)
-    return ApprovalRequest.objects.select_related("tool_call", "run").get(
-        thread=thread, status=ApprovalRequest.Status.PENDING
-    )
-
-
-def approve(approval: ApprovalRequest) -> list[dict[str, Any]]:
-    return [
-        {
-            "interruptId": interrupt_id(approval),
-            "status": "resolved",
-            "payload": {"approved": True},
-        }
-    ]
-
-
-def resume_post(
-    user: Any, thread_id: str, run_id: str, resume: list[dict], agent: str = "demo"
-) -> Any:
-    """What one resuming POST does before it streams: return the run or the refusal."""
-    return agui_run_start(
-        user=user,
-        agent=agent,
-        run_input=agui_input(thread_id, run_id, [], resume),
-    )
 
 
 def test_ir02_interrupt_ids_are_namespaced_and_only_that_form_resumes(
@@ -239,7 +184,7 @@ def test_ir13_concurrent_resumes_decide_and_execute_once(approver, executor):
     approval = interrupted(approver, executor, "ir13-concurrent")
     resume = approve(approval)
 
-    results = _in_threads(
+    results = in_threads(
         lambda: resume_post(approver, "ir13-concurrent", "run-a", resume),
         lambda: resume_post(approver, "ir13-concurrent", "run-b", resume),
     )
@@ -279,7 +224,7 @@ def test_ir13_resume_racing_a_rest_queue_approval_executes_once(
             f"/api/approvals/{approval.pk}/approve/", {}, format="json"
         )
 
-    resumed, queued = _in_threads(
+    resumed, queued = in_threads(
         lambda: resume_post(approver, "ir13-rest-race", "run-2", approve(approval)),
         rest,
     )

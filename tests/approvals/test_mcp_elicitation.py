@@ -20,11 +20,6 @@ from django.utils import timezone
 
 from approvals.models import ApprovalRequest, AuditEntry, ToolExecution
 from orchestration.pipeline import approval_decide, approvals_expire
-from tests.approvals.test_mcp_workflow import (  # noqa: F401  (fixtures)
-    files_server,
-    mcp_agents,
-    mcp_log,
-)
 from threads.models import Message, ToolCall
 from threads.services import message_post, thread_create
 
@@ -53,9 +48,9 @@ def test_input_request_is_queued_with_the_schema_and_the_answer_continues_the_ca
     client: Any,
     user: Any,
     approver: Any,
-    mcp_agents: Any,  # noqa: F811
+    mcp_agents: Any,
     executor: Any,
-    mcp_log: Path,  # noqa: F811
+    mcp_log: Path,
 ) -> None:
     thread, request = _ask(user, executor)
 
@@ -105,9 +100,9 @@ def test_input_request_is_queued_with_the_schema_and_the_answer_continues_the_ca
 def test_rejected_input_request_is_declined_to_the_server(
     user: Any,
     approver: Any,
-    mcp_agents: Any,  # noqa: F811
+    mcp_agents: Any,
     executor: Any,
-    mcp_log: Path,  # noqa: F811
+    mcp_log: Path,
 ) -> None:
     thread, request = _ask(user, executor)
 
@@ -123,9 +118,9 @@ def test_rejected_input_request_is_declined_to_the_server(
 @pytest.mark.parametrize("executor", ["embedded"], indirect=True)
 def test_expired_input_request_is_cancelled_to_the_server(
     user: Any,
-    mcp_agents: Any,  # noqa: F811
+    mcp_agents: Any,
     executor: Any,
-    mcp_log: Path,  # noqa: F811
+    mcp_log: Path,
 ) -> None:
     thread, request = _ask(user, executor)
     ApprovalRequest.objects.filter(pk=request.pk).update(

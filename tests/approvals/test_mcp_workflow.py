@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from mcp import Client
 
 from agentcore.arguments import canonical_sha256
@@ -22,67 +20,9 @@ from agentcore.mcp import IDEMPOTENCY_META_KEY
 from approvals.models import ApprovalRequest, ToolExecution
 from approvals.services import approval_snapshot
 from orchestration.pipeline import approval_decide
-from tests.mcp_servers import HttpServer, executed, start_http_server, stdio_command
+from tests.mcp_servers import HttpServer, executed
 from threads.models import Message, Run, ToolCall
 from threads.services import message_post, thread_create
-
-
-@pytest.fixture
-def mcp_log(tmp_path: Path) -> Path:
-    """Return the file the MCP test server appends executed calls to."""
-    return tmp_path / "mcp-calls.jsonl"
-
-
-@pytest.fixture
-def files_server(mcp_log: Path) -> Iterator[HttpServer]:
-    """Start the untrusted ``files`` MCP server over streamable HTTP."""
-    server = start_http_server(mcp_log)
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def mcp_agents(
-    settings: Any, monkeypatch: Any, files_server: HttpServer, mcp_log: Path
-) -> Iterator[dict[str, Any]]:
-    """Configure MCP-backed agents here and, by environment, in worker processes."""
-    from threads.mcp_servers import close_sources
-
-    monkeypatch.setenv("FILES_MCP_TOKEN", "Bearer test-token-1")
-    files = {
-        "url": files_server.url,
-        "headers_env": {"Authorization": "FILES_MCP_TOKEN"},
-    }
-    agents = {
-        "mcp_files": {
-            "provider": "scripted",
-            "provider_factory": "tests.approvals.mcp_agents.delete_provider",
-            "toolsets": [],
-            "mcp_servers": {"files": files},
-        },
-        "mcp_files_read": {
-            "provider": "scripted",
-            "provider_factory": "tests.approvals.mcp_agents.untrusted_read_provider",
-            "toolsets": [],
-            "mcp_servers": {"files": files},
-        },
-        "mcp_ask": {
-            "provider": "scripted",
-            "provider_factory": "tests.approvals.mcp_agents.ask_provider",
-            "toolsets": [],
-            "mcp_servers": {"docs": {**stdio_command(mcp_log), "trusted": True}},
-        },
-        "mcp_docs": {
-            "provider": "scripted",
-            "provider_factory": "tests.approvals.mcp_agents.read_provider",
-            "toolsets": [],
-            "mcp_servers": {"docs": {**stdio_command(mcp_log), "trusted": True}},
-        },
-    }
-    settings.COUNTERSIGN_AGENTS = {**settings.COUNTERSIGN_AGENTS, **agents}
-    monkeypatch.setenv("COUNTERSIGN_AGENTS_JSON", json.dumps(agents))
-    yield agents
-    close_sources()
 
 
 def _tool_messages(thread: Any) -> list[Message]:

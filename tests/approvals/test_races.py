@@ -5,42 +5,16 @@ Enforced by row locks and unique constraints, not by timing (DC-04, BC32, BC34).
 
 from __future__ import annotations
 
-import threading
-
 import pytest
-from django.db import connections
 
 from approvals.exceptions import ApprovalAlreadyDecided
 from approvals.models import ApprovalRequest, ToolExecution
 from demo.models import Refund
 from orchestration.pipeline import approval_decide, tool_call_execute
 from orchestration.tasks import execute_tool_call
+from tests.helpers.concurrency import in_threads
 from threads.execution import enqueue
 from threads.models import Message, Run
-
-
-def _in_threads(*targets):
-    """Run ``targets`` at the same moment on separate threads; return results or exceptions."""
-    barrier = threading.Barrier(len(targets))
-    results: list[object] = [None] * len(targets)
-
-    def wrap(index, target):
-        try:
-            barrier.wait(timeout=10)
-            results[index] = target()
-        except BaseException as error:
-            results[index] = error
-        finally:
-            connections.close_all()
-
-    workers = [
-        threading.Thread(target=wrap, args=(i, t)) for i, t in enumerate(targets)
-    ]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(timeout=60)
-    return results
 
 
 def _assert_exactly_once(call):
@@ -72,7 +46,7 @@ def test_dc04_two_operators_approving_at_once(
     call = pending_refund
     approval = ApprovalRequest.objects.get(tool_call=call)
 
-    results = _in_threads(
+    results = in_threads(
         lambda: approval_decide(
             approval=approval, decided_by=approver, decision="approve"
         ),
@@ -97,7 +71,7 @@ def test_dc04_approve_and_reject_racing_end_with_one_decision(
     call = pending_refund
     approval = ApprovalRequest.objects.get(tool_call=call)
 
-    results = _in_threads(
+    results = in_threads(
         lambda: approval_decide(
             approval=approval, decided_by=approver, decision="approve"
         ),

@@ -10,7 +10,7 @@ from django.core.management import call_command
 
 from demo.ledger import ledger_reset
 from demo.models import Refund
-from tests.executors import use_embedded
+from tests.helpers.executors import use_embedded
 from threads.models import ToolCall
 
 pytestmark = pytest.mark.django_db(transaction=True)

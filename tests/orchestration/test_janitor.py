@@ -156,7 +156,7 @@ def test_sweeps_older_than_the_retention_are_dropped(user, settings):
 @pytest.mark.django_db
 def test_requeue_is_throttled_per_item_with_redis(user, settings, redis_url):
     """With Redis, one lost item is enqueued again at most once per window."""
-    from tests.executors import use_redis
+    from tests.helpers.executors import use_redis
 
     use_redis(settings, redis_url)
     _clear_requeue_keys(settings)

@@ -10,56 +10,19 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.helpers.prod import (
+    deltas_wait,
+    event_log,
+    message_send,
+    pending_approval_find,
+    thread_start,
+)
 from tests.prod.client import EventWatcher, api_client, session_cookie, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
-
-
-def _thread(api: Any, agent: str) -> str:
-    response = api.post(
-        "/api/threads/", json={"title": f"prod {agent}", "agent": agent}
-    )
-    assert response.status_code == 201, response.text
-    return response.json()["threadId"]
-
-
-def _post(api: Any, thread_id: str, content: str) -> dict[str, Any]:
-    response = api.post(
-        f"/api/threads/{thread_id}/messages/", json={"content": content}
-    )
-    assert response.status_code == 201, response.text
-    return response.json()
-
-
-def _log(thread_id: str) -> list[dict[str, Any]]:
-    from threads.models import Event
-
-    return [
-        e.as_wire()
-        for e in Event.objects.filter(thread__thread_id=thread_id).order_by("seq")
-    ]
-
-
-def _pending_approval(api: Any, thread_id: str) -> dict[str, Any] | None:
-    page = api.get("/api/approvals/", params={"thread": thread_id, "status": "pending"})
-    assert page.status_code == 200, page.text
-    results = page.json()["results"]
-    return results[0] if results else None
-
-
-def _deltas(run_id: str) -> int:
-    from threads.models import Event
-
-    return Event.objects.filter(run__run_id=run_id, type="TEXT_MESSAGE_CONTENT").count()
-
-
-def _wait_deltas(run_id: str, count: int, *, what: str) -> None:
-    """Wait until run ``run_id`` has recorded ``count`` text deltas."""
-    wait_until(lambda: _deltas(run_id) >= count, timeout=20, what=what)
 
 
 def test_sigkill_worker_mid_run_janitor_ends_run_worker_lost(stack, operator):
@@ -72,12 +35,12 @@ def test_sigkill_worker_mid_run_janitor_ends_run_worker_lost(stack, operator):
     stack.worker("other-worker", queues="tools,countersign")
     stack.beat()
     api = api_client(base, operator["token"])
-    thread_id = _thread(api, "slow")
-    posted = _post(api, thread_id, "deltas=400 delay=0.05")
+    thread_id = thread_start(api, "slow")
+    posted = message_send(api, thread_id, "deltas=400 delay=0.05")
     run_id = posted["run"]["runId"]
 
     # when the run is streaming and its worker dies with everything in it
-    _wait_deltas(run_id, 3, what="the run streaming")
+    deltas_wait(run_id, 3, what="the run streaming")
     doomed.kill()
     assert Run.objects.get(run_id=run_id).status == Run.Status.RUNNING
 
@@ -101,12 +64,12 @@ def test_sigkill_worker_mid_run_janitor_ends_run_worker_lost(stack, operator):
         timeout=10,
         what="the sweep's record (written as the sweep ends)",
     )
-    log = _log(thread_id)
+    log = event_log(thread_id)
     assert [e["seq"] for e in log] == list(range(1, len(log) + 1))
     assert [e["type"] for e in log][-2:] == ["TEXT_MESSAGE_END", "RUN_ERROR"]
     assert log[-1]["code"] == "worker_lost"
     # and the thread takes a new message
-    assert _post(api, thread_id, "deltas=2 delay=0")["run"]["status"] == "queued"
+    assert message_send(api, thread_id, "deltas=2 delay=0")["run"]["status"] == "queued"
 
 
 def test_worker_killed_after_reservation_leaves_outcome_unknown_not_run_twice(
@@ -121,10 +84,10 @@ def test_worker_killed_after_reservation_leaves_outcome_unknown_not_run_twice(
     runs = stack.worker("runs-worker", queues="runs,countersign")
     tools = stack.worker("tools-worker", queues="tools")
     api = api_client(base, operator["token"])
-    thread_id = _thread(api, "fragile")
-    _post(api, thread_id, "refund order A-1001 2.50")
+    thread_id = thread_start(api, "fragile")
+    message_send(api, thread_id, "refund order A-1001 2.50")
     approval = wait_until(
-        lambda: _pending_approval(api, thread_id),
+        lambda: pending_approval_find(api, thread_id),
         timeout=30,
         what=f"the refund's approval request\n{stack.logs()}",
     )
@@ -162,8 +125,8 @@ def test_sigterm_worker_finishes_its_run_before_exiting(stack, operator):
     base = stack.web()
     worker = stack.worker("runs-worker")
     api = api_client(base, operator["token"])
-    thread_id = _thread(api, "slow")
-    run_id = _post(api, thread_id, "deltas=40 delay=0.05")["run"]["runId"]
+    thread_id = thread_start(api, "slow")
+    run_id = message_send(api, thread_id, "deltas=40 delay=0.05")["run"]["runId"]
     wait_until(
         lambda: Event.objects.filter(
             run__run_id=run_id, type="TEXT_MESSAGE_CONTENT"
@@ -177,7 +140,7 @@ def test_sigterm_worker_finishes_its_run_before_exiting(stack, operator):
     assert code == 0, worker.text()[-3000:]
     run = Run.objects.get(run_id=run_id)
     assert run.status == Run.Status.FINISHED, (run.status, run.error_code)
-    text = "".join(e.get("delta", "") for e in _log(thread_id))
+    text = "".join(e.get("delta", "") for e in event_log(thread_id))
     assert text == "".join(f"w{i} " for i in range(40))
 
 
@@ -190,14 +153,14 @@ def test_redis_restart_mid_stream_clients_resume_by_seq(stack, operator):
     api = api_client(base, operator["token"])
     cookie = session_cookie(base, operator["username"], operator["password"])
     ws = base.replace("http://", "ws://")
-    thread_id = _thread(api, "slow")
+    thread_id = thread_start(api, "slow")
     steady = EventWatcher(ws, thread_id, cookie=cookie, origin=base)
     bounced = EventWatcher(ws, thread_id, cookie=cookie, origin=base)
     steady.start()
     bounced.start()
     assert steady.connected.wait(10)
     assert bounced.connected.wait(10)
-    run_id = _post(api, thread_id, "deltas=150 delay=0.03")["run"]["runId"]
+    run_id = message_send(api, thread_id, "deltas=150 delay=0.03")["run"]["runId"]
     steady.wait_for(
         lambda w: len(w.events) >= 10, timeout=20, what="the stream starting"
     )
@@ -223,7 +186,7 @@ def test_redis_restart_mid_stream_clients_resume_by_seq(stack, operator):
         timeout=40,
         what=f"the run finishing\n{stack.logs()}",
     )
-    log = _log(thread_id)
+    log = event_log(thread_id)
     for watcher in (steady, bounced):
         watcher.wait_for(
             lambda w: w.last_seq >= log[-1]["seq"],
@@ -249,16 +212,16 @@ def test_scale_out_approval_on_web_b_streams_to_client_on_web_a(stack, operator)
     stack.worker("worker-2")
     api_b = api_client(web_b, operator["token"])
     cookie = session_cookie(web_a, operator["username"], operator["password"])
-    thread_id = _thread(api_b, "demo")
+    thread_id = thread_start(api_b, "demo")
     watcher = EventWatcher(
         web_a.replace("http://", "ws://"), thread_id, cookie=cookie, origin=web_a
     )
     watcher.start()
     assert watcher.connected.wait(10)
 
-    _post(api_b, thread_id, "refund order A-1001 0.50")
+    message_send(api_b, thread_id, "refund order A-1001 0.50")
     approval = wait_until(
-        lambda: _pending_approval(api_b, thread_id),
+        lambda: pending_approval_find(api_b, thread_id),
         timeout=30,
         what="the approval request",
     )
@@ -274,7 +237,7 @@ def test_scale_out_approval_on_web_b_streams_to_client_on_web_a(stack, operator)
     )
     watcher.stop()
     assert "Refund done" in watcher.text()
-    assert watcher.events == _log(thread_id)
+    assert watcher.events == event_log(thread_id)
     assert not watcher.gaps
     assert any(n.get("state") == "succeeded" for n in watcher.notifications)
     # both workers took part or at least one did; each log line is JSON
@@ -302,10 +265,10 @@ def test_approve_while_redis_is_down_answers_200_and_the_execution_waits_queued(
     base = stack.web()
     stack.worker("worker")
     api = api_client(base, operator["token"])
-    thread_id = _thread(api, "demo")
-    _post(api, thread_id, "refund order A-1001 0.01")
+    thread_id = thread_start(api, "demo")
+    message_send(api, thread_id, "refund order A-1001 0.01")
     approval = wait_until(
-        lambda: _pending_approval(api, thread_id),
+        lambda: pending_approval_find(api, thread_id),
         timeout=30,
         what=f"the refund's approval request\n{stack.logs()}",
     )

@@ -15,7 +15,7 @@ from threads.services import thread_create
 
 
 def _closed_port_url() -> str:
-    from tests.prod.conftest import free_port
+    from tests.helpers.prod import free_port
 
     return f"redis://127.0.0.1:{free_port()}/0"
 

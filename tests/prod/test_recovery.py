@@ -19,15 +19,15 @@ from typing import Any
 
 import pytest
 
-from tests.prod.client import api_client, wait_until
-from tests.prod.test_failures import (
-    _deltas,
-    _log,
-    _pending_approval,
-    _post,
-    _thread,
-    _wait_deltas,
+from tests.helpers.prod import (
+    delta_count,
+    deltas_wait,
+    event_log,
+    message_send,
+    pending_approval_find,
+    thread_start,
 )
+from tests.prod.client import api_client, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 
@@ -64,10 +64,10 @@ def _kill_master(proc: Any) -> None:
 
 def _refund_awaiting_approval(stack: Any, api: Any) -> tuple[str, dict[str, Any]]:
     """Ask the fragile agent for a refund; return the thread id and its pending approval."""
-    thread_id = _thread(api, "fragile")
-    _post(api, thread_id, "refund order A-1001 2.50")
+    thread_id = thread_start(api, "fragile")
+    message_send(api, thread_id, "refund order A-1001 2.50")
     approval = wait_until(
-        lambda: _pending_approval(api, thread_id),
+        lambda: pending_approval_find(api, thread_id),
         timeout=30,
         what=f"the refund's approval request\n{stack.logs()}",
     )
@@ -149,7 +149,7 @@ def test_master_killed_after_reservation_janitor_hands_expired_lease_to_outcome_
         timeout=30,
         what=f"the continuation finishing\n{stack.logs()}",
     )
-    log = _log(thread_id)
+    log = event_log(thread_id)
     tool_results = [e for e in log if e["type"] == "TOOL_CALL_RESULT"]
     assert [e["toolCallId"] for e in tool_results].count(call.tool_call_id) == 1
     assert _ledger_lines(tmp_path) == []
@@ -171,8 +171,8 @@ def test_master_killed_before_dispatch_janitor_dispatches_and_refund_runs_once(
         "runs-worker", queues="runs", COUNTERSIGN_TEST_HANG_AT="after_run_recorded"
     )
     api = api_client(base, operator["token"])
-    thread_id = _thread(api, "fragile")
-    run_id = _post(api, thread_id, "refund order A-1001 2.50")["run"]["runId"]
+    thread_id = thread_start(api, "fragile")
+    run_id = message_send(api, thread_id, "refund order A-1001 2.50")["run"]["runId"]
     wait_until(
         lambda: "crash point after_run_recorded: hanging" in doomed.text(),
         timeout=30,
@@ -191,7 +191,7 @@ def test_master_killed_before_dispatch_janitor_dispatches_and_refund_runs_once(
 
     # then the janitor dispatches the call: its approval request appears
     approval = wait_until(
-        lambda: _pending_approval(api, thread_id),
+        lambda: pending_approval_find(api, thread_id),
         timeout=40,
         what=f"the approval request\n{stack.logs()}",
     )
@@ -218,7 +218,7 @@ def test_master_killed_before_dispatch_janitor_dispatches_and_refund_runs_once(
     execution = ToolExecution.objects.get(tool_call=call)
     assert (execution.state, execution.attempts) == ("succeeded", 1)
     assert len(_ledger_lines(tmp_path)) == 1
-    results = [e for e in _log(thread_id) if e["type"] == "TOOL_CALL_RESULT"]
+    results = [e for e in event_log(thread_id) if e["type"] == "TOOL_CALL_RESULT"]
     assert sorted(e["toolCallId"] for e in results) == sorted(
         calls.values_list("tool_call_id", flat=True)
     )
@@ -313,7 +313,7 @@ def test_redis_restarted_without_persistence_janitor_requeues_execution_and_cont
     execution = ToolExecution.objects.get(tool_call=call)
     assert (execution.state, execution.attempts) == ("succeeded", 1)
     assert len(_ledger_lines(tmp_path)) == 1
-    log = _log(thread_id)
+    log = event_log(thread_id)
     assert [e["seq"] for e in log] == list(range(1, len(log) + 1))
     results = [e for e in log if e["type"] == "TOOL_CALL_RESULT"]
     assert [e["toolCallId"] for e in results].count(call.tool_call_id) == 1
@@ -334,9 +334,9 @@ def test_worker_sigkilled_mid_run_is_reaped_on_its_stale_heartbeat_not_run_stale
     stack.worker("janitor-worker", queues="tools,countersign")
     stack.beat()
     api = api_client(base, operator["token"])
-    thread_id = _thread(api, "slow")
-    run_id = _post(api, thread_id, "deltas=400 delay=0.05")["run"]["runId"]
-    _wait_deltas(run_id, 3, what=f"the run streaming\n{stack.logs()}")
+    thread_id = thread_start(api, "slow")
+    run_id = message_send(api, thread_id, "deltas=400 delay=0.05")["run"]["runId"]
+    deltas_wait(run_id, 3, what=f"the run streaming\n{stack.logs()}")
 
     # when its worker, master and child, is SIGKILLed mid-run
     doomed.kill()
@@ -353,7 +353,9 @@ def test_worker_sigkilled_mid_run_is_reaped_on_its_stale_heartbeat_not_run_stale
     assert entry["thread"] == thread_id
     run = Run.objects.get(run_id=run_id)
     assert (run.status, run.error_code) == (Run.Status.ERROR, "worker_lost"), (
-        [(e["type"], e.get("code"), e.get("message")) for e in _log(thread_id)][-4:],
+        [(e["type"], e.get("code"), e.get("message")) for e in event_log(thread_id)][
+            -4:
+        ],
         stack.logs(),
     )
     lines = [
@@ -362,9 +364,9 @@ def test_worker_sigkilled_mid_run_is_reaped_on_its_stale_heartbeat_not_run_stale
         if line.get("run") == run_id
     ]
     assert [line["reason"] for line in lines] == ["heartbeat_stale"], lines
-    assert _log(thread_id)[-1]["code"] == "worker_lost"
+    assert event_log(thread_id)[-1]["code"] == "worker_lost"
     # and the thread takes a new message
-    assert _post(api, thread_id, "deltas=2 delay=0")["run"]["status"] == "queued"
+    assert message_send(api, thread_id, "deltas=2 delay=0")["run"]["status"] == "queued"
 
 
 def test_live_quiet_run_survives_redis_restarts_with_and_without_its_keys(
@@ -393,10 +395,10 @@ def test_live_quiet_run_survives_redis_restarts_with_and_without_its_keys(
     stack.worker("janitor-worker", queues="tools,countersign")
     stack.beat()
     api = api_client(base, operator["token"])
-    thread_id = _thread(api, "slow")
-    run_id = _post(api, thread_id, "deltas=4 delay=4")["run"]["runId"]
+    thread_id = thread_start(api, "slow")
+    run_id = message_send(api, thread_id, "deltas=4 delay=4")["run"]["runId"]
 
-    _wait_deltas(run_id, 1, what=f"a delta\n{stack.logs()}")
+    deltas_wait(run_id, 1, what=f"a delta\n{stack.logs()}")
 
     # when Redis restarts empty (the heartbeat key lost) once the run has been
     # silent past RUN_STALE_SECONDS
@@ -406,7 +408,7 @@ def test_live_quiet_run_survives_redis_restarts_with_and_without_its_keys(
     assert stale_runs() == nothing
     # and then, after the next delta, restarts from disk after 3 s down (the
     # restored key staler than the heartbeat's 2 s)
-    _wait_deltas(run_id, 2, what=f"a delta\n{stack.logs()}")
+    deltas_wait(run_id, 2, what=f"a delta\n{stack.logs()}")
     stack.redis.restart_keeping_data(down_for=3.0)
     assert stale_runs() == nothing
 
@@ -419,5 +421,5 @@ def test_live_quiet_run_survives_redis_restarts_with_and_without_its_keys(
         what=f"the run ending\n{stack.logs()}",
     )
     assert (run.status, run.error_code) == (Run.Status.FINISHED, ""), stack.logs()
-    assert _deltas(run_id) == 4
+    assert delta_count(run_id) == 4
     assert _sweeps_of("worker_lost", run=run_id) == []

@@ -24,17 +24,15 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from tests.agentcore.helpers import collapsed
+from tests.helpers.agui import REFUND_RUN_TYPES
+from tests.helpers.live import token_for
 from tests.js_packages import JS_DIR, ensure_js_package
-from tests.threads.test_agui_live import REFUND_RUN_TYPES
-from tests.threads.test_ws_live import (  # noqa: F401 - fixtures
-    close_thread_connections,
-    live_server,
-    token_for,
-    wait_until,
-)
 from threads.models import Message, ToolCall
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("close_thread_connections"),
+]
 
 
 @pytest.fixture(scope="session")

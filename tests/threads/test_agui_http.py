@@ -37,11 +37,6 @@ def body(**overrides: Any) -> dict[str, Any]:
     return data
 
 
-@pytest.fixture
-def token(user) -> str:
-    return Token.objects.create(user=user).key
-
-
 async def post(
     payload: Any, *, token: str | None = None, raw: bytes | None = None, **extra: Any
 ) -> Any:

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from django.test import AsyncClient
-from rest_framework.authtoken.models import Token
 
 from threads.models import Message, Run, Thread, ToolCall
 
@@ -58,11 +57,6 @@ def body(messages: list[dict[str, Any]], **overrides: Any) -> dict[str, Any]:
     }
     data.update(overrides)
     return data
-
-
-@pytest.fixture
-def token(user) -> str:
-    return Token.objects.create(user=user).key
 
 
 async def post(payload: Any, *, token: str) -> Any:

@@ -11,26 +11,20 @@ from __future__ import annotations
 
 import json
 import re
-import time
-from typing import Any
 
 import httpx
 import pytest
 from asgiref.sync import sync_to_async
 
-from agentcore.events import event_from_dict
 from tests.agentcore.helpers import coalesced
-from tests.threads.test_ws_live import (  # noqa: F401 - fixtures
-    close_thread_connections,
-    live_server,
-    refund_awaits_approval,
-    run_input,
-    token_for,
-    wait_until,
-)
+from tests.helpers.agui import REFUND_RUN_TYPES, bearer, parse_stream, read_until
+from tests.helpers.live import run_input, token_for
 from threads.models import Event, Message, Run, Thread, ToolCall
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("close_thread_connections"),
+]
 
 WEATHER_TYPES = [
     "RUN_STARTED",
@@ -50,59 +44,6 @@ PENDING_RUN_TYPES = [
     "TOOL_CALL_END",
     "RUN_FINISHED",
 ]
-
-
-def parse_stream(raw: bytes) -> tuple[list[dict[str, Any]], list[str], list[int]]:
-    """Split an SSE body into event payloads, comment lines and ``id:`` values.
-
-    Fails on a CR anywhere (AG-UI framing is LF only) and on a frame with more than
-    one ``data:`` line (one event per frame).
-    """
-    text = raw.decode("utf-8")
-    assert "\r" not in text, "SSE framing must use LF line endings only"
-    assert text.endswith("\n\n"), (
-        f"the stream must end at a frame boundary: {text[-80:]!r}"
-    )
-    events: list[dict[str, Any]] = []
-    comments: list[str] = []
-    ids: list[int] = []
-    for frame in text[:-2].split("\n\n"):
-        data = [line for line in frame.split("\n") if line.startswith("data: ")]
-        comments += [line for line in frame.split("\n") if line.startswith(":")]
-        ids += [int(line[4:]) for line in frame.split("\n") if line.startswith("id: ")]
-        assert len(data) <= 1, f"one event per frame: {frame!r}"
-        if data:
-            event = event_from_dict(json.loads(data[0][6:]))
-            events.append(
-                event.model_dump(mode="json", by_alias=True, exclude_none=True)
-            )
-    return events, comments, ids
-
-
-async def read_until(
-    response: httpx.Response, done: Any, *, timeout: float, what: str, server: Any
-) -> bytes:
-    """Read a streaming response until ``done(events)``; fail with the server log."""
-    buffer = b""
-    deadline = time.monotonic() + timeout
-    iterator = response.aiter_bytes()
-    while True:
-        events = parse_stream(buffer)[0] if buffer.endswith(b"\n\n") else []
-        if done(events):
-            return buffer
-        if time.monotonic() > deadline:
-            pytest.fail(
-                f"timed out after {timeout}s waiting for {what}; got {buffer!r}\n"
-                f"{server.logs()}"
-            )
-        try:
-            buffer += await anext(iterator)
-        except StopAsyncIteration:
-            pytest.fail(f"stream ended before {what}; got {buffer!r}")
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Token {token}", "Accept": "text/event-stream"}
 
 
 async def test_dc01_agui_post_streams_the_weather_run_as_sse(user, live):
@@ -157,19 +98,6 @@ async def test_dc01_agui_post_streams_the_weather_run_as_sse(user, live):
         .values_list("payload", flat=True)
     )
     assert raw_events == log
-
-
-REFUND_RUN_TYPES = [
-    "RUN_STARTED",
-    "TOOL_CALL_START",
-    "TOOL_CALL_ARGS",
-    "TOOL_CALL_END",
-    "TOOL_CALL_RESULT",
-    "TOOL_CALL_START",
-    "TOOL_CALL_ARGS",
-    "TOOL_CALL_END",
-    "RUN_FINISHED",
-]
 
 
 async def test_ir01_agui_post_refund_is_one_run_ending_in_an_interrupt(user, live):

@@ -24,17 +24,15 @@ from approvals.models import ApprovalRequest, AuditEntry
 from demo.models import Refund
 from orchestration.pipeline import approval_decide
 from tests.agentcore.helpers import coalesced
+from tests.helpers.agui import bearer, parse_stream
+from tests.helpers.live import run_input, token_for
 from tests.threads.agui_history import apply_events
-from tests.threads.test_agui_live import bearer, parse_stream
-from tests.threads.test_ws_live import (  # noqa: F401 - fixtures
-    close_thread_connections,
-    live_server,
-    run_input,
-    token_for,
-)
 from threads.models import Message, ToolCall
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("close_thread_connections"),
+]
 
 REFUND = "refund order A-1001 25.00"
 

@@ -21,9 +21,7 @@ Implements TC-08, TC-09, FT-06, SEC-02.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -32,36 +30,24 @@ from asgiref.sync import sync_to_async
 
 from approvals.models import ApprovalRequest
 from demo.models import Refund
-from tests.langgraph_refund_agent import serve, tool_messages_by_call
-from tests.threads.test_agui_live import bearer, parse_stream, read_until
-from tests.threads.test_ws_live import (  # noqa: F401 - fixtures
-    close_thread_connections,
-    live_server,
-    run_input,
-    token_for,
-    wait_until,
+from tests.helpers.agui import (
+    REFUND,
+    agents_env,
+    approve_refund,
+    approver_token,
+    bearer,
+    follow_raw,
+    parse_stream,
+    remote_agents_config,
 )
+from tests.helpers.live import run_input, token_for, wait_until
+from tests.langgraph_refund_agent import serve, tool_messages_by_call
 from threads.models import Message, Run, ToolCall
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-REFUND = "refund order A-1001 25.00"
-
-
-@contextmanager
-def agents_env(agents: dict[str, Any]) -> Iterator[None]:
-    """Add ``agents`` to ``COUNTERSIGN_AGENTS_JSON`` for processes started meanwhile."""
-    previous = os.environ.get("COUNTERSIGN_AGENTS_JSON")
-    os.environ["COUNTERSIGN_AGENTS_JSON"] = json.dumps(
-        {**json.loads(previous or "{}"), **agents}
-    )
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop("COUNTERSIGN_AGENTS_JSON", None)
-        else:
-            os.environ["COUNTERSIGN_AGENTS_JSON"] = previous
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("close_thread_connections"),
+]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -79,33 +65,6 @@ def langgraph_agents() -> Iterator[str]:
         stop()
 
 
-def remote_agents_config(url: str) -> dict[str, Any]:
-    """Return the ``COUNTERSIGN_AGENTS`` entries of the two LangGraph agents at ``url``."""
-    return {
-        name: {
-            "provider": "agui_http",
-            "url": f"{url}{path}",
-            "toolsets": ["demo.tools.DEMO_TOOLS"],
-            "options": {"timeout": 30},
-        }
-        for name, path in (("lg", "/streaming"), ("lg_snapshot", "/snapshot-only"))
-    }
-
-
-def approver_token(django_user_model: Any) -> str:
-    """Return the Token of a user who may decide calls and authorize refunds."""
-    from django.contrib.auth.models import Permission
-
-    approver = django_user_model.objects.create_user(
-        username="ada-lg", password="pw-ada-1"
-    )
-    approver.user_permissions.add(
-        Permission.objects.get(codename="decide_approvalrequest"),
-        Permission.objects.get(codename="add_refund"),
-    )
-    return token_for(approver)
-
-
 def snapshots_of(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return [e["messages"] for e in events if e["type"] == "MESSAGES_SNAPSHOT"]
 
@@ -116,43 +75,6 @@ def thread_message_ids(thread_id: str) -> set[str]:
             "message_id", flat=True
         )
     )
-
-
-async def approve_refund(
-    http: httpx.AsyncClient, thread_id: str, token: str, server: Any
-) -> None:
-    """Wait until the thread's refund_order call awaits approval; approve it as ``token``."""
-    pending = ApprovalRequest.objects.filter(
-        thread__thread_id=thread_id, tool_call__name="refund_order", status="pending"
-    )
-    await wait_until(pending.exists, what="the refund approval", server=server)
-    approval = await pending.aget()
-    response = await http.post(
-        f"/api/approvals/{approval.pk}/approve/",
-        json={},
-        headers={"Authorization": f"Token {token}"},
-    )
-    assert response.status_code == 200, response.text
-
-
-async def follow_raw(
-    http: httpx.AsyncClient, thread_id: str, token: str, runs: int, server: Any
-) -> bytes:
-    """Return the thread's follow stream from its first event until ``runs`` runs ended."""
-    async with http.stream(
-        "GET", f"/agui/threads/{thread_id}/events?after=0", headers=bearer(token)
-    ) as follow:
-        assert follow.status_code == 200
-        assert follow.headers["content-type"] == "text/event-stream"
-        return await read_until(
-            follow,
-            lambda evs: (
-                sum(e["type"] in ("RUN_FINISHED", "RUN_ERROR") for e in evs) >= runs
-            ),
-            timeout=60,
-            what=f"{runs} ended runs",
-            server=server,
-        )
 
 
 async def test_tc08_langgraph_snapshot_tool_message_keeps_the_streamed_result_id(

@@ -22,25 +22,23 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from tests.aguivalidate import assert_valid_stream
-from tests.langgraph_refund_agent import serve
-from tests.threads.test_agui_live import bearer, parse_stream
-from tests.threads.test_agui_snapshots import (
+from tests.helpers.agui import (
     REFUND,
     agents_env,
     approve_refund,
     approver_token,
+    bearer,
     follow_raw,
+    parse_stream,
     remote_agents_config,
 )
-from tests.threads.test_ws_live import (  # noqa: F401 - fixtures
-    close_thread_connections,
-    live_server,
-    run_input,
-    token_for,
-    wait_until,
-)
+from tests.helpers.live import run_input, token_for
+from tests.langgraph_refund_agent import serve
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("close_thread_connections"),
+]
 
 CONFIRM_TOOL = {
     "name": "confirm",

@@ -5,23 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from threads.models import Event, Message, Run, Thread
 from threads.recording import RunRecorder
 from threads.services import thread_create
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def api(user):
-    client = APIClient()
-    client.credentials(
-        HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}"
-    )
-    return client
 
 
 def _agui(api, body, **extra):

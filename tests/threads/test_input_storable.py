@@ -11,8 +11,6 @@ import json
 
 import pytest
 from django.db import IntegrityError, transaction
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from threads.models import Message, Run, Thread
 from threads.services import thread_create
@@ -22,15 +20,6 @@ from web.exception_handler import integrity_conflict
 pytestmark = pytest.mark.django_db
 
 LONE = "\ud800"
-
-
-@pytest.fixture
-def api(user):
-    client = APIClient()
-    client.credentials(
-        HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}"
-    )
-    return client
 
 
 def _input(**changes):

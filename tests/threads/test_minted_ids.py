@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import connections
 from django.test import AsyncClient
 from rest_framework.authtoken.models import Token
 
@@ -28,15 +27,12 @@ from threads.ids import (
 )
 from threads.models import Message, Run, Thread, ToolCall
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("close_thread_connections"),
+]
 
 MINTED = re.compile(r"cs-(msg|tool|int)-[0-9a-f]{32}")
-
-
-@pytest.fixture(autouse=True)
-async def close_thread_connections() -> Any:
-    yield
-    await sync_to_async(connections.close_all)()
 
 
 def run_input(thread_id: str, run_id: str, messages: list[dict[str, Any]]) -> dict:

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import connections
 
 from tests.agentcore.helpers import collapsed
 from threads.models import Event, Run, Thread
@@ -23,13 +22,10 @@ from threads.recording import RunRecorder
 from threads.services import message_post, thread_create
 from web.sse import KEEPALIVE, follow_log, sse_frame
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-async def close_thread_connections() -> Any:
-    yield
-    await sync_to_async(connections.close_all)()
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("close_thread_connections"),
+]
 
 
 async def next_frame(stream: AsyncIterator[str], *, timeout: float = 30.0) -> str:

@@ -15,31 +15,31 @@ through Redis (Celery). Implements DC-02.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 import pytest
 from asgiref.sync import sync_to_async
-from asgiref.testing import ApplicationCommunicator
-from django.conf import settings as django_settings
 from django.contrib.auth.models import Permission
 from django.db import transaction
-from django.test import Client
 
-from config.asgi import application
 from tests.agentcore.helpers import coalesced
-from tests.threads.test_agui_live import REFUND_RUN_TYPES
+from tests.helpers.agui import REFUND_RUN_TYPES
+from tests.helpers.ws import (
+    NO_POLL,
+    WebsocketCommunicator,
+    expect_close,
+    open_socket,
+    record_silently,
+    session_headers,
+)
 from threads.models import Event, Message, Run, Thread, ToolCall
-from threads.recording import RunRecorder
 from threads.services import message_post, thread_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-NO_POLL = {"SOCKET_POLL_SECONDS": 3600.0}
 WEATHER_TYPES = [
     "RUN_STARTED",
     "TOOL_CALL_START",
@@ -57,62 +57,7 @@ WEATHER_TYPES = [
 REFUND_TYPES = REFUND_RUN_TYPES
 
 
-class WebsocketCommunicator(ApplicationCommunicator):
-    """A WebSocket client speaking ASGI to ``application`` in-process (as channels' own)."""
-
-    def __init__(self, app: Any, path: str, headers: list[tuple[bytes, bytes]]) -> None:
-        parsed = urlparse(path)
-        scope = {
-            "type": "websocket",
-            "path": unquote(parsed.path),
-            "query_string": parsed.query.encode(),
-            "headers": headers,
-            "subprotocols": [],
-        }
-        super().__init__(app, scope)
-
-    async def connect(self, timeout: float = 1) -> tuple[bool, Any]:
-        await self.send_input({"type": "websocket.connect"})
-        response = await self.receive_output(timeout)
-        if response["type"] == "websocket.close":
-            return False, response.get("code", 1000)
-        assert response["type"] == "websocket.accept", response
-        return True, response.get("subprotocol")
-
-    async def send_json_to(self, data: Any) -> None:
-        await self.send_input({"type": "websocket.receive", "text": json.dumps(data)})
-
-    async def receive_json_from(self, timeout: float = 1) -> Any:
-        response = await self.receive_output(timeout)
-        assert response["type"] == "websocket.send", response
-        return json.loads(response["text"])
-
-    async def disconnect(self, code: int = 1000, timeout: float = 1) -> None:
-        await self.send_input({"type": "websocket.disconnect", "code": code})
-        await self.wait(timeout)
-
-
-def session_headers(user: Any) -> list[tuple[bytes, bytes]]:
-    """Log ``user`` in (a real session row) and return WebSocket handshake headers."""
-    client = Client()
-    client.force_login(user)
-    cookie = client.cookies[django_settings.SESSION_COOKIE_NAME].value
-    return [
-        (b"cookie", f"{django_settings.SESSION_COOKIE_NAME}={cookie}".encode()),
-        (b"origin", b"http://testserver"),
-    ]
-
-
 ANONYMOUS = [(b"origin", b"http://testserver")]
-
-
-async def open_socket(
-    path: str, headers: list[tuple[bytes, bytes]]
-) -> WebsocketCommunicator:
-    communicator = WebsocketCommunicator(application, path, headers=headers)
-    connected, code = await communicator.connect(timeout=10)
-    assert connected, f"handshake for {path} refused (code {code})"
-    return communicator
 
 
 async def receive_until(
@@ -152,19 +97,6 @@ def finished_runs(count: int) -> Callable[[list[dict[str, Any]]], bool]:
         )
 
     return done
-
-
-async def expect_close(communicator: WebsocketCommunicator, code: int) -> None:
-    """Assert the server closes the socket with ``code`` after the handshake."""
-    output = await communicator.receive_output(timeout=10)
-    assert output == {"type": "websocket.close", "code": code}
-
-
-def record_silently(run: Run, events: list[dict[str, Any]]) -> None:
-    """Record ``events`` of ``run`` without ringing the doorbell."""
-    recorder = RunRecorder(run, publish=False)
-    recorder.record(events)
-    recorder.flush()
 
 
 async def log_of(thread: Thread) -> list[tuple[int, str]]:

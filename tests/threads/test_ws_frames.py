@@ -12,14 +12,15 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Permission
 
-from tests.threads.test_ws_consumer import (
+from tests.helpers.ws import (
     NO_POLL,
     expect_close,
     open_socket,
+    owned_thread,
     record_silently,
     session_headers,
 )
-from threads.models import Run, Thread
+from threads.models import Run
 from web.consumers import CLOSE_UNAVAILABLE, MAX_FRAME_CHARS
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -31,21 +32,6 @@ DEAD_REDIS = {
         "CONFIG": {"hosts": ["redis://127.0.0.1:9/0"]},
     }
 }
-
-
-async def owned_thread(user: Any) -> Thread:
-    thread = await Thread.objects.acreate(thread_id="frames", owner=user)
-    run = await Run.objects.acreate(
-        thread=thread, run_id="r1", status=Run.Status.RUNNING
-    )
-    await sync_to_async(record_silently)(
-        run,
-        [
-            {"type": "RUN_STARTED", "threadId": "frames", "runId": "r1"},
-            {"type": "RUN_FINISHED", "threadId": "frames", "runId": "r1"},
-        ],
-    )
-    return thread
 
 
 async def receive_json(socket: Any) -> dict[str, Any]:

@@ -15,14 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import re
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -30,136 +24,20 @@ import pytest
 import websockets
 from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
-from django.db import connections
 from django.test import Client
 
 from tests.agentcore.helpers import collapsed
-from tests.executors import (
-    ROOT,
-    WorkerProcess,
-    _flush_broker,
-    database_url_for_subprocess,
+from tests.helpers.live import (
+    LiveServer,
+    run_input,
+    token_for,
 )
 from threads.models import Event, Thread
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-#: Runs in the server process before the ASGI application is imported.
-LAUNCHER = """
-from django.conf import settings
-settings.COUNTERSIGN = {"SOCKET_POLL_SECONDS": 3600.0, "SSE_KEEPALIVE_SECONDS": 3600.0}
-import uvicorn
-uvicorn.run(
-    "config.asgi:application", host="127.0.0.1", port=0, log_level="info",
-    access_log=False, ws_per_message_deflate=False, lifespan="off",
-)
-"""
-READY = re.compile(rb"Uvicorn running on http://127\.0\.0\.1:(\d+)")
-
-
-@dataclass
-class LiveServer:
-    """A uvicorn process serving Countersign, and the worker behind it (celery mode)."""
-
-    mode: str
-    process: subprocess.Popen[bytes]
-    port: int
-    log_path: Path
-    worker: WorkerProcess | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def ws_url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}"
-
-    def logs(self) -> str:
-        text = self.log_path.read_text(errors="replace")[-4000:]
-        if self.worker is not None:
-            text += (
-                "\n--- worker ---\n"
-                + self.worker.log_path.read_text(errors="replace")[-4000:]
-            )
-        return text
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-        if self.worker is not None:
-            self.worker.stop()
-
-
-def start_server(
-    env: dict[str, str], log_path: Path
-) -> tuple[subprocess.Popen[bytes], int]:
-    """Start uvicorn with ``env``; return the process and its port once it listens."""
-    log = open(log_path, "ab")  # noqa: SIM115 - closed with the process
-    process = subprocess.Popen(
-        [sys.executable, "-c", LAUNCHER],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        found = READY.search(log_path.read_bytes())
-        if found:
-            return process, int(found.group(1))
-        if process.poll() is not None:
-            raise RuntimeError(f"uvicorn exited:\n{log_path.read_text()[-3000:]}")
-        time.sleep(0.05)
-    process.kill()
-    raise RuntimeError(f"uvicorn did not start in 30s:\n{log_path.read_text()[-3000:]}")
-
-
-@pytest.fixture(name="live", scope="module", params=["embedded", "celery"])
-def live_server(
-    request: Any, django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any
-) -> Iterator[LiveServer]:
-    """Run Countersign in uvicorn against the test database (embedded, or with Celery)."""
-    with django_db_blocker.unblock():
-        db_url = database_url_for_subprocess()
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings",
-        "DATABASE_URL": db_url,
-        "REDIS_URL": "",
-        "PYTHONUNBUFFERED": "1",
-    }
-    worker = None
-    if request.param == "celery":
-        redis_url = request.getfixturevalue("redis_url")
-        _flush_broker(redis_url)
-        env["REDIS_URL"] = redis_url
-        worker = request.getfixturevalue("celery_worker_factory")()
-        worker.start()
-    log_path = tmp_path_factory.mktemp(f"uvicorn-{request.param}") / "uvicorn.log"
-    try:
-        process, port = start_server(env, log_path)
-    except Exception:
-        if worker is not None:
-            worker.stop()
-        raise
-    server = LiveServer(
-        mode=request.param, process=process, port=port, log_path=log_path, worker=worker
-    )
-    yield server
-    server.stop()
-
-
-@pytest.fixture(autouse=True)
-async def close_thread_connections() -> Any:
-    """Close the database connection of the thread ``sync_to_async`` used, after the test."""
-    yield
-    await sync_to_async(connections.close_all)()
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("close_thread_connections"),
+]
 
 
 def session_cookie(user: Any) -> str:
@@ -168,28 +46,6 @@ def session_cookie(user: Any) -> str:
     client.force_login(user)
     name = django_settings.SESSION_COOKIE_NAME
     return f"{name}={client.cookies[name].value}"
-
-
-def token_for(user: Any) -> str:
-    from rest_framework.authtoken.models import Token
-
-    return Token.objects.get_or_create(user=user)[0].key
-
-
-def run_input(
-    thread_id: str, run_id: str, messages: list[dict[str, Any]]
-) -> dict[str, Any]:
-    """Return a RunAgentInput as an AG-UI client sends it (camelCase)."""
-    return {
-        "threadId": thread_id,
-        "runId": run_id,
-        "protocolVersion": "1.0",
-        "state": {},
-        "messages": messages,
-        "tools": [],
-        "context": [],
-        "forwardedProps": {},
-    }
 
 
 def sse_events(body: str) -> list[dict[str, Any]]:
@@ -231,37 +87,6 @@ async def ws_receive_until(
                 f"{server.logs()}"
             )
     return received
-
-
-async def wait_until(
-    predicate: Callable[[], bool],
-    *,
-    what: str,
-    server: LiveServer,
-    timeout: float = 30.0,
-) -> None:
-    """Poll the test database until ``predicate()``; fail naming ``what`` with the server log.
-
-    Tests wait for the background flow to come to rest before they end, so the
-    database is never flushed under a worker's feet.
-    """
-    check = sync_to_async(predicate)
-    deadline = time.monotonic() + timeout
-    while not await check():
-        if time.monotonic() > deadline:
-            pytest.fail(
-                f"timed out after {timeout}s waiting for {what}\n{server.logs()}"
-            )
-        await asyncio.sleep(0.05)
-
-
-def refund_awaits_approval(thread_id: str) -> Callable[[], bool]:
-    """Return a check that the refund flow reached its resting point (refund_order queued)."""
-    from threads.models import ToolCall
-
-    return lambda: ToolCall.objects.filter(
-        thread__thread_id=thread_id, name="refund_order", state="awaiting_approval"
-    ).exists()
 
 
 def events_of(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -17,54 +17,20 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from tests.threads.test_ws_consumer import (
+from tests.helpers.ws import (
+    HOLD,
     NO_POLL,
-    WebsocketCommunicator,
+    assert_silent,
     expect_close,
     open_socket,
+    raw_frames,
     session_headers,
+    text_run,
 )
 from threads.models import Event, Run, Thread
 from threads.recording import RunRecorder
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-#: The window never closes by itself in these tests: only a terminal event or an
-#: explicit flush writes.
-HOLD = {"coalesce_ms": 60_000, "coalesce_bytes": 1_000_000}
-
-
-def text_run(
-    thread_id: str, run_id: str
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Return a run's events in two parts: before the explicit flush, and the rest."""
-    ids = {"threadId": thread_id, "runId": run_id}
-    return (
-        [
-            {"type": "RUN_STARTED", **ids},
-            {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"},
-            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "Hel"},
-            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "lo"},
-        ],
-        [
-            {"type": "TEXT_MESSAGE_END", "messageId": "m1"},
-            {"type": "RUN_FINISHED", **ids},
-        ],
-    )
-
-
-async def raw_frames(socket: WebsocketCommunicator, count: int) -> list[str]:
-    """Return the next ``count`` text frames as sent (the exact bytes)."""
-    frames = []
-    for _ in range(count):
-        output = await socket.receive_output(timeout=10)
-        assert output["type"] == "websocket.send", output
-        frames.append(output["text"])
-    return frames
-
-
-async def assert_silent(socket: WebsocketCommunicator) -> None:
-    assert await socket.receive_nothing(timeout=0.3), "the socket sent more frames"
 
 
 async def record_run_between_sockets(

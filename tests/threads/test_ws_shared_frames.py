@@ -15,8 +15,15 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 
-from tests.threads.test_ws_consumer import NO_POLL, open_socket, session_headers
-from tests.threads.test_ws_previews import HOLD, assert_silent, raw_frames, text_run
+from tests.helpers.ws import (
+    HOLD,
+    NO_POLL,
+    assert_silent,
+    open_socket,
+    raw_frames,
+    session_headers,
+    text_run,
+)
 from threads.models import Event, Run, Thread
 from threads.realtime import MESSAGE_ID_KEY, message_id
 from threads.recording import RunRecorder

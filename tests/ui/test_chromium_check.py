@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-import tests.conftest
-from tests.ui.conftest import require_chromium
+import tests.helpers.services
+from tests.helpers.ui import require_chromium
 
 MISSING = "/nonexistent/chromium"
 
 
 def test_missing_chromium_skips_with_how_to_install_it(monkeypatch):
-    monkeypatch.setattr(tests.conftest, "REQUIRE_SERVICES", False)
+    monkeypatch.setattr(tests.helpers.services, "REQUIRE_SERVICES", False)
     with pytest.raises(pytest.skip.Exception) as skipped:
         require_chromium(MISSING)
     assert str(skipped.value) == (
@@ -21,7 +21,7 @@ def test_missing_chromium_skips_with_how_to_install_it(monkeypatch):
 
 
 def test_missing_chromium_fails_when_services_are_required(monkeypatch):
-    monkeypatch.setattr(tests.conftest, "REQUIRE_SERVICES", True)
+    monkeypatch.setattr(tests.helpers.services, "REQUIRE_SERVICES", True)
     with pytest.raises(pytest.fail.Exception) as failed:
         require_chromium(MISSING)
     assert "apt-get install chromium" in str(failed.value)

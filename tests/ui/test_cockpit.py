@@ -15,71 +15,20 @@ from playwright.sync_api import expect
 
 from approvals.models import ApprovalRequest
 from demo.models import Refund
+from tests.helpers.ui import (
+    PASSWORD,
+    card,
+    make_user,
+    no_horizontal_scroll,
+    open_as,
+    screenshot,
+    start_refund,
+    watch_errors,
+)
 from tests.ui.axe import assert_no_axe_violations
-from tests.ui.conftest import PASSWORD, login, make_user, screenshot, watch_errors
 
 DESKTOP = {"width": 1400, "height": 900}
 PHONE = {"width": 390, "height": 844}
-
-# Records every Notification the page constructs (the browser shows none headless).
-WRAP_NOTIFICATION = """(() => {
-  const Real = window.Notification;
-  window.__notifications = [];
-  class Recorded extends Real {
-    constructor(title, options) {
-      super(title, options);
-      window.__notifications.push({ title, body: (options && options.body) || "", tag: (options && options.tag) || "" });
-    }
-  }
-  Object.defineProperty(Recorded, "permission", { get: () => Real.permission });
-  Recorded.requestPermission = (...args) => Real.requestPermission(...args);
-  window.Notification = Recorded;
-})();"""
-
-
-def open_as(
-    browser: Any,
-    server: Any,
-    username: str,
-    *,
-    viewport: dict[str, int],
-    notifications: bool = False,
-) -> tuple[Any, Any]:
-    """Log ``username`` in at ``viewport``; with ``notifications`` granted and recorded."""
-    return login(
-        browser,
-        server,
-        username,
-        viewport=viewport,
-        permissions=["notifications"] if notifications else None,
-        init_script=WRAP_NOTIFICATION if notifications else None,
-    )
-
-
-def no_horizontal_scroll(page: Any) -> None:
-    """Assert the document is no wider than the viewport (no horizontal scroll)."""
-    widths = page.evaluate(
-        "() => [document.documentElement.scrollWidth, window.innerWidth]"
-    )
-    assert widths[0] <= widths[1], f"page {widths[0]} px wide in {widths[1]} px"
-
-
-def card(page: Any, name: str) -> Any:
-    return page.locator(".call", has=page.locator(".call-name", has_text=name))
-
-
-def start_refund(page: Any, server: Any, title: str, text: str) -> str:
-    """Create a thread as the page's user and ask for a refund; return the thread URL."""
-    page.get_by_label("Title").fill(title)
-    page.get_by_role("button", name="Create thread").click()
-    page.wait_for_url(re.compile(r".*/threads/[^/]+/$"))
-    expect(page.locator("#thread")).to_have_attribute("data-ready", "1")
-    page.get_by_label("Message", exact=True).fill(text)
-    page.get_by_role("button", name="Send").click()
-    expect(card(page, "refund_order").locator(".call-state")).to_have_text(
-        "pending approval", timeout=30_000
-    )
-    return page.url
 
 
 def in_viewport(page: Any, selector: str) -> bool:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.ui.conftest import PASSWORD, make_user
-from tests.ui.test_queue import _pending_request
+from tests.helpers.ui import PASSWORD, make_user, pending_request
 from threads.services import thread_create
 
 pytestmark = pytest.mark.django_db
@@ -18,8 +17,8 @@ def test_attention_counts_only_requests_the_user_can_authorize(client):
     make_user("alice", "approvals.decide_approvalrequest", "demo.add_refund")
     make_user("bob", "approvals.decide_approvalrequest")
     make_user("carol")
-    first = _pending_request(owner, call_id="c1", amount=10.0)
-    _pending_request(owner, call_id="c2", amount=20.0)
+    first = pending_request(owner, call_id="c1", amount=10.0)
+    pending_request(owner, call_id="c2", amount=20.0)
 
     client.login(username="alice", password=PASSWORD)
     data = client.get("/attention.json").json()

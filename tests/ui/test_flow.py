@@ -7,7 +7,7 @@ import re
 
 from playwright.sync_api import expect
 
-from tests.ui.conftest import login, make_user, screenshot
+from tests.helpers.ui import login, make_user, screenshot
 
 RECORD_STATES = """() => {
   window.__marker = 1;

@@ -3,54 +3,15 @@ keyboard shortcuts, reject with a reason, and edit-then-approve validated by the
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 
-import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
 from approvals.models import ApprovalRequest
-from tests.ui.conftest import login, make_user, screenshot
-from threads.models import Run, ToolCall
+from tests.helpers.ui import login, make_user, pending_request, screenshot
+from threads.models import Run
 from threads.services import thread_create
-
-
-def _pending_request(owner, *, call_id: str, amount: float) -> ApprovalRequest:
-    """Return a pending refund request, as ``pending_calls_dispatch`` leaves one."""
-    thread = thread_create(owner=owner, title=f"refund {call_id}")
-    args = {"order_id": "A-1001", "amount": amount, "reason": "customer request"}
-    run = Run.objects.create(
-        thread=thread,
-        status=Run.Status.AWAITING_TOOLS,
-        pending_tool_call_ids=[call_id],
-        input={"tools": [{"name": "lookup_order"}, {"name": "refund_order"}]},
-    )
-    call = ToolCall.objects.create(
-        thread=thread,
-        run=run,
-        tool_call_id=call_id,
-        name="refund_order",
-        arguments_text=json.dumps(args),
-        arguments=args,
-        state=ToolCall.State.AWAITING_APPROVAL,
-    )
-    return ApprovalRequest.objects.create(
-        tool_call=call,
-        thread=thread,
-        run=run,
-        tool_name="refund_order",
-        is_destructive=True,
-        requested_by=owner,
-        expires_at=timezone.now() + timedelta(hours=1),
-        proposed_arguments=args,
-    )
-
-
-@pytest.fixture
-def ui_server(ui_server_factory):
-    """A server whose approvals execute at once (no undo window): the flows below."""
-    return ui_server_factory(extra_env={"COUNTERSIGN_DECISION_UNDO_SECONDS": "0"})
 
 
 def _confirm(page) -> None:
@@ -66,17 +27,19 @@ def _status(approval: ApprovalRequest) -> str:
     return approval.status
 
 
-def test_dc03_read_only_user_sees_the_queue_without_decide_buttons(browser, ui_server):
+def test_dc03_read_only_user_sees_the_queue_without_decide_buttons(
+    browser, quick_server
+):
     """A user with only the view permission sees every request and no way to decide."""
     # Given two pending requests and a user who may only view them
     owner = make_user("olivia", "demo.add_refund")
-    first = _pending_request(owner, call_id="call-1", amount=10.0)
-    _pending_request(owner, call_id="call-2", amount=20.0)
+    first = pending_request(owner, call_id="call-1", amount=10.0)
+    pending_request(owner, call_id="call-2", amount=20.0)
     make_user("rita", "approvals.view_approvalrequest")
-    context, page = login(browser, ui_server, "rita")
+    context, page = login(browser, quick_server, "rita")
     try:
         # When they open the queue
-        page.goto(f"{ui_server.url}/approvals/")
+        page.goto(f"{quick_server.url}/approvals/")
         # Then both requests show with their arguments, and no decision control exists
         expect(page.locator(".req")).to_have_count(2)
         expect(page.locator(".req").first.locator(".req-args")).to_contain_text(
@@ -92,17 +55,17 @@ def test_dc03_read_only_user_sees_the_queue_without_decide_buttons(browser, ui_s
         context.close()
 
 
-def test_dc03_keyboard_reject_and_edit_then_approve(browser, ui_server):
+def test_dc03_keyboard_reject_and_edit_then_approve(browser, quick_server):
     """j/k move the selection, a approves it (not while typing), r asks for a reason, and
     edited arguments are validated again by the server, errors shown."""
     owner = make_user("olivia", "demo.add_refund")
-    first = _pending_request(owner, call_id="call-1", amount=10.0)
-    second = _pending_request(owner, call_id="call-2", amount=20.0)
-    third = _pending_request(owner, call_id="call-3", amount=30.0)
+    first = pending_request(owner, call_id="call-1", amount=10.0)
+    second = pending_request(owner, call_id="call-2", amount=20.0)
+    third = pending_request(owner, call_id="call-3", amount=30.0)
     make_user("alice", "approvals.decide_approvalrequest", "demo.add_refund")
-    context, page = login(browser, ui_server, "alice")
+    context, page = login(browser, quick_server, "alice")
     try:
-        page.goto(f"{ui_server.url}/approvals/")
+        page.goto(f"{quick_server.url}/approvals/")
         items = page.locator(".req")
         expect(items).to_have_count(3)
         expect(items.nth(0)).to_have_attribute("aria-current", "true")
@@ -184,19 +147,19 @@ def test_dc03_keyboard_reject_and_edit_then_approve(browser, ui_server):
         context.close()
 
 
-def test_dc03_bulk_approve_and_live_removal(browser, ui_server):
+def test_dc03_bulk_approve_and_live_removal(browser, quick_server):
     """Selected requests are approved together; a decision taken elsewhere disappears live."""
     owner = make_user("olivia", "demo.add_refund")
-    first = _pending_request(owner, call_id="call-1", amount=10.0)
-    second = _pending_request(owner, call_id="call-2", amount=20.0)
-    third = _pending_request(owner, call_id="call-3", amount=30.0)
+    first = pending_request(owner, call_id="call-1", amount=10.0)
+    second = pending_request(owner, call_id="call-2", amount=20.0)
+    third = pending_request(owner, call_id="call-3", amount=30.0)
     make_user("alice", "approvals.decide_approvalrequest", "demo.add_refund")
     make_user("bob", "approvals.decide_approvalrequest", "demo.add_refund")
-    alice, page = login(browser, ui_server, "alice")
-    bob, other = login(browser, ui_server, "bob")
+    alice, page = login(browser, quick_server, "alice")
+    bob, other = login(browser, quick_server, "bob")
     try:
-        page.goto(f"{ui_server.url}/approvals/")
-        other.goto(f"{ui_server.url}/approvals/")
+        page.goto(f"{quick_server.url}/approvals/")
+        other.goto(f"{quick_server.url}/approvals/")
         expect(page.locator(".req")).to_have_count(3)
         expect(other.locator(".req")).to_have_count(3)
         # bulk rejection needs a reason
@@ -220,12 +183,12 @@ def test_dc03_bulk_approve_and_live_removal(browser, ui_server):
         bob.close()
 
 
-def test_reapproval_card_shows_both_versions(browser, ui_server):
+def test_reapproval_card_shows_both_versions(browser, quick_server):
     """A call sent back after approval says why and shows the approved and current arguments."""
     # Given a request approved at 10.00 whose call came back with 20.00
     owner = make_user("olivia", "demo.add_refund")
     approver = make_user("ada", "approvals.decide_approvalrequest")
-    again = _pending_request(owner, call_id="call-1", amount=20.0)
+    again = pending_request(owner, call_id="call-1", amount=20.0)
     earlier = ApprovalRequest.objects.create(
         thread=again.thread,
         run=again.run,
@@ -242,10 +205,10 @@ def test_reapproval_card_shows_both_versions(browser, ui_server):
     ApprovalRequest.objects.filter(pk=again.pk).update(
         reapproval=ApprovalRequest.Reapproval.ARGUMENTS_CHANGED, reapproval_count=1
     )
-    context, page = login(browser, ui_server, "ada")
+    context, page = login(browser, quick_server, "ada")
     try:
         # When the operator opens the queue
-        page.goto(f"{ui_server.url}/approvals/")
+        page.goto(f"{quick_server.url}/approvals/")
         # Then only the new request is listed, with the line and both versions
         card = page.locator(".req")
         expect(card).to_have_count(1)
@@ -297,7 +260,7 @@ def _pending_question(owner) -> ApprovalRequest:
 
 
 def test_ir18_question_card_shows_the_message_and_answers_with_its_form(
-    browser, ui_server
+    browser, quick_server
 ):
     """A remote agent's question: its message, a form from its schema, the answer sent."""
     # Given a pending question and an operator
@@ -306,9 +269,9 @@ def test_ir18_question_card_shows_the_message_and_answers_with_its_form(
     make_user(
         "ada", "approvals.decide_approvalrequest", "approvals.view_approvalrequest"
     )
-    context, page = login(browser, ui_server, "ada")
+    context, page = login(browser, quick_server, "ada")
     try:
-        page.goto(f"{ui_server.url}/approvals/")
+        page.goto(f"{quick_server.url}/approvals/")
         card = page.locator(".req")
         # Then the card shows the question and a form, not arguments to edit
         expect(card.locator(".req-message")).to_have_text(

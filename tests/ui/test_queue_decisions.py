@@ -22,10 +22,15 @@ from playwright.sync_api import expect
 
 from approvals.models import ApprovalRequest, AuditEntry, ToolExecution
 from demo.models import Refund
+from tests.helpers.ui import (
+    make_user,
+    no_horizontal_scroll,
+    open_as,
+    pending_request,
+    screenshot,
+    start_refund,
+)
 from tests.ui.axe import assert_no_axe_violations
-from tests.ui.conftest import make_user, screenshot
-from tests.ui.test_cockpit import no_horizontal_scroll, open_as, start_refund
-from tests.ui.test_queue import _pending_request
 from threads.models import Message, ToolCall
 
 DESKTOP = {"width": 1400, "height": 900}
@@ -42,15 +47,9 @@ def undo_server(ui_server_factory):
     )
 
 
-@pytest.fixture
-def quick_server(ui_server_factory):
-    """A server whose approvals execute at once."""
-    return ui_server_factory(extra_env={"COUNTERSIGN_DECISION_UNDO_SECONDS": "0"})
-
-
 def _pending(owner: Any, *, call_id: str, amount: float, title: str) -> ApprovalRequest:
     """Return a pending refund request with the turn that led to it (as the demo leaves one)."""
-    approval = _pending_request(owner, call_id=call_id, amount=amount)
+    approval = pending_request(owner, call_id=call_id, amount=amount)
     thread, run, call = approval.thread, approval.run, approval.tool_call
     thread.title = title
     thread.save(update_fields=["title"])

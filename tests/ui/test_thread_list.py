@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
-from tests.ui.conftest import login, make_user
+from tests.helpers.ui import login, make_user
 from threads.services import thread_create
 from web.middleware import CONTENT_SECURITY_POLICY
 
@@ -49,7 +49,7 @@ def test_dc05_thread_list_requires_login_and_shows_new_threads_live(browser, ui_
 
 def test_queue_page_explains_itself_to_users_who_may_not_see_it(client, db):
     """A user without approval permissions gets a 403 page that says why and what to do."""
-    from tests.ui.conftest import PASSWORD, make_user
+    from tests.helpers.ui import PASSWORD, make_user
 
     make_user("bob")
     client.login(username="bob", password=PASSWORD)

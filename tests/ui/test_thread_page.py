@@ -8,7 +8,7 @@ import json
 
 from playwright.sync_api import expect
 
-from tests.ui.conftest import login, make_user, screenshot
+from tests.helpers.ui import login, make_user, screenshot
 from threads.models import Run
 from threads.recording import RunRecorder
 from threads.services import thread_create

@@ -13,7 +13,7 @@ import uuid
 
 from playwright.sync_api import expect
 
-from tests.ui.conftest import login, make_user
+from tests.helpers.ui import login, make_user
 from threads.models import Run
 from threads.realtime import group_send, thread_group_name
 from threads.recording import RunRecorder

@@ -19,17 +19,17 @@ from agentcore.events import RunAgentInput, UserMessage
 from agentcore.loop import LoopAgent
 from agentcore.providers.base import Provider
 from agentcore.tools import ToolContext, Toolset, define_tool
-from tests.agentcore.providers import (
-    test_anthropic,
-    test_openai_chat,
-    test_openai_responses,
+from tests.agentcore.providers.replies import (
+    anthropic,
+    openai_chat,
+    openai_responses,
 )
 from tests.agentcore.providers.server import Reply, ScriptServer
 
 ADAPTERS: dict[str, Any] = {
-    "openai_chat": test_openai_chat,
-    "openai_responses": test_openai_responses,
-    "anthropic": test_anthropic,
+    "openai_chat": openai_chat,
+    "openai_responses": openai_responses,
+    "anthropic": anthropic,
 }
 
 

@@ -28,7 +28,7 @@ from tests.agentcore.providers.contract import (
 )
 from tests.agentcore.providers.golden import GOLDEN_CALLS, PNG_B64, golden_thread
 from tests.agentcore.providers.server import Reply, ScriptServer, json_reply, sse
-from tests.agentcore.providers.test_openai_chat import load_case
+from tests.cases import load_case
 
 USAGE = {"promptTokenCount": 9, "candidatesTokenCount": 4, "totalTokenCount": 13}
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 
@@ -21,7 +20,6 @@ from agentcore.providers.base import (
     ToolCallBegin,
     ToolCallDelta,
 )
-from agentcore.providers.openai_responses import OpenAIResponsesProvider
 from tests.agentcore.providers.contract import (
     ProviderContract,
     collect,
@@ -32,142 +30,19 @@ from tests.agentcore.providers.contract import (
     user_request,
 )
 from tests.agentcore.providers.golden import GOLDEN_CALLS, PNG_B64, golden_thread
-from tests.agentcore.providers.server import Reply, ScriptServer, json_reply, named_sse
-from tests.agentcore.providers.test_openai_chat import load_case
-
-USAGE = {"input_tokens": 11, "output_tokens": 7, "total_tokens": 18}
-
-
-def response(status: str = "completed", **extra: Any) -> dict[str, Any]:
-    return {
-        "id": "resp_1",
-        "object": "response",
-        "model": "gpt-test",
-        "status": status,
-        "output": [],
-        "usage": USAGE,
-        **extra,
-    }
-
-
-def created() -> dict[str, Any]:
-    return {
-        "type": "response.created",
-        "sequence_number": 0,
-        "response": response("in_progress"),
-    }
-
-
-def completed(**extra: Any) -> dict[str, Any]:
-    return {
-        "type": "response.completed",
-        "sequence_number": 99,
-        "response": response(**extra),
-    }
-
-
-def text_events(parts: list[str]) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "response.output_text.delta",
-            "item_id": "msg_1",
-            "output_index": 0,
-            "content_index": 0,
-            "delta": p,
-            "sequence_number": 1,
-        }
-        for p in parts
-    ]
-
-
-def call_events(
-    index: int, item_id: str, call_id: str, name: str, parts: list[str]
-) -> list[dict[str, Any]]:
-    args = "".join(parts)
-    return [
-        {
-            "type": "response.output_item.added",
-            "output_index": index,
-            "sequence_number": 1,
-            "item": {
-                "type": "function_call",
-                "id": item_id,
-                "call_id": call_id,
-                "name": name,
-                "arguments": "",
-                "status": "in_progress",
-            },
-        },
-        *(
-            {
-                "type": "response.function_call_arguments.delta",
-                "item_id": item_id,
-                "output_index": index,
-                "delta": p,
-                "sequence_number": 2,
-            }
-            for p in parts
-        ),
-        {
-            "type": "response.function_call_arguments.done",
-            "item_id": item_id,
-            "output_index": index,
-            "arguments": args,
-            "sequence_number": 3,
-        },
-        {
-            "type": "response.output_item.done",
-            "output_index": index,
-            "sequence_number": 4,
-            "item": {
-                "type": "function_call",
-                "id": item_id,
-                "call_id": call_id,
-                "name": name,
-                "arguments": args,
-                "status": "completed",
-            },
-        },
-    ]
-
-
-def text_reply(parts: list[str]) -> Reply:
-    return Reply(body=named_sse([created(), *text_events(parts), completed()]))
-
-
-def call_reply(name: str, call_id: str, args: list[str]) -> Reply:
-    return Reply(
-        body=named_sse(
-            [
-                created(),
-                *call_events(0, "fc_" + call_id, call_id, name, args),
-                completed(),
-            ]
-        )
-    )
-
-
-def error_reply(status: int) -> Reply:
-    return json_reply(
-        status,
-        {
-            "error": {
-                "message": "internal detail sk-test-secret",
-                "type": "x",
-                "code": None,
-            }
-        },
-    )
-
-
-def factory(url: str, **options: Any) -> OpenAIResponsesProvider:
-    return OpenAIResponsesProvider(
-        model="gpt-test",
-        api_key="sk-test-secret",
-        base_url=url + "/v1",
-        max_retries=0,
-        **options,
-    )
+from tests.agentcore.providers.replies.openai_responses import (
+    call_events,
+    call_reply,
+    completed,
+    created,
+    error_reply,
+    factory,
+    response,
+    text_events,
+    text_reply,
+)
+from tests.agentcore.providers.server import Reply, ScriptServer, named_sse
+from tests.cases import load_case
 
 
 class TestOpenAIResponsesContract(ProviderContract):

@@ -1,15 +1,14 @@
 """The provider contract run against the scripted provider (STYLE 15).
 
-The scripted provider has no HTTP side, so the ``server`` fixture here is a stand-in
-holding the queued replies, which are scripted turns; each test's provider plays them.
+The scripted provider has no HTTP side, so the ``server`` fixture yields a stand-in
+(``server_factory`` below) holding the queued replies, which are scripted turns; each
+test's provider plays them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
-
-import pytest
 
 from agentcore.providers.base import Provider
 from agentcore.providers.registry import error_for_status
@@ -31,11 +30,6 @@ class ScriptHolder:
     url: str = "scripted://local"
 
 
-@pytest.fixture
-def server() -> ScriptHolder:
-    return ScriptHolder()
-
-
 def _text_reply(pieces: list[str]) -> ScriptedTurn:
     return text("".join(pieces))
 
@@ -52,6 +46,7 @@ class TestScriptedContract(ProviderContract):
     """The scripted provider meets the provider contract."""
 
     provider_factory = staticmethod(lambda url: ScriptedProvider([]))
+    server_factory = ScriptHolder
     text_reply = staticmethod(_text_reply)
     call_reply = staticmethod(_call_reply)
     error_reply = staticmethod(_error_reply)

@@ -1,8 +1,7 @@
-"""Fixtures that run background work for real: the embedded pool, or a Celery worker process.
+"""Running background work for real: the embedded pool, or a Celery worker process.
 
-``executor`` is parametrized over both modes, so a flow test written once runs on
-the embedded thread pool (no services) and on a real Celery worker process
-against Redis (never eager mode). Registered in ``tests/conftest.py``.
+The fixtures built on these (``executor``, ``celery_worker_factory``) live in
+:mod:`tests.fixtures.services`.
 """
 
 from __future__ import annotations
@@ -12,14 +11,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # Every Redis key this test session uses carries its own prefix, so concurrent test
 # sessions on one Redis never consume each other's tasks or doorbells. Child
@@ -120,43 +119,13 @@ class WorkerProcess:
         self.start(**extra_env)
 
 
-def _flush_broker(url: str) -> None:
+def flush_broker(url: str) -> None:
     """Delete this session's leftover broker keys (never another session's)."""
     import redis
 
     client = redis.Redis.from_url(url)
     for key in client.scan_iter(match=f"{os.environ['CELERY_BROKER_PREFIX']}*"):
         client.delete(key)
-
-
-@pytest.fixture(scope="session")
-def celery_worker_factory(
-    django_db_setup: Any, django_db_blocker: Any, redis_url: str, tmp_path_factory: Any
-) -> Iterator[Callable[[], WorkerProcess]]:
-    """Return a factory of worker processes bound to the test database and ``redis_url``."""
-    workers: list[WorkerProcess] = []
-    with django_db_blocker.unblock():
-        db_url = database_url_for_subprocess()
-
-    def make() -> WorkerProcess:
-        env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "config.settings",
-            "DATABASE_URL": db_url,
-            "REDIS_URL": redis_url,
-            "PYTHONUNBUFFERED": "1",
-        }
-        worker = WorkerProcess(
-            broker_url=redis_url,
-            env=env,
-            log_path=tmp_path_factory.mktemp("worker") / "celery.log",
-        )
-        workers.append(worker)
-        return worker
-
-    yield make
-    for worker in workers:
-        worker.stop()
 
 
 def use_redis(settings: Any, url: str) -> None:
@@ -261,24 +230,3 @@ class Executor:
         except BaseException:
             print("settle timed out:", describe())
             raise
-
-
-@pytest.fixture(params=["embedded", "celery"])
-def executor(request: Any, settings: Any, transactional_db: Any) -> Iterator[Executor]:
-    """Run background work on the embedded pool or on a real Celery worker process."""
-    if request.param == "embedded":
-        use_embedded(settings)
-        yield Executor(mode="embedded")
-        from threads.execution import wait_embedded
-
-        wait_embedded(timeout=30)
-        return
-    redis_url = request.getfixturevalue("redis_url")
-    _flush_broker(redis_url)
-    use_redis(settings, redis_url)
-    worker = request.getfixturevalue("celery_worker_factory")()
-    worker.start()
-    try:
-        yield Executor(mode="celery", worker=worker)
-    finally:
-        worker.stop()

@@ -1,4 +1,4 @@
-"""Browser fixtures: Debian's chromium driven by Playwright against a live uvicorn server.
+"""Browser helpers: chromium, a live uvicorn server, users, login, screenshots.
 
 The server runs in a subprocess on ``127.0.0.1:<ephemeral port>`` against the test
 database (``transactional_db``, so both processes see committed rows). In the
@@ -11,22 +11,27 @@ chromium``; ``.ci/run`` installs it) the browser tests skip, or fail with
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import pytest
+from django.utils import timezone
 
-from tests.conftest import service_missing
-from tests.executors import ROOT, database_url_for_subprocess
+from approvals.models import ApprovalRequest
+from tests.helpers.executors import ROOT
+from tests.helpers.services import service_missing
+from threads.models import Run, ToolCall
+from threads.services import thread_create
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -56,49 +61,6 @@ def require_chromium(path: str = CHROMIUM) -> str:
             "(install it with `apt-get install chromium`)"
         )
     return path
-
-
-@pytest.fixture(scope="session")
-def chromium_path() -> str:
-    """Return the path of Debian's chromium; skip (or fail in CI) when it is missing."""
-    return require_chromium()
-
-
-@pytest.fixture(scope="module")
-def browser(chromium_path: str, django_db_setup: Any) -> Iterator[Any]:
-    """Return a headless chromium driven by Playwright's sync API, per test module.
-
-    Module scope, not session: while Playwright's sync API lives, an event loop is
-    marked running on the main thread, which would break every asyncio test that
-    runs after the browser tests.
-
-    Playwright's sync API keeps an event loop marked running on the main thread, so
-    Django's async-safety check would refuse every ORM call the tests make; the
-    tests are plain synchronous code, so the check is switched off while the browser
-    lives (and never passed on to the server processes, see ``ui_server_factory``).
-    """
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:  # pragma: no cover - a dev dependency
-        service_missing("the playwright package is not installed")
-    from playwright.sync_api import expect
-
-    expect.set_options(timeout=20_000)
-    previous = os.environ.get(ASYNC_UNSAFE)
-    os.environ[ASYNC_UNSAFE] = "true"
-    manager = sync_playwright().start()
-    try:
-        instance = manager.chromium.launch(
-            executable_path=chromium_path, args=CHROMIUM_ARGS
-        )
-        yield instance
-        instance.close()
-    finally:
-        manager.stop()
-        if previous is None:
-            os.environ.pop(ASYNC_UNSAFE, None)
-        else:
-            os.environ[ASYNC_UNSAFE] = previous
 
 
 def _free_port() -> int:
@@ -184,48 +146,6 @@ class LiveServer:
             return ""
 
 
-@pytest.fixture
-def ui_server_factory(
-    transactional_db: Any, tmp_path: Path
-) -> Iterator[Callable[..., LiveServer]]:
-    """Return a factory ``(redis_url="", extra_env=None) -> LiveServer`` (started).
-
-    ``extra_env`` adds environment variables (e.g. ``COUNTERSIGN_DECISION_UNDO_SECONDS``);
-    every server is stopped after the test.
-    """
-    servers: list[LiveServer] = []
-    db_url = database_url_for_subprocess()
-
-    def make(
-        *, redis_url: str = "", extra_env: dict[str, str] | None = None
-    ) -> LiveServer:
-        env = {
-            **{k: v for k, v in os.environ.items() if k != ASYNC_UNSAFE},
-            "DJANGO_SETTINGS_MODULE": "config.settings",
-            "DATABASE_URL": db_url,
-            "REDIS_URL": redis_url,
-            "DEBUG": "1",
-            "PYTHONUNBUFFERED": "1",
-            **(extra_env or {}),
-        }
-        server = LiveServer(env=env, log_path=tmp_path / f"uvicorn-{len(servers)}.log")
-        servers.append(server)
-        server.start()
-        return server
-
-    yield make
-    for server in servers:
-        server.stop()
-        # Shown by pytest only when the test failed.
-        print(f"--- {server.log_path.name} ---\n{server.log_tail()}")
-
-
-@pytest.fixture
-def ui_server(ui_server_factory: Callable[..., LiveServer]) -> LiveServer:
-    """Return a started server in the embedded mode (no Redis)."""
-    return ui_server_factory()
-
-
 def make_user(username: str, *permissions: str) -> Any:
     """Create a user with ``PASSWORD`` and ``permissions`` (``app_label.codename``)."""
     from django.contrib.auth import get_user_model
@@ -293,3 +213,98 @@ def screenshot(page: Any, name: str) -> Path:
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+def pending_request(owner, *, call_id: str, amount: float) -> ApprovalRequest:
+    """Return a pending refund request, as ``pending_calls_dispatch`` leaves one."""
+    thread = thread_create(owner=owner, title=f"refund {call_id}")
+    args = {"order_id": "A-1001", "amount": amount, "reason": "customer request"}
+    run = Run.objects.create(
+        thread=thread,
+        status=Run.Status.AWAITING_TOOLS,
+        pending_tool_call_ids=[call_id],
+        input={"tools": [{"name": "lookup_order"}, {"name": "refund_order"}]},
+    )
+    call = ToolCall.objects.create(
+        thread=thread,
+        run=run,
+        tool_call_id=call_id,
+        name="refund_order",
+        arguments_text=json.dumps(args),
+        arguments=args,
+        state=ToolCall.State.AWAITING_APPROVAL,
+    )
+    return ApprovalRequest.objects.create(
+        tool_call=call,
+        thread=thread,
+        run=run,
+        tool_name="refund_order",
+        is_destructive=True,
+        requested_by=owner,
+        expires_at=timezone.now() + timedelta(hours=1),
+        proposed_arguments=args,
+    )
+
+
+def open_as(
+    browser: Any,
+    server: Any,
+    username: str,
+    *,
+    viewport: dict[str, int],
+    notifications: bool = False,
+) -> tuple[Any, Any]:
+    """Log ``username`` in at ``viewport``; with ``notifications`` granted and recorded."""
+    return login(
+        browser,
+        server,
+        username,
+        viewport=viewport,
+        permissions=["notifications"] if notifications else None,
+        init_script=WRAP_NOTIFICATION if notifications else None,
+    )
+
+
+def no_horizontal_scroll(page: Any) -> None:
+    """Assert the document is no wider than the viewport (no horizontal scroll)."""
+    widths = page.evaluate(
+        "() => [document.documentElement.scrollWidth, window.innerWidth]"
+    )
+    assert widths[0] <= widths[1], f"page {widths[0]} px wide in {widths[1]} px"
+
+
+def start_refund(page: Any, server: Any, title: str, text: str) -> str:
+    """Create a thread as the page's user and ask for a refund; return the thread URL."""
+    from playwright.sync_api import expect
+
+    page.get_by_label("Title").fill(title)
+    page.get_by_role("button", name="Create thread").click()
+    page.wait_for_url(re.compile(r".*/threads/[^/]+/$"))
+    expect(page.locator("#thread")).to_have_attribute("data-ready", "1")
+    page.get_by_label("Message", exact=True).fill(text)
+    page.get_by_role("button", name="Send").click()
+    expect(card(page, "refund_order").locator(".call-state")).to_have_text(
+        "pending approval", timeout=30_000
+    )
+    return page.url
+
+
+# Records every Notification the page constructs (the browser shows none headless).
+WRAP_NOTIFICATION = """(() => {
+  const Real = window.Notification;
+  window.__notifications = [];
+  class Recorded extends Real {
+    constructor(title, options) {
+      super(title, options);
+      window.__notifications.push({ title, body: (options && options.body) || "", tag: (options && options.tag) || "" });
+    }
+  }
+  Object.defineProperty(Recorded, "permission", { get: () => Real.permission });
+  Recorded.requestPermission = (...args) => Real.requestPermission(...args);
+  window.Notification = Recorded;
+})();"""
+
+
+def card(page: Any, name: str) -> Any:
+    """Return the locator of the tool-call card named ``name`` on the thread page."""
+    return page.locator(".call", has=page.locator(".call-name", has_text=name))

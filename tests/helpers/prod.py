@@ -1,25 +1,20 @@
-"""Fixtures that run the production processes for real: uvicorn, Celery workers, beat.
+"""The production processes for real (uvicorn, Celery workers, beat) and reading their state.
 
-Every process gets the pytest test database (PostgreSQL only: several processes
-write at once), a private ``redis-server`` started for this session on a free port
-(so restarting it never touches the machine's Redis), ``DEBUG=0`` and
-``tests.prod.settings`` (production settings plus test agents and short janitor
-windows). Processes run in their own sessions and are killed, with their
-children, in the fixtures' finalizers. Without PostgreSQL or ``redis-server`` the
-tests skip locally and fail in CI (``tests.conftest.service_missing``).
+:class:`Stack` starts and stops the processes of one test; the fixtures built on
+it (``stack``, ``private_redis``, ``slow_agent``, ``operator``) live in
+:mod:`tests.fixtures.prod`. The ``thread_start`` ... ``deltas_wait`` helpers drive
+and read a running stack through its API and the test database.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,14 +22,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import service_missing
-from tests.executors import database_url_for_subprocess
-from tests.prod.client import RedisServer
+from tests.prod.client import RedisServer, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that is free now."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -104,50 +98,6 @@ class Proc:
         finally:
             with contextlib.suppress(ProcessLookupError):  # leftover children, if any
                 os.killpg(self.process.pid, signal.SIGKILL)
-
-
-@pytest.fixture(scope="session")
-def private_redis(tmp_path_factory: Any) -> Iterator[RedisServer]:
-    """Start a redis-server of this session's own on a free port."""
-    if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
-        service_missing("redis-server/redis-cli are not installed")
-    server = RedisServer(port=free_port(), workdir=tmp_path_factory.mktemp("redis"))
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="session")
-def slow_agent(tmp_path_factory: Any) -> Iterator[str]:
-    """Serve tests.prod.slow_agent (a remote AG-UI agent streaming slowly); return its URL."""
-    port = free_port()
-    proc = Proc(
-        name="slow-agent",
-        argv=[
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "tests.prod.slow_agent:app",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-        env={**os.environ},
-        log=tmp_path_factory.mktemp("slow-agent") / "slow-agent.log",
-    ).start()
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    yield url
-    proc.terminate(5)
 
 
 @dataclass
@@ -265,52 +215,49 @@ class Stack:
             proc.terminate(timeout=10)
 
 
-@pytest.fixture
-def stack(
-    transactional_db: Any, private_redis: RedisServer, slow_agent: str, tmp_path: Path
-) -> Iterator[Stack]:
-    """Return a :class:`Stack` bound to the test database and the private Redis."""
-    from django.db import connection
-
-    if connection.vendor != "postgresql":
-        service_missing(
-            "PostgreSQL (DATABASE_URL=postgres://...) is required for tests/prod"
-        )
-    private_redis.flush()
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.prod.settings",
-        "DATABASE_URL": database_url_for_subprocess(),
-        "REDIS_URL": private_redis.url,
-        "DEBUG": "0",
-        "SECRET_KEY": "tests-prod-" + "x" * 50,
-        "ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "SECURE_SSL_REDIRECT": "0",
-        "SESSION_COOKIE_SECURE": "0",
-        "CSRF_COOKIE_SECURE": "0",
-        "SECURE_HSTS_SECONDS": "0",
-        "LOG_FORMAT": "json",
-        "LOG_LEVEL": "INFO",
-        "SLOW_AGENT_URL": slow_agent,
-        "COUNTERSIGN_TEST_LEDGER": str(tmp_path / "ledger.jsonl"),
-        "PYTHONUNBUFFERED": "1",
-    }
-    env.pop("COUNTERSIGN_TEST_CRASH_AT", None)
-    env.pop("COUNTERSIGN_TEST_HANG_AT", None)
-    running = Stack(env=env, tmp=tmp_path, redis=private_redis)
-    try:
-        yield running
-    finally:
-        running.stop()
-
-
-@pytest.fixture
-def operator(transactional_db: Any, django_user_model: Any) -> dict[str, str]:
-    """Create a superuser with an API token; return username, password and token."""
-    from rest_framework.authtoken.models import Token
-
-    user = django_user_model.objects.create_superuser(
-        username="operator", password="pw-operator-123", email=""
+def thread_start(api: Any, agent: str) -> str:
+    """Create a thread for ``agent`` over the REST API; return its id."""
+    response = api.post(
+        "/api/threads/", json={"title": f"prod {agent}", "agent": agent}
     )
-    token = Token.objects.create(user=user)
-    return {"username": "operator", "password": "pw-operator-123", "token": token.key}
+    assert response.status_code == 201, response.text
+    return response.json()["threadId"]
+
+
+def message_send(api: Any, thread_id: str, content: str) -> dict[str, Any]:
+    """Post ``content`` to thread ``thread_id`` over the REST API; return the message."""
+    response = api.post(
+        f"/api/threads/{thread_id}/messages/", json={"content": content}
+    )
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def event_log(thread_id: str) -> list[dict[str, Any]]:
+    """Return thread ``thread_id``'s event log as the wire shows it, in order."""
+    from threads.models import Event
+
+    return [
+        e.as_wire()
+        for e in Event.objects.filter(thread__thread_id=thread_id).order_by("seq")
+    ]
+
+
+def pending_approval_find(api: Any, thread_id: str) -> dict[str, Any] | None:
+    """Return thread ``thread_id``'s first pending approval over the REST API, or ``None``."""
+    page = api.get("/api/approvals/", params={"thread": thread_id, "status": "pending"})
+    assert page.status_code == 200, page.text
+    results = page.json()["results"]
+    return results[0] if results else None
+
+
+def delta_count(run_id: str) -> int:
+    """Return how many text deltas run ``run_id`` has recorded."""
+    from threads.models import Event
+
+    return Event.objects.filter(run__run_id=run_id, type="TEXT_MESSAGE_CONTENT").count()
+
+
+def deltas_wait(run_id: str, count: int, *, what: str) -> None:
+    """Wait until run ``run_id`` has recorded ``count`` text deltas."""
+    wait_until(lambda: delta_count(run_id) >= count, timeout=20, what=what)
