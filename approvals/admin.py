@@ -43,6 +43,7 @@ from approvals.models import (
     ToolExecution,
     ToolPolicy,
 )
+from core.types import logged_in
 from threads.validation import JSONInputError, parse_json
 
 if TYPE_CHECKING:
@@ -178,7 +179,7 @@ def _decide_many(
         try:
             decided = approval_decide(
                 approval=approval,
-                decided_by=request.user,
+                decided_by=logged_in(request.user),
                 decision=decision,
                 reason=reason,
             )
@@ -552,7 +553,7 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         try:
             approval_decide(
                 approval=approval,
-                decided_by=request.user,
+                decided_by=logged_in(request.user),
                 decision=decision,
                 reason=form.cleaned_data["reason"],
                 edited_arguments=edited,
@@ -815,7 +816,9 @@ class ApprovalGrantAdmin(ReadOnlyAdmin):
         revoked = 0
         for grant in queryset.filter(revoked_at__isnull=True):
             try:
-                grant_revoke(grant=grant, revoked_by=request.user, reason="admin")
+                grant_revoke(
+                    grant=grant, revoked_by=logged_in(request.user), reason="admin"
+                )
             except ApprovalError as error:
                 self.message_user(request, str(error), messages.ERROR)
                 continue

@@ -32,6 +32,7 @@ from approvals.exceptions import ApprovalClaimed, ApprovalNotAuthorized
 from approvals.governance import user_in_groups
 from approvals.models import DECIDE_PERMISSION, ApprovalRequest
 from core.conf import countersign_settings
+from core.types import AnyUser
 from threads.agent_config import agent_toolset
 
 logger = logging.getLogger(__name__)
@@ -157,7 +158,7 @@ def _governed(
     return users, groups
 
 
-def governance_refusals(*, approval: ApprovalRequest, user: Any) -> tuple[str, ...]:
+def governance_refusals(*, approval: ApprovalRequest, user: AnyUser) -> tuple[str, ...]:
     """Return the governance rules that keep ``user`` from deciding ``approval``.
 
     Sentences, empty when none applies: not a member of the request's approver
@@ -188,7 +189,7 @@ def governance_refusals(*, approval: ApprovalRequest, user: Any) -> tuple[str, .
     return tuple(refusals)
 
 
-def claim_refusal(*, approval: ApprovalRequest, user: Any) -> str | None:
+def claim_refusal(*, approval: ApprovalRequest, user: AnyUser) -> str | None:
     """Return why ``user`` may not act on ``approval`` because someone else claimed it, or ``None``.
 
     A claim lapses ``COUNTERSIGN["APPROVAL_CLAIM_SECONDS"]`` after it was taken.
@@ -210,7 +211,7 @@ def claim_refusal(*, approval: ApprovalRequest, user: Any) -> str | None:
     )
 
 
-def approval_authorization(approval: ApprovalRequest, user: Any) -> Authorization:
+def approval_authorization(approval: ApprovalRequest, user: AnyUser) -> Authorization:
     """Return whether ``user`` may authorize ``approval``, and if not why and who can.
 
     Authorizing needs every permission of :func:`required_permissions`, no
@@ -269,7 +270,7 @@ def approval_authorization(approval: ApprovalRequest, user: Any) -> Authorizatio
 
 
 def authorization_require(
-    *, approval: ApprovalRequest, user: Any, decision: str = "approve"
+    *, approval: ApprovalRequest, user: AnyUser, decision: str = "approve"
 ) -> Authorization:
     """Return ``user``'s :class:`Authorization` for ``approval``, or raise if ``decision`` is refused.
 

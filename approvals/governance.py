@@ -31,6 +31,7 @@ from agentcore.policy import (
 from agentcore.tools import Tool
 from approvals.models import DECIDE_PERMISSION, ApprovalRequest, ToolPolicy
 from core.conf import countersign_settings
+from core.types import AnyUser
 from threads.agent_config import agent_settings
 from threads.exceptions import UnknownAgent
 from threads.models import Thread
@@ -146,7 +147,7 @@ def groups_named(names: Any) -> list[Group]:
     return [Group.objects.get_or_create(name=name)[0] for name in names]
 
 
-def user_in_groups(*, user: Any, groups: list[Group]) -> bool:
+def user_in_groups(*, user: AnyUser, groups: list[Group]) -> bool:
     """Return whether ``user`` is a member of one of ``groups`` (any user when empty; superusers always)."""
     if not groups or getattr(user, "is_superuser", False):
         return True
@@ -155,7 +156,7 @@ def user_in_groups(*, user: Any, groups: list[Group]) -> bool:
 
 
 def assigned_to(
-    *, user: Any, approvals: QuerySet[ApprovalRequest]
+    *, user: AnyUser, approvals: QuerySet[ApprovalRequest]
 ) -> QuerySet[ApprovalRequest]:
     """Return the pending requests of ``approvals`` assigned to ``user``.
 

@@ -24,6 +24,7 @@ from typing import Any, Final
 from django.db.models import Model
 
 from approvals.models import ApprovalRequest, NotificationDelivery, ToolExecution
+from core.types import User
 from threads.models import ToolCall
 from threads.transitions import apply_transition, tool_call_transition
 
@@ -75,7 +76,7 @@ class AuditFact:
     """
 
     action: str
-    actor: Any = None
+    actor: User | None = None
     target: Model | None = None
     before: Any = None
     after: Any = None

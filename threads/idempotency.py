@@ -19,6 +19,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from core.types import User
 from threads.exceptions import IdempotencyKeyReused
 from threads.models import IdempotencyKey
 
@@ -61,7 +62,7 @@ def _replay(row: IdempotencyKey, fingerprint: str) -> StoredResponse:
 
 def idempotent_response(
     *,
-    user: Any,
+    user: User,
     key: str,
     operation: str,
     body: Any,

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from approvals.locks import audit_head_lock
 from approvals.models import AuditChainHead, AuditEntry
+from core.types import User
 from threads.locks import transaction_memo_get, transaction_memo_set
 
 _HEAD = "audit-chain-head"
@@ -81,7 +82,7 @@ def audit_batch() -> Iterator[None]:
 
 def audit_append(
     *,
-    actor: Any,
+    actor: User | None,
     action: str,
     target: Any,
     before: Any = None,

@@ -47,6 +47,7 @@ from approvals.services.notify import notify_approval_changed
 from approvals.services.votes import VoteOutcome, vote_record
 from approvals.signals import approval_decided, send_on_commit
 from approvals.transitions import AuditFact, approval_transition, call_transition
+from core.types import User
 from threads.models import Run, ToolCall
 from threads.services import run_resume_record
 from threads.transitions import tool_call_transition
@@ -75,7 +76,7 @@ class Decided:
 def approval_decision_record(
     *,
     approval: ApprovalRequest,
-    decided_by: Any,
+    decided_by: User,
     decision: Decision,
     reason: str = "",
     edited_arguments: dict[str, Any] | None = None,
@@ -247,7 +248,7 @@ def _vote(
     *,
     approval: ApprovalRequest,
     call: ToolCall,
-    voter: Any,
+    voter: User,
     decision: Decision,
     reason: str,
     edited_arguments: dict[str, Any] | None,
@@ -283,7 +284,7 @@ def _decide_locked(
     *,
     approval: ApprovalRequest,
     call: ToolCall,
-    decided_by: Any,
+    decided_by: User,
     decision: Decision,
     reason: str,
     edited_arguments: dict[str, Any] | None,
@@ -353,7 +354,7 @@ def _decide_locked(
     return queued
 
 
-def approval_undo(*, approval: ApprovalRequest, user: Any) -> ApprovalRequest:
+def approval_undo(*, approval: ApprovalRequest, user: User) -> ApprovalRequest:
     """Undo an approval whose execution has not started; the request is pending again.
 
     Under the row locks (thread → call → approval → execution): only an
@@ -443,7 +444,7 @@ def approval_undo(*, approval: ApprovalRequest, user: Any) -> ApprovalRequest:
     return locked
 
 
-def _deciding_vote_withdraw(*, approval: ApprovalRequest, user: Any) -> int | None:
+def _deciding_vote_withdraw(*, approval: ApprovalRequest, user: User) -> int | None:
     """Delete the decider's live approval of ``approval`` and revoke grants made with it.
 
     Returns the deleted vote's id (``None`` when there was none: a request
@@ -468,7 +469,7 @@ def _deciding_vote_withdraw(*, approval: ApprovalRequest, user: Any) -> int | No
 def _decision_record(
     *,
     approval: ApprovalRequest,
-    decided_by: Any,
+    decided_by: User,
     before: dict[str, Any],
     after: dict[str, Any],
 ) -> None:
@@ -489,7 +490,7 @@ def _decide_interrupt_locked(
     *,
     approval: ApprovalRequest,
     call: ToolCall | None,
-    decided_by: Any,
+    decided_by: User,
     decision: Decision,
     reason: str,
     edited_arguments: dict[str, Any] | None,
@@ -558,7 +559,7 @@ def _decide_interrupt_locked(
 def _decide_input_locked(
     *,
     approval: ApprovalRequest,
-    decided_by: Any,
+    decided_by: User,
     decision: Decision,
     reason: str,
     response: Any,

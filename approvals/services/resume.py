@@ -51,6 +51,7 @@ from approvals.services.decisions import (
     edited_arguments_validate,
     response_validate,
 )
+from core.types import User
 from threads.models import Run, Thread
 
 logger = logging.getLogger(__name__)
@@ -199,7 +200,7 @@ def thread_open_approvals(*, thread: Thread) -> list[ApprovalRequest]:
 
 
 def resume_check(
-    *, user: Any, thread: Thread, resume: list[Any] | None
+    *, user: User, thread: Thread, resume: list[Any] | None
 ) -> list[ResumePlan]:
     """Check ``resume`` against ``thread``'s open interrupts; return what to decide.
 

@@ -18,6 +18,7 @@ from django.utils import timezone
 from approvals.exceptions import ApprovalAlreadyDecided
 from approvals.models import ApprovalRequest, ApprovalVote, arguments_hash
 from approvals.services.audit import audit_append
+from core.types import User
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +49,7 @@ def _votes_cache(approval: ApprovalRequest, votes: list[ApprovalVote]) -> None:
 def vote_record(
     *,
     approval: ApprovalRequest,
-    voter: Any,
+    voter: User,
     decision: str,
     reason: str,
     edited_arguments: dict[str, Any] | None,

@@ -32,6 +32,7 @@ from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
 from approvals.services import client_run_cancel, thread_pending_calls_cancel
+from core.types import logged_in
 from threads.agent_config import agent_settings
 from threads.exceptions import UnknownAgent
 from threads.idempotency import MAX_KEY_LENGTH, idempotent_response
@@ -143,7 +144,7 @@ def respond_idempotently(
             {"Idempotency-Key": [f"must be 1-{MAX_KEY_LENGTH} printable characters"]}
         )
     stored = idempotent_response(
-        user=request.user,
+        user=logged_in(request.user),
         key=key,
         operation=operation,
         body=request.data,
@@ -354,7 +355,7 @@ class ThreadListCreateApi(APIView):
         data.is_valid(raise_exception=True)
 
         def produce() -> tuple[int, Any]:
-            thread = thread_create(owner=request.user, **data.validated_data)
+            thread = thread_create(owner=logged_in(request.user), **data.validated_data)
             return status.HTTP_201_CREATED, self.OutputSerializer(thread).data
 
         return respond_idempotently(request, operation="thread_create", produce=produce)
@@ -413,7 +414,7 @@ class ThreadCancelPendingApi(APIView):
         data.is_valid(raise_exception=True)
         cancelled = thread_pending_calls_cancel(
             thread=thread,
-            cancelled_by=request.user,
+            cancelled_by=logged_in(request.user),
             reason=data.validated_data["reason"],
         )
         return Response(self.OutputSerializer({"cancelledToolCallIds": cancelled}).data)
@@ -587,7 +588,7 @@ class RunCancelApi(APIView):
     )
     def post(self, request: Request, run_id: str) -> Response:
         run = client_run_cancel(
-            run=visible_run(request, run_id), cancelled_by=request.user
+            run=visible_run(request, run_id), cancelled_by=logged_in(request.user)
         )
         return Response(self.OutputSerializer(client_run(run=run)).data)
 

@@ -20,6 +20,7 @@ from urllib.parse import quote
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import AnonymousUser
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.templatetags.static import static
@@ -31,6 +32,7 @@ from approvals.labels import approval_label
 from approvals.models import DECIDE_PERMISSION, ApprovalRequest
 from approvals.selectors import VIEW_PERMISSION, approval_context, can_see_queue
 from core.conf import countersign_settings
+from core.types import AnyUser
 from threads.agent_config import agent_toolset
 from threads.exceptions import UnknownAgent
 from threads.models import Message, Thread, ToolCall
@@ -68,7 +70,7 @@ def _thread_row(thread: Thread) -> dict[str, Any]:
     }
 
 
-def _threads_for(user: Any, *, limit: int = 200) -> list[dict[str, Any]]:
+def _threads_for(user: AnyUser, *, limit: int = 200) -> list[dict[str, Any]]:
     threads = thread_visible_to(user=user).filter(archived_at__isnull=True)
     return [_thread_row(t) for t in threads.order_by("-updated_at", "-id")[:limit]]
 
@@ -87,7 +89,7 @@ def _activity_label(toolset: Any, call: ToolCall, arguments: Any) -> str:
         return ""
 
 
-def _approval_view(approval: Any, user: Any = None) -> dict[str, Any]:
+def _approval_view(approval: Any, user: AnyUser | None = None) -> dict[str, Any]:
     return {
         "id": approval.pk,
         "kind": approval.kind,
@@ -104,7 +106,9 @@ def _approval_view(approval: Any, user: Any = None) -> dict[str, Any]:
         "isDestructive": approval.is_destructive,
         "queueUrl": f"/approvals/#req-{approval.pk}",
         # Risk, requester, rationale, who may authorize, outcome (SEC-02, DC-03).
-        "context": approval_context(approval, user),
+        "context": approval_context(
+            approval, user if user is not None else AnonymousUser()
+        ),
     }
 
 
@@ -121,7 +125,7 @@ def _run_view(run: ClientRun) -> dict[str, Any]:
     }
 
 
-def thread_ui_state(*, thread: Thread, user: Any = None) -> dict[str, Any]:
+def thread_ui_state(*, thread: Thread, user: AnyUser | None = None) -> dict[str, Any]:
     """Return what a thread page needs beyond the event log, as JSON-ready data.
 
     ``calls`` maps each ``toolCallId`` to its name, activity label, state (and
