@@ -14,7 +14,7 @@ Implements LP-01, SEC-02, DC-03.
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import Group
@@ -107,7 +107,7 @@ def call_policy(
 
 
 def approval_routing(
-    *, decision: PolicyDecision, tool: Tool, now: Any = None
+    *, decision: PolicyDecision, tool: Tool, now: datetime | None = None
 ) -> tuple[dict[str, Any], list[Group]]:
     """Return the request columns and approver groups ``decision`` routes a request to.
 

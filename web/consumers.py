@@ -50,7 +50,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
@@ -72,6 +72,9 @@ from threads.realtime import (
 )
 from threads.selectors import thread_visible_to
 from threads.validation import JSONInputError, parse_json
+
+if TYPE_CHECKING:
+    from threads.models import Thread
 
 logger = logging.getLogger(__name__)
 
@@ -142,7 +145,7 @@ frame_cache = FrameCache()
 
 
 @database_sync_to_async
-def _visible_thread(user: AnyUser, thread_id: str) -> Any:
+def _visible_thread(user: AnyUser, thread_id: str) -> Thread | None:
     return thread_visible_to(user=user).filter(thread_id=thread_id).first()
 
 

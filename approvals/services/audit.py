@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Model
 from django.utils import timezone
 
 from approvals.locks import audit_head_lock
@@ -84,7 +85,7 @@ def audit_append(
     *,
     actor: User | None,
     action: str,
-    target: Any,
+    target: Model,
     before: Any = None,
     after: Any = None,
 ) -> AuditEntry:

@@ -162,7 +162,7 @@ def grant_create(
     call: ToolCall,
     tool: Tool | None,
     granted_by: User,
-    spec: Any,
+    spec: dict[str, Any],
 ) -> ApprovalGrant:
     """Create the scoped grant ``spec`` that ``granted_by`` makes while approving ``approval``.
 

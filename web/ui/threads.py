@@ -14,7 +14,7 @@ Implements DC-05, DC-02, DC-03.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from django.conf import settings
@@ -42,6 +42,9 @@ from threads.selectors import (
     thread_status,
     thread_visible_to,
 )
+
+if TYPE_CHECKING:
+    from agentcore.tools import Toolset
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +78,7 @@ def _threads_for(user: AnyUser, *, limit: int = 200) -> list[dict[str, Any]]:
     return [_thread_row(t) for t in threads.order_by("-updated_at", "-id")[:limit]]
 
 
-def _activity_label(toolset: Any, call: ToolCall, arguments: Any) -> str:
+def _activity_label(toolset: Toolset | None, call: ToolCall, arguments: Any) -> str:
     """Return the tool's ``describe_activity`` label for ``call``, or ``""`` when unknown."""
     if toolset is None or not isinstance(arguments, dict):
         return ""
@@ -89,7 +92,9 @@ def _activity_label(toolset: Any, call: ToolCall, arguments: Any) -> str:
         return ""
 
 
-def _approval_view(approval: Any, user: AnyUser | None = None) -> dict[str, Any]:
+def _approval_view(
+    approval: ApprovalRequest, user: AnyUser | None = None
+) -> dict[str, Any]:
     return {
         "id": approval.pk,
         "kind": approval.kind,
