@@ -23,7 +23,7 @@ from approvals.models import (
 )
 from approvals.services.notify import approval_snapshot
 from core.conf import countersign_settings
-from core.types import AnyUser
+from core.types import AnyUser, JSONValue
 from threads.models import Message, ToolCall
 from threads.selectors import thread_visible_to
 
@@ -122,7 +122,7 @@ def approval_get(
 CONTEXT_TEXT_CHARS = 600
 
 
-def content_text(content: Any) -> str:
+def content_text(content: JSONValue) -> str:
     """Return the text of an AG-UI message ``content``: the string, or its text parts joined.
 
     Media parts are named (``[image]``) rather than dropped silently (TC-15).
@@ -260,7 +260,7 @@ def approval_risk(approval: ApprovalRequest) -> dict[str, Any]:
     return {"level": level, "reasons": reasons}
 
 
-def arguments_diff(proposed: Any, edited: Any) -> list[dict[str, Any]]:
+def arguments_diff(proposed: JSONValue, edited: JSONValue) -> list[dict[str, Any]]:
     """Return the differences between ``proposed`` and ``edited`` arguments, by path.
 
     ``[{"path": "a.b", "change": "changed"|"added"|"removed", "proposed", "edited"}]``

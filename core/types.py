@@ -10,15 +10,23 @@ authorization read.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TypeAlias
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied
 
-__all__ = ["AnyUser", "User", "logged_in"]
+__all__ = ["AnyUser", "JSONValue", "User", "logged_in"]
 
 #: A request's user: logged in or anonymous.
 AnyUser: TypeAlias = User | AnonymousUser
+
+#: A JSON value as a parameter takes it (audit before/after images, interrupt
+#: responses, request bodies, tool arguments before validation). Read-only
+#: containers, so a caller's ``list[str]`` or ``dict[str, int]`` is one too.
+JSONValue: TypeAlias = (
+    "bool | int | float | str | Sequence[JSONValue] | Mapping[str, JSONValue] | None"
+)
 
 
 def logged_in(user: AnyUser) -> User:

@@ -73,7 +73,7 @@ from approvals.services.execution import (
     execution_outcome_resolve,
     execution_reserve,
 )
-from core.types import User
+from core.types import JSONValue, User
 from orchestration.runs import run_claim, run_drive
 from orchestration.supervision import (
     run_heartbeat,
@@ -169,7 +169,7 @@ def approval_decide(
     decision: Decision,
     reason: str = "",
     edited_arguments: dict[str, Any] | None = None,
-    response: Any = None,
+    response: JSONValue = None,
     grant: dict[str, Any] | None = None,
     undo_seconds: float = 0.0,
 ) -> ApprovalRequest:

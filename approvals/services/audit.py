@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 from django.db import transaction
 from django.db.models import Model
@@ -13,7 +12,7 @@ from django.utils import timezone
 
 from approvals.locks import audit_head_lock
 from approvals.models import AuditChainHead, AuditEntry
-from core.types import User
+from core.types import JSONValue, User
 from threads.locks import transaction_memo_get, transaction_memo_set
 
 _HEAD = "audit-chain-head"
@@ -86,8 +85,8 @@ def audit_append(
     actor: User | None,
     action: str,
     target: Model,
-    before: Any = None,
-    after: Any = None,
+    before: JSONValue = None,
+    after: JSONValue = None,
 ) -> AuditEntry:
     """Append an audit entry chained to the previous one; return it.
 

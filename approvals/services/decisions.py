@@ -47,7 +47,7 @@ from approvals.services.notify import notify_approval_changed
 from approvals.services.votes import VoteOutcome, vote_record
 from approvals.signals import approval_decided, send_on_commit
 from approvals.transitions import AuditFact, approval_transition, call_transition
-from core.types import User
+from core.types import JSONValue, User
 from threads.models import Run, ToolCall
 from threads.services import run_resume_record
 from threads.transitions import tool_call_transition
@@ -80,7 +80,7 @@ def approval_decision_record(
     decision: Decision,
     reason: str = "",
     edited_arguments: dict[str, Any] | None = None,
-    response: Any = None,
+    response: JSONValue = None,
     grant: dict[str, Any] | None = None,
     undo_seconds: float = 0.0,
 ) -> Decided:
@@ -494,7 +494,7 @@ def _decide_interrupt_locked(
     decision: Decision,
     reason: str,
     edited_arguments: dict[str, Any] | None,
-    response: Any,
+    response: JSONValue,
 ) -> None:
     """Decide a remote agent's interrupt: validate, record its resume entry, audit (IR-18)."""
     before = {"status": approval.status}
@@ -502,7 +502,7 @@ def _decide_interrupt_locked(
     asks_approved = isinstance(schema, dict) and "approved" in (
         schema.get("properties") or {}
     )
-    payload: Any = response
+    payload: JSONValue = response
     if edited_arguments == approval.proposed_arguments:
         edited_arguments = None  # "approve as proposed", however it was spelled
     if decision == "approve":
@@ -562,7 +562,7 @@ def _decide_input_locked(
     decided_by: User,
     decision: Decision,
     reason: str,
-    response: Any,
+    response: JSONValue,
 ) -> None:
     """Decide an MCP server's input request; the waiting call reads the answer."""
     if decision == "approve":
@@ -581,7 +581,7 @@ def _decide_input_locked(
     )
 
 
-def response_validate(schema: Any, payload: Any) -> None:
+def response_validate(schema: JSONValue, payload: JSONValue) -> None:
     """Raise :class:`InvalidResponse` unless ``payload`` satisfies JSON Schema ``schema``.
 
     A ``schema`` that is not a JSON Schema object refuses nothing (it is the agent's).
@@ -602,7 +602,7 @@ def response_validate(schema: Any, payload: Any) -> None:
         )
 
 
-def _validate_edit(*, call: ToolCall, run: Run, edited: Any) -> dict[str, Any]:
+def _validate_edit(*, call: ToolCall, run: Run, edited: JSONValue) -> dict[str, Any]:
     """Validate an operator's edited arguments against the tool's schema (SEC-02)."""
     if not isinstance(edited, dict):
         raise InvalidEditedArguments(
@@ -635,7 +635,7 @@ def _validate_edit(*, call: ToolCall, run: Run, edited: Any) -> dict[str, Any]:
 
 
 def edited_arguments_validate(
-    *, approval: ApprovalRequest, edited: Any
+    *, approval: ApprovalRequest, edited: JSONValue
 ) -> dict[str, Any]:
     """Return ``edited`` validated for ``approval``'s tool, schema and policy (SEC-02, IR-11).
 
