@@ -14,6 +14,7 @@ Implements LP-01, SEC-02, DC-03.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -142,7 +143,7 @@ def approval_routing(
     return fields, groups_named(decision.groups)
 
 
-def groups_named(names: Any) -> list[Group]:
+def groups_named(names: Iterable[str]) -> list[Group]:
     """Return the Django groups called ``names``, creating missing ones (so routing never drops)."""
     return [Group.objects.get_or_create(name=name)[0] for name in names]
 

@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from django.http import Http404, JsonResponse
+from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -276,7 +276,7 @@ class MessageRateThrottle(SimpleRateThrottle):
         rate = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
         return str(rate) if rate else self.default_rate
 
-    def get_cache_key(self, request: Request, view: Any) -> str | None:
+    def get_cache_key(self, request: Request, view: APIView) -> str | None:
         token = getattr(request.auth, "key", None)
         if token:
             ident = "token:" + hashlib.sha256(token.encode()).hexdigest()[:32]
@@ -703,7 +703,7 @@ class AgentListApi(APIView):
 
 
 @csrf_exempt  # answers 404 whatever the method; nothing to protect
-def api_not_found(request: Any, path: str = "") -> Any:
+def api_not_found(request: HttpRequest, path: str = "") -> JsonResponse:
     """Answer unknown ``/api/`` paths with the API's 404 body (not Django's HTML page)."""
 
     return JsonResponse(
