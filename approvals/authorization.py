@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
@@ -34,6 +34,9 @@ from approvals.models import DECIDE_PERMISSION, ApprovalRequest
 from core.conf import countersign_settings
 from core.types import AnyUser
 from threads.agent_config import agent_toolset
+
+if TYPE_CHECKING:
+    from agentcore.tools import Tool
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +90,7 @@ class Authorization:
         }
 
 
-def approval_tool(approval: ApprovalRequest) -> Any:
+def approval_tool(approval: ApprovalRequest) -> Tool | None:
     """Return the agent's tool ``approval`` names, or ``None`` when it is not configured.
 
     Never raises: an unknown agent gives ``None`` (a remote agent's tool is its own).

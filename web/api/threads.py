@@ -36,7 +36,7 @@ from core.types import logged_in
 from threads.agent_config import agent_settings
 from threads.exceptions import UnknownAgent
 from threads.idempotency import MAX_KEY_LENGTH, idempotent_response
-from threads.models import Thread, ToolCall
+from threads.models import Run, Thread, ToolCall
 from threads.selectors import (
     agent_list,
     client_run,
@@ -527,7 +527,7 @@ class ThreadEventsApi(APIView):
 # -- runs ----------------------------------------------------------------------------
 
 
-def visible_run(request: Request, run_id: str) -> Any:
+def visible_run(request: Request, run_id: str) -> Run:
     """Return run ``run_id`` if the user may see its thread; raise 404 otherwise."""
     run = run_get(user=request.user, run_id=run_id)
     if run is None:
