@@ -25,6 +25,7 @@ from ag_ui.core import (
     IdentityCapabilities,
     Message,
     MessagesSnapshotEvent,
+    ResumeEntry,
     RunAgentInput,
     RunErrorEvent,
     RunFinishedCancelledOutcome,
@@ -55,7 +56,7 @@ from ag_ui.core import (
     UserMessage,
 )
 from ag_ui.encoder import EventEncoder
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -74,6 +75,7 @@ __all__ = [
     "IdentityCapabilities",
     "Message",
     "MessagesSnapshotEvent",
+    "ResumeEntry",
     "RunAgentInput",
     "RunErrorEvent",
     "RunFinishedCancelledOutcome",
@@ -123,10 +125,11 @@ def event_from_dict(data: dict[str, Any]) -> BaseEvent:
     Raises :class:`pydantic.ValidationError` when ``data`` is not a known event type or
     a known field is malformed. Unknown members are kept, as the package does.
     """
-    return _EVENT_ADAPTER.validate_python(data)
+    event: BaseEvent = _EVENT_ADAPTER.validate_python(data)
+    return event
 
 
-def message_to_dict(message: Any) -> dict[str, Any]:
+def message_to_dict(message: BaseModel) -> dict[str, Any]:
     """Return an AG-UI message model as its JSON object (camelCase, absent omitted)."""
     return message.model_dump(mode="json", by_alias=True, exclude_none=True)
 

@@ -14,6 +14,7 @@ last error, newest first and filterable by status, so a broken target shows.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import UTC, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q, QuerySet
+from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -43,9 +44,14 @@ from approvals.models import (
     ToolExecution,
     ToolPolicy,
 )
+from core.types import logged_in
 from threads.validation import JSONInputError, parse_json
 
 if TYPE_CHECKING:
+    # A stub-only TypedDict: what a list filter's choices yield.
+    from django.contrib.admin.filters import _ListFilterChoices
+    from django.contrib.admin.views.main import ChangeList
+
     from approvals.services.decisions import Decision
 
 # The selectors and services are imported where an admin page uses them: admin
@@ -178,7 +184,7 @@ def _decide_many(
         try:
             decided = approval_decide(
                 approval=approval,
-                decided_by=request.user,
+                decided_by=logged_in(request.user),
                 decision=decision,
                 reason=reason,
             )
@@ -207,13 +213,15 @@ class StatusFilter(admin.SimpleListFilter):
     parameter_name = "status"
     ALL = "all"
 
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+    def lookups(
+        self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]
+    ) -> list[tuple[str, str]]:
         return [*ApprovalRequest.Status.choices, (self.ALL, "all")]
 
     def _chosen(self) -> str:
         return self.value() or ApprovalRequest.Status.PENDING
 
-    def choices(self, changelist: Any) -> Any:
+    def choices(self, changelist: ChangeList) -> Iterator[_ListFilterChoices]:
         for value, label in self.lookup_choices:
             yield {
                 "selected": self._chosen() == value,
@@ -247,10 +255,14 @@ class ApprovalVoteInline(admin.TabularInline):
     )
     readonly_fields = fields
 
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_add_permission(
+        self, request: HttpRequest, obj: Model | None = None
+    ) -> bool:
         return False
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_change_permission(
+        self, request: HttpRequest, obj: Model | None = None
+    ) -> bool:
         return False
 
 
@@ -377,10 +389,14 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_delete_permission(
+        self, request: HttpRequest, obj: ApprovalRequest | None = None
+    ) -> bool:
         return False
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_change_permission(
+        self, request: HttpRequest, obj: ApprovalRequest | None = None
+    ) -> bool:
         # Fields are read-only; "change" only opens the decision form.
         from approvals.selectors import can_see_queue
 
@@ -552,7 +568,7 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         try:
             approval_decide(
                 approval=approval,
-                decided_by=request.user,
+                decided_by=logged_in(request.user),
                 decision=decision,
                 reason=form.cleaned_data["reason"],
                 edited_arguments=edited,
@@ -568,7 +584,7 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         request: HttpRequest,
         object_id: str,
         form_url: str = "",
-        extra_context: Any = None,
+        extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
         from approvals.selectors import approval_context
 
@@ -606,10 +622,14 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_change_permission(
+        self, request: HttpRequest, obj: Model | None = None
+    ) -> bool:
         return False
 
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_delete_permission(
+        self, request: HttpRequest, obj: Model | None = None
+    ) -> bool:
         return False
 
 
@@ -815,7 +835,9 @@ class ApprovalGrantAdmin(ReadOnlyAdmin):
         revoked = 0
         for grant in queryset.filter(revoked_at__isnull=True):
             try:
-                grant_revoke(grant=grant, revoked_by=request.user, reason="admin")
+                grant_revoke(
+                    grant=grant, revoked_by=logged_in(request.user), reason="admin"
+                )
             except ApprovalError as error:
                 self.message_user(request, str(error), messages.ERROR)
                 continue

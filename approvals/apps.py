@@ -1,9 +1,14 @@
-from typing import Any
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from django.apps import AppConfig
 
+if TYPE_CHECKING:
+    from threads.models import Run
 
-def _run_interrupts(run: Any) -> list[dict[str, Any]]:
+
+def _run_interrupts(run: Run) -> list[dict[str, Any]]:
     # Deferred: approvals.interrupts loads the agents' toolsets (MCP sources
     # among them), which must not happen while the app registry is starting.
     from approvals.interrupts import run_interrupts

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
@@ -32,7 +32,11 @@ from approvals.exceptions import ApprovalClaimed, ApprovalNotAuthorized
 from approvals.governance import user_in_groups
 from approvals.models import DECIDE_PERMISSION, ApprovalRequest
 from core.conf import countersign_settings
+from core.types import AnyUser
 from threads.agent_config import agent_toolset
+
+if TYPE_CHECKING:
+    from agentcore.tools import Tool
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +90,7 @@ class Authorization:
         }
 
 
-def approval_tool(approval: ApprovalRequest) -> Any:
+def approval_tool(approval: ApprovalRequest) -> Tool | None:
     """Return the agent's tool ``approval`` names, or ``None`` when it is not configured.
 
     Never raises: an unknown agent gives ``None`` (a remote agent's tool is its own).
@@ -157,7 +161,7 @@ def _governed(
     return users, groups
 
 
-def governance_refusals(*, approval: ApprovalRequest, user: Any) -> tuple[str, ...]:
+def governance_refusals(*, approval: ApprovalRequest, user: AnyUser) -> tuple[str, ...]:
     """Return the governance rules that keep ``user`` from deciding ``approval``.
 
     Sentences, empty when none applies: not a member of the request's approver
@@ -188,7 +192,7 @@ def governance_refusals(*, approval: ApprovalRequest, user: Any) -> tuple[str, .
     return tuple(refusals)
 
 
-def claim_refusal(*, approval: ApprovalRequest, user: Any) -> str | None:
+def claim_refusal(*, approval: ApprovalRequest, user: AnyUser) -> str | None:
     """Return why ``user`` may not act on ``approval`` because someone else claimed it, or ``None``.
 
     A claim lapses ``COUNTERSIGN["APPROVAL_CLAIM_SECONDS"]`` after it was taken.
@@ -210,7 +214,7 @@ def claim_refusal(*, approval: ApprovalRequest, user: Any) -> str | None:
     )
 
 
-def approval_authorization(approval: ApprovalRequest, user: Any) -> Authorization:
+def approval_authorization(approval: ApprovalRequest, user: AnyUser) -> Authorization:
     """Return whether ``user`` may authorize ``approval``, and if not why and who can.
 
     Authorizing needs every permission of :func:`required_permissions`, no
@@ -269,7 +273,7 @@ def approval_authorization(approval: ApprovalRequest, user: Any) -> Authorizatio
 
 
 def authorization_require(
-    *, approval: ApprovalRequest, user: Any, decision: str = "approve"
+    *, approval: ApprovalRequest, user: AnyUser, decision: str = "approve"
 ) -> Authorization:
     """Return ``user``'s :class:`Authorization` for ``approval``, or raise if ``decision`` is refused.
 

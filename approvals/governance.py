@@ -14,7 +14,8 @@ Implements LP-01, SEC-02, DC-03.
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from collections.abc import Iterable
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import Group
@@ -31,6 +32,7 @@ from agentcore.policy import (
 from agentcore.tools import Tool
 from approvals.models import DECIDE_PERMISSION, ApprovalRequest, ToolPolicy
 from core.conf import countersign_settings
+from core.types import AnyUser
 from threads.agent_config import agent_settings
 from threads.exceptions import UnknownAgent
 from threads.models import Thread
@@ -106,7 +108,7 @@ def call_policy(
 
 
 def approval_routing(
-    *, decision: PolicyDecision, tool: Tool, now: Any = None
+    *, decision: PolicyDecision, tool: Tool, now: datetime | None = None
 ) -> tuple[dict[str, Any], list[Group]]:
     """Return the request columns and approver groups ``decision`` routes a request to.
 
@@ -141,12 +143,12 @@ def approval_routing(
     return fields, groups_named(decision.groups)
 
 
-def groups_named(names: Any) -> list[Group]:
+def groups_named(names: Iterable[str]) -> list[Group]:
     """Return the Django groups called ``names``, creating missing ones (so routing never drops)."""
     return [Group.objects.get_or_create(name=name)[0] for name in names]
 
 
-def user_in_groups(*, user: Any, groups: list[Group]) -> bool:
+def user_in_groups(*, user: AnyUser, groups: list[Group]) -> bool:
     """Return whether ``user`` is a member of one of ``groups`` (any user when empty; superusers always)."""
     if not groups or getattr(user, "is_superuser", False):
         return True
@@ -155,7 +157,7 @@ def user_in_groups(*, user: Any, groups: list[Group]) -> bool:
 
 
 def assigned_to(
-    *, user: Any, approvals: QuerySet[ApprovalRequest]
+    *, user: AnyUser, approvals: QuerySet[ApprovalRequest]
 ) -> QuerySet[ApprovalRequest]:
     """Return the pending requests of ``approvals`` assigned to ``user``.
 

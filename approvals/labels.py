@@ -8,14 +8,17 @@ deciding on the approval card sees where the tool comes from and what it claims.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from threads.agent_config import agent_toolset
+
+if TYPE_CHECKING:
+    from approvals.models import ApprovalRequest
 
 logger = logging.getLogger(__name__)
 
 
-def approval_label(approval: Any) -> str:
+def approval_label(approval: ApprovalRequest) -> str:
     """Return the tool's ``describe_activity`` label for ``approval``'s arguments, or ``""``.
 
     Never raises: an unknown agent or tool, or a failing label, gives ``""``.

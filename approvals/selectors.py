@@ -23,13 +23,14 @@ from approvals.models import (
 )
 from approvals.services.notify import approval_snapshot
 from core.conf import countersign_settings
+from core.types import AnyUser, JSONValue
 from threads.models import Message, ToolCall
 from threads.selectors import thread_visible_to
 
 VIEW_PERMISSION = "approvals.view_approvalrequest"
 
 
-def can_see_queue(user: Any) -> bool:
+def can_see_queue(user: AnyUser) -> bool:
     """Return whether ``user`` may open the queue: the decide or the view permission.
 
     The one check the queue page, the thread page's queue link and the admin's
@@ -38,7 +39,7 @@ def can_see_queue(user: Any) -> bool:
     return bool(user.has_perm(DECIDE_PERMISSION) or user.has_perm(VIEW_PERMISSION))
 
 
-def approval_visible_to(*, user: Any) -> QuerySet[ApprovalRequest]:
+def approval_visible_to(*, user: AnyUser) -> QuerySet[ApprovalRequest]:
     """Return the requests ``user`` may see.
 
     Staff and holders of the decide or view permission see every request; other
@@ -62,7 +63,7 @@ def approval_visible_to(*, user: Any) -> QuerySet[ApprovalRequest]:
 
 def approval_list(
     *,
-    user: Any,
+    user: AnyUser,
     tool: str | None = None,
     thread_id: str | None = None,
     status: str | None = None,
@@ -102,7 +103,7 @@ def approval_list(
 
 
 def approval_get(
-    *, user: Any, pk: int, prefetch: bool = True
+    *, user: AnyUser, pk: int, prefetch: bool = True
 ) -> ApprovalRequest | None:
     """Return request ``pk`` if ``user`` may see it, else ``None``.
 
@@ -121,7 +122,7 @@ def approval_get(
 CONTEXT_TEXT_CHARS = 600
 
 
-def content_text(content: Any) -> str:
+def content_text(content: JSONValue) -> str:
     """Return the text of an AG-UI message ``content``: the string, or its text parts joined.
 
     Media parts are named (``[image]``) rather than dropped silently (TC-15).
@@ -259,7 +260,7 @@ def approval_risk(approval: ApprovalRequest) -> dict[str, Any]:
     return {"level": level, "reasons": reasons}
 
 
-def arguments_diff(proposed: Any, edited: Any) -> list[dict[str, Any]]:
+def arguments_diff(proposed: JSONValue, edited: JSONValue) -> list[dict[str, Any]]:
     """Return the differences between ``proposed`` and ``edited`` arguments, by path.
 
     ``[{"path": "a.b", "change": "changed"|"added"|"removed", "proposed", "edited"}]``
@@ -385,7 +386,7 @@ def approval_undo_until(approval: ApprovalRequest) -> str | None:
     )
 
 
-def approval_context(approval: ApprovalRequest, user: Any) -> dict[str, Any]:
+def approval_context(approval: ApprovalRequest, user: AnyUser) -> dict[str, Any]:
     """Return everything a card shows about ``approval`` to ``user``, as one JSON dict.
 
     Shared by the queue, the admin change form and the thread page. Keys: those
@@ -446,7 +447,7 @@ QUEUE_LIMIT = 200
 
 def approval_queue(
     *,
-    user: Any,
+    user: AnyUser,
     view: str = "pending",
     tool: str = "",
     agent: str = "",
@@ -498,7 +499,7 @@ def approval_queue(
     return cards
 
 
-def approval_queue_facets(*, user: Any) -> dict[str, list[str]]:
+def approval_queue_facets(*, user: AnyUser) -> dict[str, list[str]]:
     """Return the values the queue's filters offer: ``{"tools", "agents", "requesters"}``."""
     approvals = approval_visible_to(user=user)
     tools = approvals.values_list("tool_name", flat=True).distinct()
@@ -512,7 +513,7 @@ def approval_queue_facets(*, user: Any) -> dict[str, list[str]]:
 
 
 def grant_list(
-    *, user: Any, tool: str | None = None, active: bool | None = None
+    *, user: AnyUser, tool: str | None = None, active: bool | None = None
 ) -> QuerySet[ApprovalGrant]:
     """Return the scoped grants ``user`` may see, newest first (deciders and viewers see all).
 
@@ -533,7 +534,7 @@ def grant_list(
     return grants
 
 
-def grant_get(*, user: Any, pk: int) -> ApprovalGrant | None:
+def grant_get(*, user: AnyUser, pk: int) -> ApprovalGrant | None:
     """Return grant ``pk`` if ``user`` may see it, else ``None``."""
     return grant_list(user=user).filter(pk=pk).first()
 

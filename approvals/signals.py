@@ -23,10 +23,13 @@ subscribe here.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.dispatch import Signal
+
+if TYPE_CHECKING:
+    from approvals.models import ApprovalRequest
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +39,7 @@ approval_expiring = Signal()
 approval_escalated = Signal()
 
 
-def send_now(signal: Signal, approval: Any, **kwargs: Any) -> None:
+def send_now(signal: Signal, approval: ApprovalRequest, **kwargs: Any) -> None:
     """Send ``signal`` for ``approval`` now, logging (not raising) receivers' errors."""
     # Deferred: approvals.models imports threads.models, not importable at app loading.
     from approvals.models import ApprovalRequest
@@ -54,7 +57,7 @@ def send_now(signal: Signal, approval: Any, **kwargs: Any) -> None:
             )
 
 
-def send_on_commit(signal: Signal, approval: Any, **kwargs: Any) -> None:
+def send_on_commit(signal: Signal, approval: ApprovalRequest, **kwargs: Any) -> None:
     """Send ``signal`` for ``approval`` once the current transaction commits.
 
     Outside a transaction it is sent at once. ``kwargs`` are passed to receivers

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from django.db.models import Model
 
 from approvals.models import ApprovalRequest, NotificationDelivery, ToolExecution
+from core.types import JSONValue, User
 from threads.models import ToolCall
 from threads.transitions import apply_transition, tool_call_transition
 
@@ -75,10 +76,10 @@ class AuditFact:
     """
 
     action: str
-    actor: Any = None
+    actor: User | None = None
     target: Model | None = None
-    before: Any = None
-    after: Any = None
+    before: JSONValue = None
+    after: JSONValue = None
 
 
 #: What a move appends to the audit chain: no entry, one, or several in order.

@@ -21,15 +21,19 @@ execution → the commit of the continuation's ``RUN_STARTED``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import time
 import uuid
+from collections.abc import Callable
+from typing import TypeVar
 
 from bench.common import (
     PYTHON,
     REDIS_URL,
     Row,
+    Server,
     bench_env,
     bench_user,
     celery_worker,
@@ -45,10 +49,12 @@ from bench.common import (
     wait_port,
 )
 
+T = TypeVar("T")
+
 APPROVALS = int(os.environ.get("BENCH_APPROVALS") or 30)
 
 
-def _wait(predicate, timeout: float = 60):
+def _wait(predicate: Callable[[], T | None], timeout: float = 60) -> T:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -59,7 +65,7 @@ def _wait(predicate, timeout: float = 60):
 
 
 async def _first_run_started(
-    url: str, headers: dict[str, str], origin: str, go
+    url: str, headers: dict[str, str], origin: str, go: Callable[[], None]
 ) -> float:
     from websockets.asyncio.client import connect
     from websockets.typing import Origin
@@ -75,11 +81,11 @@ async def _first_run_started(
                 return time.time()
 
 
-def ours(server, token: str, cookie: str) -> dict[str, list[float]]:
+def ours(server: Server, token: str, cookie: str) -> dict[str, list[float]]:
     import httpx
 
     from approvals.models import ApprovalRequest, ToolExecution
-    from threads.models import Run
+    from threads.models import Run, Thread
     from threads.services import message_post, thread_create
 
     user = bench_user()
@@ -88,14 +94,16 @@ def ours(server, token: str, cookie: str) -> dict[str, list[float]]:
         thread = thread_create(owner=user, title=f"B2 {i}")
         message_post(thread=thread, content="refund order A-1001 0.01")
         threads.append(thread)
-    approvals = [
-        _wait(
-            lambda t=t: ApprovalRequest.objects.filter(
-                thread=t, status="pending"
-            ).first()
-        )
-        for t in threads
-    ]
+
+    def pending(thread: Thread) -> ApprovalRequest | None:
+        return ApprovalRequest.objects.filter(thread=thread, status="pending").first()
+
+    def settled(thread: Thread) -> bool:
+        return not Run.objects.filter(
+            thread=thread, status__in=["queued", "running"]
+        ).exists()
+
+    approvals = [_wait(functools.partial(pending, t)) for t in threads]
     time.sleep(1.0)  # idle system
     api = httpx.Client(
         base_url=server.base, headers={"Authorization": f"Token {token}"}
@@ -108,7 +116,9 @@ def ours(server, token: str, cookie: str) -> dict[str, list[float]]:
         )
         box: dict[str, float] = {}
 
-        def go(approval=approval, box=box) -> None:
+        def go(
+            approval: ApprovalRequest = approval, box: dict[str, float] = box
+        ) -> None:
             box["t0"] = time.time()
             response = api.post(f"/api/approvals/{approval.pk}/approve/", json={})
             assert response.status_code == 200, response.text
@@ -133,13 +143,7 @@ def ours(server, token: str, cookie: str) -> dict[str, list[float]]:
         rest.append((t1 - started_at.timestamp()) * 1000)
         # The continuation goes on in the (solo) worker after its first event:
         # the next approval starts on an idle worker, not queued behind it.
-        _wait(
-            lambda thread=thread: (
-                not Run.objects.filter(
-                    thread=thread, status__in=["queued", "running"]
-                ).exists()
-            )
-        )
+        _wait(functools.partial(settled, thread))
     executions = ToolExecution.objects.filter(tool_call__thread__in=threads)
     once = (
         all(e.attempts == 1 for e in executions) and executions.count() == 2 * APPROVALS
@@ -219,7 +223,7 @@ def statements_per_approval() -> tuple[int, int]:
     return len(decided.captured_queries), committed + 1
 
 
-def baseline_http(server, token: str) -> list[float]:
+def baseline_http(server: Server, token: str) -> list[float]:
     import httpx
 
     api = httpx.Client(

@@ -31,6 +31,7 @@ import time
 import uuid
 from typing import Any
 
+from agentcore.agents import Agent
 from bench.common import (
     PYTHON,
     REDIS_URL,
@@ -100,7 +101,7 @@ def event_plan(count: int) -> list[dict[str, Any]]:
     return plan
 
 
-class PlanAgent:
+class PlanAgent(Agent):
     """An agent yielding the plan, stamped, optionally paced (events/s)."""
 
     def __init__(self, plan: list[dict[str, Any]], rate: float | None) -> None:

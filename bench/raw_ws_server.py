@@ -12,13 +12,13 @@ import asyncio
 import sys
 
 import redis.asyncio as aioredis
-from websockets.asyncio.server import broadcast, serve
+from websockets.asyncio.server import ServerConnection, broadcast, serve
 
 
 async def main(port: int, url: str, channel: str) -> None:
-    clients: set = set()
+    clients: set[ServerConnection] = set()
 
-    async def handler(socket) -> None:
+    async def handler(socket: ServerConnection) -> None:
         clients.add(socket)
         try:
             await socket.wait_closed()

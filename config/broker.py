@@ -106,12 +106,14 @@ class Channel(_KombuChannel):
             # on a new channel, or gives up with OperationalError (found by make chaos).
             raise redis.exceptions.ConnectionError("the broker channel was closed")
         if transport.client is not None or self._opened_with is None:
-            return super()._connparams(asynchronous=asynchronous)
+            params: dict[str, Any] = super()._connparams(asynchronous=asynchronous)
+            return params
         # The consumer detached the transport from its Connection; build the
         # parameters from the Connection this channel was opened with.
         transport.client = self._opened_with
         try:
-            return super()._connparams(asynchronous=asynchronous)
+            detached: dict[str, Any] = super()._connparams(asynchronous=asynchronous)
+            return detached
         finally:
             transport.client = None
 

@@ -22,7 +22,7 @@ import zlib
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import BaseModel, Field
 
@@ -35,6 +35,9 @@ from agentcore.tools import (
     ToolOutput,
     define_tool,
 )
+
+if TYPE_CHECKING:
+    from demo.models import Refund
 
 __all__ = [
     "DEMO_TOOLS",
@@ -249,7 +252,7 @@ lookup_order: Final[Tool] = define_tool(
 _CENT: Final = Decimal("0.01")
 
 
-def _refund_content(refund: Any) -> str:
+def _refund_content(refund: Refund) -> str:
     """Return the result the model sees for a refund row (the same on every replay)."""
     return serialize_structured(
         {

@@ -44,11 +44,11 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Exists, Max, OuterRef, Q
+from django.db.models import Exists, Max, OuterRef, Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -82,13 +82,18 @@ KINDS = (
 class _Sweep:
     """What one sweep recovered: counts per kind and one entry per item."""
 
-    now: Any
+    now: datetime
     started: float = field(default_factory=time.monotonic)
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
     recovered: list[dict[str, Any]] = field(default_factory=list)
 
     def note(
-        self, kind: str, since: Any, message: str, reason: str | None = None, **ids: Any
+        self,
+        kind: str,
+        since: datetime | None,
+        message: str,
+        reason: str | None = None,
+        **ids: Any,
     ) -> None:
         """Count one recovery of ``kind`` and log it with its ids, age and reason."""
         age = round((self.now - since).total_seconds(), 3) if since else None
@@ -133,7 +138,7 @@ REASON_NO_HEARTBEAT = "no_heartbeat"
 
 
 def stale_runs(
-    *, now: Any = None, stale_seconds: float | None = None
+    *, now: datetime | None = None, stale_seconds: float | None = None
 ) -> dict[str, dict[int, str]]:
     """Return the runs that look abandoned, each with its reason.
 
@@ -191,7 +196,7 @@ def stale_runs(
 
 def runs_reap(
     *,
-    now: Any = None,
+    now: datetime | None = None,
     stale_seconds: float | None = None,
     queued_seconds: float | None = None,
 ) -> dict[str, int]:
@@ -246,7 +251,7 @@ def runs_reap(
 
 
 def lost_messages_requeue(
-    *, now: Any = None, stale_seconds: float | None = None
+    *, now: datetime | None = None, stale_seconds: float | None = None
 ) -> dict[str, int]:
     """Enqueue again runs and executions still ``queued`` after ``stale_seconds``.
 
@@ -330,7 +335,12 @@ def _expired_leases(sweep: _Sweep) -> None:
 
 
 def _executions_requeue(
-    sweep: _Sweep, *, kind: str, executions: Any, since_field: str, why: str
+    sweep: _Sweep,
+    *,
+    kind: str,
+    executions: QuerySet[ToolExecution],
+    since_field: str,
+    why: str,
 ) -> None:
     """Enqueue the execution task again for each of ``executions``, noted as ``kind``."""
     from orchestration.tasks import execute_tool_call

@@ -74,6 +74,7 @@ from approvals.services.execution import (
     execution_outcome_resolve,
     execution_reserve,
 )
+from core.types import JSONValue, User
 from orchestration.runs import run_claim, run_drive
 from orchestration.supervision import (
     run_heartbeat,
@@ -165,11 +166,11 @@ def executions_enqueue(queued: Sequence[QueuedExecution]) -> None:
 def approval_decide(
     *,
     approval: ApprovalRequest,
-    decided_by: Any,
+    decided_by: User,
     decision: Decision,
     reason: str = "",
     edited_arguments: dict[str, Any] | ValidatedArguments | None = None,
-    response: Any = None,
+    response: JSONValue = None,
     grant: dict[str, Any] | None = None,
     undo_seconds: float = 0.0,
 ) -> ApprovalRequest:
@@ -343,7 +344,12 @@ def tool_run(reserved: Reserved) -> ToolResult:
 
 
 def execution_resolve(
-    *, tool_call: ToolCall, resolved_by: Any, succeeded: bool, content: str, reason: str
+    *,
+    tool_call: ToolCall,
+    resolved_by: User,
+    succeeded: bool,
+    content: str,
+    reason: str,
 ) -> ToolExecution:
     """Answer an ``outcome_unknown`` call as an operator determined it; continue its run.
 

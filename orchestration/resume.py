@@ -14,13 +14,13 @@ in it (IR-15). Implements IR-07…IR-15.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 
 from django.db import transaction
 
 from agentcore.events import RunAgentInput
 from approvals.exceptions import ApprovalExpired
 from approvals.services.resume import ResumePlan, resume_check
+from core.types import User
 from orchestration.pipeline import approval_decide
 from threads.locks import thread_lock_by_id
 from threads.models import Run, Thread
@@ -29,7 +29,7 @@ from threads.services import run_start_from_agui
 
 
 def agui_run_start(
-    *, user: Any, agent: str, run_input: RunAgentInput
+    *, user: User, agent: str, run_input: RunAgentInput
 ) -> tuple[Thread, Run, int]:
     """Resume, merge and start ``run_input``'s run; return (thread, run, start seq).
 
@@ -58,7 +58,7 @@ def agui_run_start(
     return started
 
 
-def resume_decide(*, user: Any, plans: list[ResumePlan]) -> int:
+def resume_decide(*, user: User, plans: list[ResumePlan]) -> int:
     """Decide each checked plan through the queue's step; return how many.
 
     Each decision is :func:`orchestration.pipeline.approval_decide`: audited,

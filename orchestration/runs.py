@@ -16,7 +16,7 @@ import logging
 import queue
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -31,6 +31,9 @@ from threads.models import Run
 from threads.recording import RunRecorder, record_terminal_error
 from threads.services import run_fail, run_input_build
 from threads.transitions import run_transition
+
+if TYPE_CHECKING:
+    from agentcore.agents import Agent
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +119,9 @@ def run_drive(*, run: Run, claimed: bool) -> Run:
     return run
 
 
-def drive_agent(*, agent: Any, run_input: Any, recorder: RunRecorder) -> None:
+def drive_agent(
+    *, agent: Agent, run_input: RunAgentInput, recorder: RunRecorder
+) -> None:
     """Run ``agent`` on ``run_input`` and feed its events to ``recorder`` until it ends.
 
     The agent's async generator runs on an event loop in a helper thread; this

@@ -268,7 +268,8 @@ def wait_healthy(url: str, timeout: float) -> dict[str, object]:
     while time.monotonic() < deadline:
         try:
             with urllib.request.urlopen(f"{url}/healthz", timeout=2) as response:
-                return json.loads(response.read())
+                health: dict[str, object] = json.loads(response.read())
+                return health
         except (urllib.error.URLError, OSError) as error:
             last = error
         time.sleep(0.2)

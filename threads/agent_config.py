@@ -37,7 +37,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from django.conf import settings
 from django.utils.module_loading import import_string
@@ -46,6 +46,10 @@ from pydantic import TypeAdapter, ValidationError
 from core.conf import countersign_settings
 from threads.exceptions import UnknownAgent
 from threads.mcp_servers import toolset_with_mcp
+
+if TYPE_CHECKING:
+    from agentcore.agents import Agent
+    from agentcore.tools import Tool, Toolset
 
 PROVIDERS = (
     "scripted",
@@ -113,7 +117,7 @@ def agent_settings(name: str) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=64)
-def toolset_load(paths: tuple[str, ...]) -> Any:
+def toolset_load(paths: tuple[str, ...]) -> Toolset:
     """Return the :class:`agentcore.tools.Toolset` assembled from dotted ``paths``, cached.
 
     The application tools a configuration names, without any MCP server's tools
@@ -127,7 +131,7 @@ def toolset_load(paths: tuple[str, ...]) -> Any:
     return Toolset.assemble(*(import_string(path) for path in paths))
 
 
-def agent_toolset(name: str) -> Any:
+def agent_toolset(name: str) -> Toolset:
     """Return agent ``name``'s assembled :class:`agentcore.tools.Toolset` (RT-03)."""
     config = agent_settings(name)
     local = toolset_load(tuple(config.get("toolsets", ())))
@@ -136,7 +140,7 @@ def agent_toolset(name: str) -> Any:
     return toolset_with_mcp(name, config, local)
 
 
-def agent_application_tools(name: str) -> list[Any]:
+def agent_application_tools(name: str) -> list[Tool]:
     """Return the application-side tools agent ``name`` advertises in ``RunAgentInput.tools``."""
     return [t for t in agent_toolset(name) if t.runs_on == "application"]
 
@@ -233,7 +237,7 @@ def _type_error(annotation: Any, value: Any) -> str | None:
     return None
 
 
-def agent_build(name: str) -> Any:
+def agent_build(name: str) -> Agent:
     """Build the :class:`agentcore.agents.Agent` for agent ``name``.
 
     ``options`` go to the adapter (or ``provider_factory``, or ``RemoteAgent``); the

@@ -16,6 +16,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from agentcore.history import INTERRUPTED_CONTENT, INTERRUPTED_ERROR
+from core.types import JSONValue
 from threads.ids import new_tool_message_id
 from threads.locks import thread_seq_lock, tool_calls_lock
 from threads.models import Message, Run, ToolCall
@@ -36,7 +37,7 @@ WORKFLOW_STATES = frozenset(
 )
 
 
-def compact_json(value: Any) -> str:
+def compact_json(value: JSONValue) -> str:
     """Return ``value`` as compact JSON text (the body of a Countersign tool message)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 

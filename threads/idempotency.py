@@ -19,6 +19,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from core.types import JSONValue, User
 from threads.exceptions import IdempotencyKeyReused
 from threads.models import IdempotencyKey
 
@@ -31,11 +32,11 @@ class StoredResponse:
     """A response produced (or replayed) under an idempotency key."""
 
     status: int
-    body: Any
+    body: JSONValue
     replayed: bool
 
 
-def request_fingerprint(*, operation: str, body: Any) -> str:
+def request_fingerprint(*, operation: str, body: JSONValue) -> str:
     """Return the SHA-256 of ``operation`` and ``body`` in canonical JSON."""
     canonical = json.dumps(
         {"operation": operation, "body": body},
@@ -61,10 +62,10 @@ def _replay(row: IdempotencyKey, fingerprint: str) -> StoredResponse:
 
 def idempotent_response(
     *,
-    user: Any,
+    user: User,
     key: str,
     operation: str,
-    body: Any,
+    body: JSONValue,
     produce: Callable[[], tuple[int, Any]],
 ) -> StoredResponse:
     """Run ``produce`` once per (``user``, ``key``); return its (status, body) or the stored one.

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from threads.exceptions import ThreadsError
-from threads.models import Message, ToolCall
+from threads.models import Message, Thread, ToolCall
 
 #: The prefix of every id Countersign mints into a thread's history.
 RESERVED_PREFIX: Final = "cs-"
@@ -93,18 +93,20 @@ def is_reserved(value: str) -> bool:
     return value.startswith(RESERVED_PREFIX)
 
 
-def _same_message(stored: Any, data: dict[str, Any]) -> bool:
+def _same_message(stored: Message, data: dict[str, Any]) -> bool:
     """Return whether input message ``data`` is an echo of ``stored`` (same id)."""
     if stored.role != data.get("role"):
         return False
     if stored.role == "tool":
         return stored.tool_call_id == data.get("toolCallId")
     if stored.role in ("user", "system", "developer"):
-        return stored.content == data.get("content")
+        return bool(stored.content == data.get("content"))
     return True
 
 
-def check_input_messages(*, thread: Any, messages: Sequence[dict[str, Any]]) -> None:
+def check_input_messages(
+    *, thread: Thread | None, messages: Sequence[dict[str, Any]]
+) -> None:
     """Refuse input messages whose ids collide with ``thread``'s stored history.
 
     ``messages`` are AG-UI message dicts (camelCase, as dumped by the official
@@ -113,7 +115,7 @@ def check_input_messages(*, thread: Any, messages: Sequence[dict[str, Any]]) -> 
     Countersign's namespace and :class:`IdConflict` (409) for a collision. Stores
     nothing. Implements DC-01, SEC-06.
     """
-    stored: dict[str, Any] = {}
+    stored: dict[str, Message] = {}
     answered: dict[str, str] = {}
     calls: set[str] = set()
     if thread is not None:

@@ -275,7 +275,7 @@ def advertised_parameters(
     return False, None
 
 
-def current_parameters(tool: Any) -> Any:
+def current_parameters(tool: Tool) -> Any:
     """Return ``tool``'s parameter schema in the form run inputs store it (AG-UI Tool JSON)."""
     dumped = tool.agui_tool().model_dump(mode="json", by_alias=True, exclude_none=True)
     return dumped.get("parameters")

@@ -9,11 +9,14 @@ unique, and at most one continuation run per run. Implements DC-01.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Exists, OuterRef, Q
+
+if TYPE_CHECKING:
+    from core.types import JSONValue
 
 
 def new_public_id() -> str:
@@ -47,7 +50,7 @@ class Thread(models.Model):
     def __str__(self) -> str:
         return self.title or self.thread_id
 
-    def replace_state(self, state: Any) -> None:
+    def replace_state(self, state: JSONValue) -> None:
         """Replace the thread's AG-UI shared ``state`` (in memory and in the database).
 
         ``Thread.state`` is the agent's shared state (STATE_SNAPSHOT, STATE_DELTA),

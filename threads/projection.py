@@ -23,7 +23,21 @@ import jsonpatch
 from django.db.models import Q
 from django.utils import timezone
 
-from agentcore.events import BaseEvent, EventType
+from agentcore.events import (
+    BaseEvent,
+    EventType,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    StateDeltaEvent,
+    StateSnapshotEvent,
+    TextMessageContentEvent,
+    TextMessageStartEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+)
 from threads.models import Message, Run, Thread, ToolCall
 from threads.transitions import run_transition, tool_call_transition
 
@@ -186,7 +200,7 @@ class Projection:
 
     # -- handlers -------------------------------------------------------------
 
-    def run_started(self, event: Any, seq: int) -> None:
+    def run_started(self, event: RunStartedEvent, seq: int) -> None:
         run_transition(run=self.run, to=Run.Status.RUNNING, save=False)
         self.run.started_at = self.run.started_at or timezone.now()
         self.run_fields |= {"status", "started_at"}
@@ -196,7 +210,7 @@ class Projection:
                 thread=self.thread, run=self.run, run_input=event.input, seq=seq
             )
 
-    def text_message_start(self, event: Any, seq: int) -> None:
+    def text_message_start(self, event: TextMessageStartEvent, seq: int) -> None:
         if self.message(event.message_id) is None:
             self._new_message(
                 message_id=event.message_id,
@@ -207,7 +221,7 @@ class Projection:
                 position=seq,
             )
 
-    def text_message_content(self, event: Any, seq: int) -> None:
+    def text_message_content(self, event: TextMessageContentEvent, seq: int) -> None:
         row = self.message(event.message_id)
         if row is not None:
             row.content = (
@@ -215,7 +229,7 @@ class Projection:
             ) + event.delta
             self.dirty_messages.add(event.message_id)
 
-    def tool_call_start(self, event: Any, seq: int) -> None:
+    def tool_call_start(self, event: ToolCallStartEvent, seq: int) -> None:
         parent_id = event.parent_message_id or event.tool_call_id
         if self.message(parent_id) is None:
             self._new_message(
@@ -252,13 +266,13 @@ class Projection:
                 existing.state,
             )
 
-    def tool_call_args(self, event: Any, seq: int) -> None:
+    def tool_call_args(self, event: ToolCallArgsEvent, seq: int) -> None:
         row = self.tool_call(event.tool_call_id)
         if row is not None:
             row.arguments_text += event.delta
             self.dirty_calls.add(event.tool_call_id)
 
-    def tool_call_end(self, event: Any, seq: int) -> None:
+    def tool_call_end(self, event: ToolCallEndEvent, seq: int) -> None:
         row = self.tool_call(event.tool_call_id)
         if row is not None:
             row.arguments = parse_json_or_none(row.arguments_text)
@@ -268,8 +282,9 @@ class Projection:
                 tool_call_transition(call=row, to=ToolCall.State.COMPLETE, save=False)
             self.dirty_calls.add(event.tool_call_id)
 
-    def tool_call_result(self, event: Any, seq: int) -> None:
-        content = event.content
+    def tool_call_result(self, event: ToolCallResultEvent, seq: int) -> None:
+        # Stored as JSON: the parts become their dicts.
+        content: str | list[Any] = event.content
         if not isinstance(content, str):
             content = [
                 part.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -298,13 +313,13 @@ class Projection:
         if row is not None and row.state not in _DECIDED_AGAINST:
             self._call_to(row, _result_state(error))
 
-    def state_snapshot(self, event: Any, seq: int) -> None:
+    def state_snapshot(self, event: StateSnapshotEvent, seq: int) -> None:
         self.thread.replace_state(event.snapshot)
 
-    def state_delta(self, event: Any, seq: int) -> None:
+    def state_delta(self, event: StateDeltaEvent, seq: int) -> None:
         self.thread.replace_state(apply_json_patch(self.thread.state, event.delta))
 
-    def run_finished(self, event: Any, seq: int) -> None:
+    def run_finished(self, event: RunFinishedEvent, seq: int) -> None:
         run = self.run
         outcome = event.outcome
         outcome_type = getattr(outcome, "type", "success") if outcome else "success"
@@ -368,7 +383,7 @@ class Projection:
             "usage",
         }
 
-    def run_error(self, event: Any, seq: int) -> None:
+    def run_error(self, event: RunErrorEvent, seq: int) -> None:
         run = self.run
         run_transition(run=run, to=Run.Status.ERROR, save=False)
         run.error_message = event.message

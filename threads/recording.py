@@ -33,6 +33,7 @@ from agentcore.events import (
 )
 from agentcore.stream import RunStream, StreamViolation
 from core.conf import countersign_settings
+from core.types import User
 from threads.answers import APPLICATION_SOURCE
 from threads.eventlog import log_append
 from threads.locks import thread_lock
@@ -497,7 +498,7 @@ def record_events(
 
 
 def thread_replay(
-    *, payloads: Sequence[dict[str, Any]], thread_id: str, owner: Any
+    *, payloads: Sequence[dict[str, Any]], thread_id: str, owner: User
 ) -> Thread:
     """Rebuild a thread from its event log ``payloads`` (in ``seq`` order); return it.
 

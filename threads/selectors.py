@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
 from django.db.models import (
     Case,
     CharField,
@@ -26,6 +27,7 @@ from django.db.models import (
 
 from agentcore.arguments import ParsedArguments, parse_arguments
 from agentcore.tools import Tool
+from core.types import AnyUser
 from threads.agent_config import agent_settings, agent_toolset
 from threads.exceptions import ThreadNotOwned, UnknownAgent
 from threads.models import Event, Message, Run, Thread, ToolCall
@@ -36,7 +38,7 @@ ThreadStatus = Literal[
 ]
 
 
-def thread_visible_to(*, user: Any) -> QuerySet[Thread]:
+def thread_visible_to(*, user: AnyUser) -> QuerySet[Thread]:
     """Return the threads ``user`` may see.
 
     Their own; every thread for staff; and, for operators holding
@@ -46,7 +48,7 @@ def thread_visible_to(*, user: Any) -> QuerySet[Thread]:
     threads = Thread.objects.all()
     if getattr(user, "is_staff", False):
         return threads
-    if not getattr(user, "is_authenticated", False):
+    if isinstance(user, AnonymousUser):
         return threads.none()
     if user.has_perm("approvals.decide_approvalrequest"):
         # Through the reverse relation the approvals app declares: threads never
@@ -56,7 +58,7 @@ def thread_visible_to(*, user: Any) -> QuerySet[Thread]:
     return threads.filter(owner=user)
 
 
-def thread_write_check(*, user: Any, thread: Thread) -> None:
+def thread_write_check(*, user: AnyUser, thread: Thread) -> None:
     """Refuse ``user`` writing to ``thread`` unless they own it.
 
     Approvers and staff may read threads that are not theirs (:func:`thread_visible_to`),
@@ -206,7 +208,7 @@ def thread_events_after(
 
 def thread_list(
     *,
-    user: Any,
+    user: AnyUser,
     status: ThreadStatus | None = None,
     owner: str | None = None,
     archived: bool = False,
@@ -445,12 +447,12 @@ def thread_client_runs(*, thread: Thread) -> list[ClientRun]:
     return _client_runs(runs)
 
 
-def run_visible_to(*, user: Any) -> QuerySet[Run]:
+def run_visible_to(*, user: AnyUser) -> QuerySet[Run]:
     """Return the runs of the threads ``user`` may see."""
     return Run.objects.filter(thread__in=thread_visible_to(user=user))
 
 
-def run_get(*, user: Any, run_id: str) -> Run | None:
+def run_get(*, user: AnyUser, run_id: str) -> Run | None:
     """Return the run ``run_id`` on a thread ``user`` may see, or ``None``.
 
     Run ids are unique per thread; should two visible threads share one (a
@@ -467,7 +469,7 @@ def run_get(*, user: Any, run_id: str) -> Run | None:
 
 def tool_call_list(
     *,
-    user: Any,
+    user: AnyUser,
     thread_id: str | None = None,
     state: str | None = None,
     name: str | None = None,
@@ -486,7 +488,7 @@ def tool_call_list(
 
 
 def tool_call_get(
-    *, user: Any, tool_call_id: str, thread_id: str | None = None
+    *, user: AnyUser, tool_call_id: str, thread_id: str | None = None
 ) -> ToolCall | None:
     """Return the call ``tool_call_id`` on a thread ``user`` may see, or ``None``.
 

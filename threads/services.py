@@ -23,6 +23,7 @@ from agentcore.events import (
     RunStartedEvent,
     message_from_dict,
 )
+from core.types import User
 from threads.agent_config import agent_application_tools, agent_settings
 from threads.answers import (
     run_answer_dangling_calls,
@@ -71,7 +72,7 @@ def _run_enqueue(*, run_pk: int) -> None:
 
 
 def thread_create(
-    *, owner: Any, title: str = "", agent: str = "demo", thread_id: str | None = None
+    *, owner: User, title: str = "", agent: str = "demo", thread_id: str | None = None
 ) -> Thread:
     """Create a thread for ``owner`` talking to ``agent``.
 
@@ -293,7 +294,7 @@ def thread_title_from(messages: Sequence[Any]) -> str:
 
 def run_start_from_agui(
     *,
-    user: Any,
+    user: User,
     agent: str,
     run_input: RunAgentInput,
     resumed_call_ids: frozenset[str] = frozenset(),

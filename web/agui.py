@@ -34,6 +34,7 @@ from agentcore.events import (
     TransportCapabilities,
 )
 from core.errors import CountersignError
+from core.types import AnyUser
 from orchestration.resume import agui_run_start
 from threads.agent_config import agent_toolset
 from threads.ids import check_input_messages
@@ -149,7 +150,7 @@ def _tool_name_problem(agent: str, run_input: RunAgentInput) -> tuple[str, str] 
     return None
 
 
-def _id_problem(*, user: Any, run_input: RunAgentInput) -> CountersignError | None:
+def _id_problem(*, user: AnyUser, run_input: RunAgentInput) -> CountersignError | None:
     """Return the refusal for input ids that collide with the thread's history, or ``None``.
 
     Checked before the run is created (nothing is recorded on a refusal); a thread

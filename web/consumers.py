@@ -50,7 +50,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
@@ -62,6 +62,7 @@ from channels.utils import await_many_dispatch
 from approvals.models import ApprovalRequest
 from approvals.services import APPROVALS_GROUP, approval_snapshot
 from core.conf import countersign_settings
+from core.types import AnyUser
 from threads.logreader import log_after
 from threads.realtime import (
     MESSAGE_ID_KEY,
@@ -71,6 +72,9 @@ from threads.realtime import (
 )
 from threads.selectors import thread_visible_to
 from threads.validation import JSONInputError, parse_json
+
+if TYPE_CHECKING:
+    from threads.models import Thread
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +145,7 @@ frame_cache = FrameCache()
 
 
 @database_sync_to_async
-def _visible_thread(user: Any, thread_id: str) -> Any:
+def _visible_thread(user: AnyUser, thread_id: str) -> Thread | None:
     return thread_visible_to(user=user).filter(thread_id=thread_id).first()
 
 
@@ -437,7 +441,7 @@ class ThreadEventsConsumer(CountersignConsumer):
 
 
 @database_sync_to_async
-def _may_watch_approvals(user: Any) -> bool:
+def _may_watch_approvals(user: AnyUser) -> bool:
     return any(user.has_perm(p) for p in APPROVAL_WATCH_PERMISSIONS)
 
 

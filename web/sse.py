@@ -18,7 +18,7 @@ from channels.layers import get_channel_layer
 from agentcore.events import EventEncoder, event_from_dict
 from core.conf import countersign_settings
 from threads.logreader import log_after
-from threads.models import Run
+from threads.models import Run, Thread
 from threads.realtime import register_server_loop, thread_group_name
 
 logger = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ def sse_frame(payload: dict[str, Any], *, seq: int | None = None) -> str:
     return f"id: {seq}\n{frame}" if seq is not None else frame
 
 
-async def _wire_runs(run: Any) -> set[int]:
+async def _wire_runs(run: Run) -> set[int]:
     """Return the pks of ``run`` and of the segments streamed inside it."""
 
     def read() -> set[int]:
@@ -64,9 +64,9 @@ async def _doorbell(layer: Any, channel: str, wait: float) -> bool:
 
 async def follow_log(
     *,
-    thread: Any,
+    thread: Thread,
     after: int,
-    run: Any | None = None,
+    run: Run | None = None,
     keepalive: float | None = None,
 ) -> AsyncIterator[str]:
     """Yield SSE frames for ``thread``'s log rows after ``after``, following live.

@@ -300,7 +300,7 @@ class RemoteAgent(Agent):
         asked = retry_after_seconds(response.headers)
         if asked is not None:
             return asked if asked <= self.retry_max_delay else None
-        return min(self.retry_backoff * 2**attempt, self.retry_max_delay)
+        return min(self.retry_backoff * 2.0**attempt, self.retry_max_delay)
 
 
 def _check_response(response: httpx.Response) -> None:

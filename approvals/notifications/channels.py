@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from django.conf import settings
@@ -29,6 +29,9 @@ from standardwebhooks.webhooks import Webhook
 from approvals.notifications.links import approval_link_url
 from approvals.notifications.targets import Target
 from approvals.services.notify import approval_snapshot
+
+if TYPE_CHECKING:
+    from approvals.models import ApprovalRequest
 
 _HEADLINES = {
     "requested": "Approval requested",
@@ -53,7 +56,7 @@ class NotificationContent:
 
 
 def notification_content(
-    *, approval: Any, event: str, group: str = ""
+    *, approval: ApprovalRequest, event: str, group: str = ""
 ) -> NotificationContent:
     """Return the subject, text and JSON payload announcing ``event`` on ``approval``.
 

@@ -79,7 +79,7 @@ def retry_delay(attempts: int) -> float:
     """Return the seconds to wait after attempt number ``attempts`` (1-based) failed."""
     base = float(countersign_settings.NOTIFY_RETRY_BACKOFF_SECONDS)
     cap = float(countersign_settings.NOTIFY_RETRY_MAX_DELAY_SECONDS)
-    return min(cap, base * 2 ** max(0, attempts - 1))
+    return min(cap, base * 2.0 ** max(0, attempts - 1))
 
 
 def notification_deliver(*, delivery_pk: int) -> str | None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 from django.db import transaction
+from django.db.models import Model
 from django.utils import timezone
 
 from approvals.locks import audit_head_lock
 from approvals.models import AuditChainHead, AuditEntry
+from core.types import JSONValue, User
 from threads.locks import transaction_memo_get, transaction_memo_set
 
 _HEAD = "audit-chain-head"
@@ -81,11 +82,11 @@ def audit_batch() -> Iterator[None]:
 
 def audit_append(
     *,
-    actor: Any,
+    actor: User | None,
     action: str,
-    target: Any,
-    before: Any = None,
-    after: Any = None,
+    target: Model,
+    before: JSONValue = None,
+    after: JSONValue = None,
 ) -> AuditEntry:
     """Append an audit entry chained to the previous one; return it.
 

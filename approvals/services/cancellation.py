@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -15,6 +13,7 @@ from approvals.services.audit import audit_append
 from approvals.services.dispatch import call_answer_refused
 from approvals.services.notify import notify_approval_changed, notify_call_changed
 from approvals.transitions import approval_transition
+from core.types import User
 from threads.answers import run_finish_if_answered
 from threads.exceptions import RunNotCancellable
 from threads.locks import calls_lock, run_lock, thread_lock
@@ -25,7 +24,7 @@ from threads.transitions import tool_call_transition
 from threads.wire import wire_run_close_cancelled
 
 
-def client_run_cancel(*, run: Run, cancelled_by: Any) -> Run:
+def client_run_cancel(*, run: Run, cancelled_by: User) -> Run:
     """Cancel the client-visible run ``run`` stands for, whatever part of it is live.
 
     ``run`` is the run a client named by its ``runId`` (or one of its segments).
@@ -74,7 +73,7 @@ def client_run_cancel(*, run: Run, cancelled_by: Any) -> Run:
 
 
 def thread_pending_calls_cancel(
-    *, thread: Thread, cancelled_by: Any, reason: str
+    *, thread: Thread, cancelled_by: User, reason: str
 ) -> list[str]:
     """Abandon every unanswered call of ``thread``'s last run; return their ``toolCallId`` values.
 
@@ -146,7 +145,7 @@ def thread_pending_calls_cancel(
     return cancelled
 
 
-def _interrupts_cancel(*, run: Run, cancelled_by: Any, reason: str) -> list[str]:
+def _interrupts_cancel(*, run: Run, cancelled_by: User, reason: str) -> list[str]:
     """Cancel ``run``'s pending interrupt requests; return the ``toolCallId`` of bound ones.
 
     Each gets a ``cancelled`` resume entry, sent to the agent in the thread's next

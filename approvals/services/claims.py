@@ -9,8 +9,6 @@ pass. While it is held, other approvers' votes are refused with 409
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.db import transaction
 from django.utils import timezone
 
@@ -20,9 +18,10 @@ from approvals.locks import approval_lock
 from approvals.models import ApprovalRequest
 from approvals.services.audit import audit_append
 from approvals.services.notify import notify_approval_changed
+from core.types import User
 
 
-def approval_claim(*, approval: ApprovalRequest, user: Any) -> ApprovalRequest:
+def approval_claim(*, approval: ApprovalRequest, user: User) -> ApprovalRequest:
     """Claim the pending ``approval`` for ``user``; return it. Claiming again renews the claim.
 
     Raises :class:`ApprovalPermissionDenied` when ``user`` may not decide it
@@ -43,7 +42,7 @@ def approval_claim(*, approval: ApprovalRequest, user: Any) -> ApprovalRequest:
     return locked
 
 
-def approval_release(*, approval: ApprovalRequest, user: Any) -> ApprovalRequest:
+def approval_release(*, approval: ApprovalRequest, user: User) -> ApprovalRequest:
     """Release ``user``'s claim on ``approval`` (staff may release anyone's); return it.
 
     Raises :class:`ApprovalClaimed` when the claim is someone else's and ``user``

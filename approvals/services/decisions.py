@@ -46,6 +46,7 @@ from approvals.services.notify import notify_approval_changed
 from approvals.services.votes import VoteOutcome, vote_record
 from approvals.signals import approval_decided, send_on_commit
 from approvals.transitions import AuditFact, approval_transition, call_transition
+from core.types import JSONValue, User
 from threads.models import Run, ToolCall
 from threads.services import run_resume_record
 from threads.transitions import tool_call_transition
@@ -74,11 +75,11 @@ class Decided:
 def approval_decision_record(
     *,
     approval: ApprovalRequest,
-    decided_by: Any,
+    decided_by: User,
     decision: Decision,
     reason: str = "",
     edited_arguments: dict[str, Any] | ValidatedArguments | None = None,
-    response: Any = None,
+    response: JSONValue = None,
     grant: dict[str, Any] | None = None,
     undo_seconds: float = 0.0,
 ) -> Decided:
@@ -250,7 +251,7 @@ def _vote(
     *,
     approval: ApprovalRequest,
     call: ToolCall,
-    voter: Any,
+    voter: User,
     decision: Decision,
     reason: str,
     edited_arguments: dict[str, Any] | ValidatedArguments | None,
@@ -297,7 +298,7 @@ def _decide_locked(
     *,
     approval: ApprovalRequest,
     call: ToolCall,
-    decided_by: Any,
+    decided_by: User,
     decision: Decision,
     reason: str,
     edited: ValidatedArguments | None,
@@ -377,7 +378,7 @@ def _decide_locked(
     return queued
 
 
-def approval_undo(*, approval: ApprovalRequest, user: Any) -> ApprovalRequest:
+def approval_undo(*, approval: ApprovalRequest, user: User) -> ApprovalRequest:
     """Undo an approval whose execution has not started; the request is pending again.
 
     Under the row locks (thread → call → approval → execution): only an
@@ -468,7 +469,7 @@ def approval_undo(*, approval: ApprovalRequest, user: Any) -> ApprovalRequest:
     return locked
 
 
-def _deciding_vote_withdraw(*, approval: ApprovalRequest, user: Any) -> int | None:
+def _deciding_vote_withdraw(*, approval: ApprovalRequest, user: User) -> int | None:
     """Delete the decider's live approval of ``approval`` and revoke grants made with it.
 
     Returns the deleted vote's id (``None`` when there was none: a request
@@ -493,7 +494,7 @@ def _deciding_vote_withdraw(*, approval: ApprovalRequest, user: Any) -> int | No
 def _decision_record(
     *,
     approval: ApprovalRequest,
-    decided_by: Any,
+    decided_by: User,
     before: dict[str, Any],
     after: dict[str, Any],
 ) -> None:
@@ -514,11 +515,11 @@ def _decide_interrupt_locked(
     *,
     approval: ApprovalRequest,
     call: ToolCall | None,
-    decided_by: Any,
+    decided_by: User,
     decision: Decision,
     reason: str,
     edited_arguments: dict[str, Any] | None,
-    response: Any,
+    response: JSONValue,
 ) -> None:
     """Decide a remote agent's interrupt: validate, record its resume entry, audit (IR-18)."""
     before = {"status": approval.status}
@@ -526,7 +527,7 @@ def _decide_interrupt_locked(
     asks_approved = isinstance(schema, dict) and "approved" in (
         schema.get("properties") or {}
     )
-    payload: Any = response
+    payload: JSONValue = response
     if edited_arguments == approval.proposed_arguments:
         edited_arguments = None  # "approve as proposed", however it was spelled
     if decision == "approve":
@@ -583,10 +584,10 @@ def _decide_interrupt_locked(
 def _decide_input_locked(
     *,
     approval: ApprovalRequest,
-    decided_by: Any,
+    decided_by: User,
     decision: Decision,
     reason: str,
-    response: Any,
+    response: JSONValue,
 ) -> None:
     """Decide an MCP server's input request; the waiting call reads the answer."""
     if decision == "approve":
@@ -605,7 +606,7 @@ def _decide_input_locked(
     )
 
 
-def response_validate(schema: Any, payload: Any) -> None:
+def response_validate(schema: JSONValue, payload: JSONValue) -> None:
     """Raise :class:`InvalidResponse` unless ``payload`` satisfies JSON Schema ``schema``.
 
     A ``schema`` that is not a JSON Schema object refuses nothing (it is the agent's).
@@ -634,7 +635,9 @@ def _edit_tool(*, call: ToolCall, run: Run) -> Tool:
     return tool
 
 
-def _validate_edit(*, call: ToolCall, run: Run, edited: Any) -> ValidatedArguments:
+def _validate_edit(
+    *, call: ToolCall, run: Run, edited: JSONValue
+) -> ValidatedArguments:
     """Validate an operator's edited arguments against the tool's schema (SEC-02).
 
     The object goes through the same ladder as the model's arguments (as an
@@ -688,7 +691,7 @@ def _stored_edit(*, call: ToolCall, approval: ApprovalRequest) -> ValidatedArgum
 
 
 def edited_arguments_validate(
-    *, approval: ApprovalRequest, edited: Any
+    *, approval: ApprovalRequest, edited: JSONValue
 ) -> ValidatedArguments:
     """Return ``edited`` validated for ``approval``'s tool, schema and policy (SEC-02, IR-11).
 

@@ -31,6 +31,7 @@ from approvals.services.notify import notify_approval_changed, notify_call_chang
 from approvals.signals import approval_requested, send_on_commit
 from approvals.transitions import AuditFact, call_transition, execution_transition
 from core.conf import countersign_settings
+from core.types import User
 from threads.agent_config import agent_toolset
 from threads.answers import error_content, refusal_content, tool_message_write
 from threads.locks import tool_calls_lock
@@ -76,7 +77,7 @@ def call_answer_refused(
     reason: str,
     error: str,
     state: str,
-    actor: Any = None,
+    actor: User | None = None,
 ) -> bool:
     """Answer ``call`` as not executed (``status``, ``reason``) and audit it; return whether it was.
 

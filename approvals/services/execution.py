@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Literal
 
 from django.db import transaction
 from django.utils import timezone
@@ -45,6 +45,7 @@ from approvals.services.reapproval import (
 )
 from approvals.transitions import AuditFact, call_transition, execution_transition
 from core.conf import countersign_settings
+from core.types import User
 from threads.answers import error_content, tool_message_write
 from threads.models import ToolCall
 
@@ -402,7 +403,12 @@ def _execution_refusal(
 
 
 def execution_outcome_resolve(
-    *, tool_call: ToolCall, resolved_by: Any, succeeded: bool, content: str, reason: str
+    *,
+    tool_call: ToolCall,
+    resolved_by: User,
+    succeeded: bool,
+    content: str,
+    reason: str,
 ) -> ToolExecution:
     """Answer an ``outcome_unknown`` call as an operator determined it; return the execution.
 

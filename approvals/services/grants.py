@@ -33,6 +33,7 @@ from approvals.governance import groups_named, user_in_groups
 from approvals.models import DECIDE_PERMISSION, ApprovalGrant, ApprovalRequest
 from approvals.services.audit import audit_append
 from core.conf import countersign_settings
+from core.types import User
 from threads.models import Thread, ToolCall
 
 #: Keys of a grant as the REST API and :func:`orchestration.pipeline.approval_decide` take it.
@@ -138,7 +139,7 @@ def _expiry(spec: dict[str, Any], now: datetime) -> datetime:
 
 
 def _granter_refusal(
-    *, user: Any, tool: Tool | None, approvals_required: int
+    *, user: User, tool: Tool | None, approvals_required: int
 ) -> str | None:
     """Why ``user`` cannot (or can no longer) stand behind a grant of ``tool``, or ``None``."""
     name = getattr(user, "username", None)
@@ -160,8 +161,8 @@ def grant_create(
     approval: ApprovalRequest,
     call: ToolCall,
     tool: Tool | None,
-    granted_by: Any,
-    spec: Any,
+    granted_by: User,
+    spec: dict[str, Any],
 ) -> ApprovalGrant:
     """Create the scoped grant ``spec`` that ``granted_by`` makes while approving ``approval``.
 
@@ -320,7 +321,7 @@ def grant_find(
 
 
 def grant_revoke(
-    *, grant: ApprovalGrant, revoked_by: Any, reason: str = ""
+    *, grant: ApprovalGrant, revoked_by: User, reason: str = ""
 ) -> ApprovalGrant:
     """Revoke ``grant`` (calls queued under it are refused at execution); return it.
 

@@ -32,8 +32,9 @@ an entry in any other form names no interrupt (IR-02).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
@@ -52,7 +53,11 @@ from approvals.services.decisions import (
     edited_arguments_validate,
     response_validate,
 )
+from core.types import JSONValue, User
 from threads.models import Run, Thread
+
+if TYPE_CHECKING:
+    from agentcore.events import ResumeEntry
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +77,7 @@ class ResumePlan:
     edited: ValidatedArguments | None
     cancelled: bool
     #: The answer to a remote agent's question interrupt (no call), else ``None``.
-    response: Any = None
+    response: JSONValue = None
 
     @property
     def tool_call_id(self) -> str:
@@ -86,7 +91,7 @@ class ResumePlan:
 
 
 def _entry_decision(
-    entry: Any, approval: ApprovalRequest, index: int
+    entry: ResumeEntry, approval: ApprovalRequest, index: int
 ) -> dict[str, Any]:
     """Return ``{"decision", "reason", "edited"}`` for one entry, validating its payload."""
     where = f"resume.{index}.payload"
@@ -200,7 +205,7 @@ def thread_open_approvals(*, thread: Thread) -> list[ApprovalRequest]:
 
 
 def resume_check(
-    *, user: Any, thread: Thread, resume: list[Any] | None
+    *, user: User, thread: Thread, resume: Sequence[ResumeEntry] | None
 ) -> list[ResumePlan]:
     """Check ``resume`` against ``thread``'s open interrupts; return what to decide.
 

@@ -19,6 +19,7 @@ from agentcore.arguments import ValidatedArguments, canonical_sha256
 from approvals.exceptions import ApprovalAlreadyDecided
 from approvals.models import ApprovalRequest, ApprovalVote
 from approvals.services.audit import audit_append
+from core.types import User
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +50,7 @@ def _votes_cache(approval: ApprovalRequest, votes: list[ApprovalVote]) -> None:
 def vote_record(
     *,
     approval: ApprovalRequest,
-    voter: Any,
+    voter: User,
     decision: str,
     reason: str,
     edited_arguments: ValidatedArguments | None,

@@ -27,6 +27,7 @@ from approvals.services import approval_undo
 from approvals.services.claims import approval_claim, approval_release
 from approvals.services.grants import grant_revoke
 from core.conf import countersign_settings
+from core.types import logged_in
 from orchestration.pipeline import approval_decide, execution_resolve
 from threads.answers import compact_json
 from web.api.threads import (
@@ -226,7 +227,7 @@ class ApprovalApproveApi(APIView):
         try:
             decided = approval_decide(
                 approval=approval,
-                decided_by=request.user,
+                decided_by=logged_in(request.user),
                 decision="approve",
                 reason=values["reason"],
                 edited_arguments=values.get(spelling),
@@ -264,7 +265,7 @@ class ApprovalRejectApi(APIView):
         data.is_valid(raise_exception=True)
         decided = approval_decide(
             approval=approval,
-            decided_by=request.user,
+            decided_by=logged_in(request.user),
             decision="reject",
             reason=data.validated_data["reason"],
         )
@@ -291,7 +292,7 @@ class ApprovalUndoApi(APIView):
     )
     def post(self, request: Request, pk: int) -> Response:
         approval = visible_approval(request, pk)
-        undone = approval_undo(approval=approval, user=request.user)
+        undone = approval_undo(approval=approval, user=logged_in(request.user))
         return Response(
             self.OutputSerializer(undone, context={"request": request}).data
         )
@@ -429,7 +430,7 @@ class ApprovalResolveApi(APIView):
             )
         execution_resolve(
             tool_call=call,
-            resolved_by=request.user,
+            resolved_by=logged_in(request.user),
             **data.validated_data,
         )
         return Response(
@@ -453,7 +454,7 @@ class ApprovalClaimApi(APIView):
     )
     def post(self, request: Request, pk: int) -> Response:
         claimed = approval_claim(
-            approval=visible_approval(request, pk), user=request.user
+            approval=visible_approval(request, pk), user=logged_in(request.user)
         )
         return Response(
             self.OutputSerializer(claimed, context={"request": request}).data
@@ -472,7 +473,7 @@ class ApprovalReleaseApi(APIView):
     )
     def post(self, request: Request, pk: int) -> Response:
         released = approval_release(
-            approval=visible_approval(request, pk), user=request.user
+            approval=visible_approval(request, pk), user=logged_in(request.user)
         )
         return Response(
             self.OutputSerializer(released, context={"request": request}).data
@@ -548,6 +549,8 @@ class GrantRevokeApi(APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         revoked = grant_revoke(
-            grant=grant, revoked_by=request.user, reason=data.validated_data["reason"]
+            grant=grant,
+            revoked_by=logged_in(request.user),
+            reason=data.validated_data["reason"],
         )
         return Response(GrantOutputSerializer(revoked).data)

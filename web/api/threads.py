@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from django.http import Http404, JsonResponse
+from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -32,10 +32,11 @@ from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
 from approvals.services import client_run_cancel, thread_pending_calls_cancel
+from core.types import logged_in
 from threads.agent_config import agent_settings
 from threads.exceptions import UnknownAgent
 from threads.idempotency import MAX_KEY_LENGTH, idempotent_response
-from threads.models import Thread, ToolCall
+from threads.models import Run, Thread, ToolCall
 from threads.selectors import (
     agent_list,
     client_run,
@@ -143,7 +144,7 @@ def respond_idempotently(
             {"Idempotency-Key": [f"must be 1-{MAX_KEY_LENGTH} printable characters"]}
         )
     stored = idempotent_response(
-        user=request.user,
+        user=logged_in(request.user),
         key=key,
         operation=operation,
         body=request.data,
@@ -275,7 +276,7 @@ class MessageRateThrottle(SimpleRateThrottle):
         rate = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
         return str(rate) if rate else self.default_rate
 
-    def get_cache_key(self, request: Request, view: Any) -> str | None:
+    def get_cache_key(self, request: Request, view: APIView) -> str | None:
         token = getattr(request.auth, "key", None)
         if token:
             ident = "token:" + hashlib.sha256(token.encode()).hexdigest()[:32]
@@ -354,7 +355,7 @@ class ThreadListCreateApi(APIView):
         data.is_valid(raise_exception=True)
 
         def produce() -> tuple[int, Any]:
-            thread = thread_create(owner=request.user, **data.validated_data)
+            thread = thread_create(owner=logged_in(request.user), **data.validated_data)
             return status.HTTP_201_CREATED, self.OutputSerializer(thread).data
 
         return respond_idempotently(request, operation="thread_create", produce=produce)
@@ -413,7 +414,7 @@ class ThreadCancelPendingApi(APIView):
         data.is_valid(raise_exception=True)
         cancelled = thread_pending_calls_cancel(
             thread=thread,
-            cancelled_by=request.user,
+            cancelled_by=logged_in(request.user),
             reason=data.validated_data["reason"],
         )
         return Response(self.OutputSerializer({"cancelledToolCallIds": cancelled}).data)
@@ -526,7 +527,7 @@ class ThreadEventsApi(APIView):
 # -- runs ----------------------------------------------------------------------------
 
 
-def visible_run(request: Request, run_id: str) -> Any:
+def visible_run(request: Request, run_id: str) -> Run:
     """Return run ``run_id`` if the user may see its thread; raise 404 otherwise."""
     run = run_get(user=request.user, run_id=run_id)
     if run is None:
@@ -587,7 +588,7 @@ class RunCancelApi(APIView):
     )
     def post(self, request: Request, run_id: str) -> Response:
         run = client_run_cancel(
-            run=visible_run(request, run_id), cancelled_by=request.user
+            run=visible_run(request, run_id), cancelled_by=logged_in(request.user)
         )
         return Response(self.OutputSerializer(client_run(run=run)).data)
 
@@ -702,7 +703,7 @@ class AgentListApi(APIView):
 
 
 @csrf_exempt  # answers 404 whatever the method; nothing to protect
-def api_not_found(request: Any, path: str = "") -> Any:
+def api_not_found(request: HttpRequest, path: str = "") -> JsonResponse:
     """Answer unknown ``/api/`` paths with the API's 404 body (not Django's HTML page)."""
 
     return JsonResponse(

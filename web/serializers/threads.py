@@ -15,6 +15,7 @@ from typing import Any
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field, inline_serializer
 from rest_framework import serializers
+from rest_framework.request import Request
 
 from agentcore.content import ContentError, part_dict
 from threads.models import Run, Thread, ToolCall
@@ -105,7 +106,7 @@ class QueryFilterSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
     @classmethod
-    def validated_query(cls, request: Any) -> Any:
+    def validated_query(cls, request: Request) -> Any:
         """Return ``request.query_params`` validated by this serializer (its ``validated_data``).
 
         A mapping of the declared filters (defaults filled in, absent optional ones

@@ -14,12 +14,13 @@ Implements DC-05, DC-02, DC-03.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import AnonymousUser
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.templatetags.static import static
@@ -31,6 +32,7 @@ from approvals.labels import approval_label
 from approvals.models import DECIDE_PERMISSION, ApprovalRequest
 from approvals.selectors import VIEW_PERMISSION, approval_context, can_see_queue
 from core.conf import countersign_settings
+from core.types import AnyUser
 from threads.agent_config import agent_toolset
 from threads.exceptions import UnknownAgent
 from threads.models import Message, Thread, ToolCall
@@ -40,6 +42,9 @@ from threads.selectors import (
     thread_status,
     thread_visible_to,
 )
+
+if TYPE_CHECKING:
+    from agentcore.tools import Toolset
 
 logger = logging.getLogger(__name__)
 
@@ -68,12 +73,12 @@ def _thread_row(thread: Thread) -> dict[str, Any]:
     }
 
 
-def _threads_for(user: Any, *, limit: int = 200) -> list[dict[str, Any]]:
+def _threads_for(user: AnyUser, *, limit: int = 200) -> list[dict[str, Any]]:
     threads = thread_visible_to(user=user).filter(archived_at__isnull=True)
     return [_thread_row(t) for t in threads.order_by("-updated_at", "-id")[:limit]]
 
 
-def _activity_label(toolset: Any, call: ToolCall, arguments: Any) -> str:
+def _activity_label(toolset: Toolset | None, call: ToolCall, arguments: Any) -> str:
     """Return the tool's ``describe_activity`` label for ``call``, or ``""`` when unknown."""
     if toolset is None or not isinstance(arguments, dict):
         return ""
@@ -87,7 +92,9 @@ def _activity_label(toolset: Any, call: ToolCall, arguments: Any) -> str:
         return ""
 
 
-def _approval_view(approval: Any, user: Any = None) -> dict[str, Any]:
+def _approval_view(
+    approval: ApprovalRequest, user: AnyUser | None = None
+) -> dict[str, Any]:
     return {
         "id": approval.pk,
         "kind": approval.kind,
@@ -104,7 +111,9 @@ def _approval_view(approval: Any, user: Any = None) -> dict[str, Any]:
         "isDestructive": approval.is_destructive,
         "queueUrl": f"/approvals/#req-{approval.pk}",
         # Risk, requester, rationale, who may authorize, outcome (SEC-02, DC-03).
-        "context": approval_context(approval, user),
+        "context": approval_context(
+            approval, user if user is not None else AnonymousUser()
+        ),
     }
 
 
@@ -121,7 +130,7 @@ def _run_view(run: ClientRun) -> dict[str, Any]:
     }
 
 
-def thread_ui_state(*, thread: Thread, user: Any = None) -> dict[str, Any]:
+def thread_ui_state(*, thread: Thread, user: AnyUser | None = None) -> dict[str, Any]:
     """Return what a thread page needs beyond the event log, as JSON-ready data.
 
     ``calls`` maps each ``toolCallId`` to its name, activity label, state (and
