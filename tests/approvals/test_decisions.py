@@ -35,6 +35,21 @@ APPROVED_SCHEMA = {
 }
 
 
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": 5},
+        {"properties": 3},
+        {"required": "approved"},
+        {"properties": {"note": {"type": "string", "pattern": "["}}},
+        {"items": 5},
+    ],
+)
+def test_response_validate_refuses_nothing_against_a_malformed_schema(schema):
+    """An agent's responseSchema that is no JSON Schema neither refuses nor crashes."""
+    assert response_validate(schema, {"approved": True, "note": "x"}) is None
+
+
 def test_response_validate_names_where_the_response_breaks_the_schema():
     """A response outside the interrupt's schema is refused at its path; a valid one passes."""
     response_validate(APPROVED_SCHEMA, {"approved": True})
