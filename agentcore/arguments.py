@@ -955,7 +955,7 @@ def _python_literals(text: _Text, attempt: _Attempt) -> _Value | None:
     for start, end in spans:
         changed |= _python_names(source[position:start], out)
         literal = source[start:end]
-        if "\\/" in literal:
+        if _escapes_slash(literal):
             return (
                 None  # \/ means / in JSON but a backslash in Python: a guess either way
             )
@@ -977,6 +977,19 @@ def _python_names(segment: str, out: list[str]) -> bool:
     rewritten = _WORD.sub(lambda m: _PYTHON_NAMES.get(m.group(), m.group()), segment)
     out.append(rewritten)
     return rewritten != segment
+
+
+def _escapes_slash(literal: str) -> bool:
+    """Return whether quoted ``literal`` holds the escape ``\\/`` (not ``\\\\`` then ``/``)."""
+    index = 1
+    while index < len(literal) - 1:
+        if literal[index] == "\\":
+            if literal[index + 1] == "/":
+                return True
+            index += 2
+            continue
+        index += 1
+    return False
 
 
 def _requote(literal: str) -> str:

@@ -5,6 +5,7 @@ Implements SEC-02, DC-03, DC-04, FT-06.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
@@ -614,9 +615,11 @@ def response_validate(schema: JSONValue, payload: JSONValue) -> None:
     if not isinstance(schema, dict):
         return
     try:
-        validator = Draft202012Validator(schema)
-        error = best_match(validator.iter_errors(payload))
-    except SchemaError:
+        # The metaschema check first: jsonschema validates against a malformed
+        # schema ({"type": 5}) by raising TypeError or AttributeError mid-way.
+        Draft202012Validator.check_schema(schema)
+        error = best_match(Draft202012Validator(schema).iter_errors(payload))
+    except (SchemaError, TypeError, AttributeError, ValueError, re.error):
         # The agent's schema is its own; one that is not a schema cannot refuse.
         return
     if error is not None:

@@ -13,6 +13,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from agentcore.arguments import canonical_sha256
 from approvals.exceptions import (
     ApprovalAlreadyDecided,
     ApprovalPermissionDenied,
@@ -35,6 +36,21 @@ APPROVED_SCHEMA = {
 }
 
 
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": 5},
+        {"properties": 3},
+        {"required": "approved"},
+        {"properties": {"note": {"type": "string", "pattern": "["}}},
+        {"items": 5},
+    ],
+)
+def test_response_validate_refuses_nothing_against_a_malformed_schema(schema):
+    """An agent's responseSchema that is no JSON Schema neither refuses nor crashes."""
+    assert response_validate(schema, {"approved": True, "note": "x"}) is None
+
+
 def test_response_validate_names_where_the_response_breaks_the_schema():
     """A response outside the interrupt's schema is refused at its path; a valid one passes."""
     response_validate(APPROVED_SCHEMA, {"approved": True})
@@ -50,10 +66,12 @@ def test_response_validate_lets_a_schema_that_is_not_one_refuse_nothing(schema):
 
 
 def test_edited_arguments_are_validated_against_the_tool_schema(approval):
-    """A valid edit comes back as parameters; a wrong type or a non-object is refused."""
+    """A valid edit comes back as its validated value; a wrong type or a non-object is refused."""
     edited = {**PROPOSED, "amount": 20.0}
 
-    assert edited_arguments_validate(approval=approval, edited=edited) == edited
+    value = edited_arguments_validate(approval=approval, edited=edited)
+    assert value.as_dict() == edited
+    assert value.sha256 == canonical_sha256(edited)
     with pytest.raises(InvalidEditedArguments, match="must be a JSON object, not list"):
         edited_arguments_validate(approval=approval, edited=[edited])
     with pytest.raises(InvalidEditedArguments, match="edited arguments are invalid"):

@@ -33,7 +33,11 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from approvals.checks import check_notifications
 from approvals.models import ApprovalRequest, NotificationDelivery, ToolExecution
-from approvals.notifications.links import SALT, approval_link_token
+from approvals.notifications.links import (
+    SALT,
+    approval_link_token,
+    approval_link_verify,
+)
 from approvals.services.expiring import approvals_expiring_announce
 from approvals.signals import approval_escalated, send_now
 from demo.models import Refund
@@ -244,7 +248,12 @@ def test_notifications_reach_email_and_webhook_and_a_broken_target_is_recorded(
     assert hook["data"]["toolCallId"] == call.tool_call_id
     assert hook["data"]["status"] == "pending"
     assert hook["data"]["proposedArguments"]["amount"] == 25.0
-    assert urlparse(hook["data"]["link"]).path == link_path
+    # Each delivery signs its own link (timestamped to the second): both open the
+    # same request.
+    hook_path = urlparse(hook["data"]["link"]).path
+    assert LINK_RE.fullmatch(f"http://testserver{hook_path}")
+    assert approval_link_verify(hook_path.split("/")[-2]) == approval.pk
+    assert approval_link_verify(link_path.split("/")[-2]) == approval.pk
     assert received.apprise[0]["title"] == mail["Subject"]
 
     # The signed link opens the request in the queue once signed in.
