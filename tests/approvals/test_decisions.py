@@ -1,6 +1,6 @@
 """Deciding a request: who may, what an edit or a response must satisfy, expiry.
 
-Through :func:`approvals.services.approval_decide` and its checks, on a request
+Through :func:`orchestration.pipeline.approval_decide` and its checks, on a request
 recorded without any agent run (no executor: nothing is executed, callbacks on
 commit do not fire inside a test transaction). The flows that execute the
 decided call are in ``test_workflow.py``. Implements SEC-02, DC-03, IR-09.
