@@ -11,6 +11,9 @@ Notifications:
   links would not open);
 - ``approvals.E106``: a notification number (``NOTIFY_*``) is not positive.
 
+A ``slack`` target's token, signing secret, channel, group channels and API URL
+are checked under ``approvals.E102`` (docs/slack.md); no message quotes a secret.
+
 Governance (ids in the ``threads`` range of the agents' settings):
 
 - ``approvals.E070``: a static policy in ``COUNTERSIGN_AGENTS[agent]["policies"]``
@@ -71,7 +74,9 @@ def check_notifications(
         errors += [
             checks.Error(
                 problem,
-                hint="See docs/notifications.md for each kind's fields.",
+                hint="See docs/slack.md for a Slack target's fields."
+                if isinstance(entry, dict) and entry.get("kind") == "slack"
+                else "See docs/notifications.md for each kind's fields.",
                 id="approvals.E102",
             )
             for problem in problems

@@ -387,6 +387,8 @@ class NotificationDelivery(models.Model):
         EXPIRING = "expiring", "approval expiring"
         DECIDED = "decided", "approval decided"
         ESCALATED = "escalated", "approval escalated"
+        #: A chat message rewritten after any change (chat targets only).
+        UPDATED = "updated", "approval changed"
 
     class Status(models.TextChoices):
         QUEUED = "queued", "queued"
@@ -419,8 +421,11 @@ class NotificationDelivery(models.Model):
         ordering = ["-created_at", "-id"]
         verbose_name_plural = "notification deliveries"
         constraints = [
+            # An event is announced once per target; a chat message is rewritten
+            # after every change, so "updated" rows repeat (one waits at a time).
             models.UniqueConstraint(
                 fields=["approval", "event", "target", "group"],
+                condition=~models.Q(event="updated"),
                 name="uniq_notification_per_event_target",
             )
         ]
@@ -599,3 +604,78 @@ class ApprovalGrant(models.Model):
 
     def __str__(self) -> str:
         return f"grant {self.pk} {self.tool_name} ({self.scope})"
+
+
+class ChatMessage(models.Model):
+    """The chat message (Slack: channel and ``ts``) a chat target posted for a request.
+
+    One per (request, target), written once the post succeeded
+    (:mod:`approvals.notifications.chat`); every later change of the request
+    rewrites this message, so people see its current state where they were told.
+    """
+
+    approval = models.ForeignKey(
+        ApprovalRequest, on_delete=models.CASCADE, related_name="chat_messages"
+    )
+    #: The target's ``name`` in ``COUNTERSIGN["NOTIFICATIONS"]``.
+    target = models.CharField(max_length=100)
+    #: The chat surface: ``slack``.
+    surface = models.CharField(max_length=20)
+    channel = models.CharField(max_length=100)
+    #: The surface's id of the message (Slack's ``ts``).
+    message_id = models.CharField(max_length=100)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["approval", "target"], name="uniq_chat_message_per_target"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.surface} {self.channel}/{self.message_id}"
+
+
+class ChatUserLink(models.Model):
+    """A chat user (Slack workspace and user id) linked by that person to their account.
+
+    Made once, by the person, through a signed link a chat surface gives an
+    unmapped user (``web.chat``); a user whose chat email is verified and equals
+    one account's email needs none.
+    """
+
+    surface = models.CharField(max_length=20)
+    #: The workspace (Slack's team id).
+    workspace = models.CharField(max_length=100)
+    #: The user's id in that workspace (Slack's ``U…`` id).
+    external_id = models.CharField(max_length=100)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["surface", "workspace", "external_id"],
+                name="uniq_chat_user_link",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.surface} {self.workspace}/{self.external_id} -> {self.user_id}"
+
+
+class ChatRequestSeen(models.Model):
+    """A signed chat request already taken, so a replay of it is refused.
+
+    Kept for the signature's validity window (five minutes of clock skew, Slack's
+    rule) and pruned as new requests arrive.
+    """
+
+    signature = models.CharField(max_length=200, unique=True)
+    seen_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.signature[:12]}… at {self.seen_at}"

@@ -14,6 +14,10 @@ also has ``group`` (the name of the first group the request was escalated to),
   ``COUNTERSIGN["NOTIFY_EXPIRING_SECONDS"]`` (sent once per request by the beat task).
 - ``approval_escalated``: it was escalated to ``groups`` (sent by
   :mod:`approvals.services.escalation` on the beat).
+- ``approval_changed``: anything a card shows changed (a vote, the decision, a
+  claim, an escalation, the expiry, the execution's outcome): sent whenever
+  browsers are told (:mod:`approvals.services.notify`), so a chat message
+  follows the request wherever it is decided.
 
 Receivers are called with ``send_robust``: a failing receiver is logged and never
 undoes or delays the decision. Outbound notifications (``approvals.notifications``)
@@ -37,6 +41,7 @@ approval_requested = Signal()
 approval_decided = Signal()
 approval_expiring = Signal()
 approval_escalated = Signal()
+approval_changed = Signal()
 
 
 def send_now(signal: Signal, approval: ApprovalRequest, **kwargs: Any) -> None:

@@ -6,7 +6,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 
-from web import agui, health
+from web import agui, chat, health
 from web.api.threads import api_not_found
 from web.ui import approvals as approval_views
 
@@ -48,6 +48,18 @@ urlpatterns = [
         "approvals/link/<str:token>/",
         approval_views.approval_link,
         name="approval-link",
+    ),
+    # Chat surfaces (docs/slack.md): Slack's interactivity Request URL, and the
+    # page where a chat user links their account.
+    path(
+        "integrations/slack/interactions/",
+        chat.slack_interactions,
+        name="slack-interactions",
+    ),
+    path(
+        "integrations/chat/link/<str:token>/",
+        chat.chat_user_link_page,
+        name="chat-user-link",
     ),
     path("", include("web.ui.urls")),
 ]

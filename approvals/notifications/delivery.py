@@ -21,13 +21,18 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from approvals.locks import delivery_lock
-from approvals.models import ApprovalRequest, NotificationDelivery
+from approvals.models import ApprovalRequest, ChatMessage, NotificationDelivery
 from approvals.notifications.channels import (
     DeliveryFailed,
     notification_content,
     notification_send,
 )
-from approvals.notifications.targets import configured_targets, target_named
+from approvals.notifications.chat import ChatDeliveryError, chat_send
+from approvals.notifications.targets import (
+    CHAT_KINDS,
+    configured_targets,
+    target_named,
+)
 from approvals.transitions import delivery_transition
 from core.conf import countersign_settings
 from threads.execution import Task, enqueue, enqueue_later
@@ -75,6 +80,51 @@ def deliveries_create(
     return created
 
 
+def updates_create(
+    *, approval: ApprovalRequest, force: bool = False
+) -> list[NotificationDelivery]:
+    """Record and enqueue a rewrite of ``approval``'s chat messages; return the new deliveries.
+
+    One ``updated`` delivery per chat target whose message for ``approval``
+    exists (a message still being posted shows the state it finds, and
+    :func:`approvals.notifications.chat.chat_send` catches up), unless one is
+    already waiting (``queued`` or ``retrying``): each attempt shows the state it
+    finds, so one waiting rewrite covers every change before it. ``force`` is the
+    same (a refresh asked for by an action on a decided request).
+    """
+    targets = {t.name for t in configured_targets() if "updated" in t.events}
+    if not targets:
+        return []
+    posted = set(
+        ChatMessage.objects.filter(
+            approval_id=approval.pk, target__in=targets
+        ).values_list("target", flat=True)
+    )
+    if not posted:
+        return []
+    created: list[NotificationDelivery] = []
+    with transaction.atomic():
+        waiting = set(
+            NotificationDelivery.objects.filter(
+                approval_id=approval.pk,
+                event=NotificationDelivery.Event.UPDATED,
+                target__in=posted,
+                status__in=(_S.QUEUED, _S.RETRYING),
+            ).values_list("target", flat=True)
+        )
+        for name in sorted(posted - waiting):
+            target = target_named(name)
+            delivery = NotificationDelivery.objects.create(
+                approval_id=approval.pk,
+                event=NotificationDelivery.Event.UPDATED,
+                target=name,
+                kind=target.kind if target else "",
+            )
+            created.append(delivery)
+            enqueue(_deliver_task(), delivery_pk=delivery.pk)
+    return created
+
+
 def retry_delay(attempts: int) -> float:
     """Return the seconds to wait after attempt number ``attempts`` (1-based) failed."""
     base = float(countersign_settings.NOTIFY_RETRY_BACKOFF_SECONDS)
@@ -109,23 +159,31 @@ def notification_deliver(*, delivery_pk: int) -> str | None:
             "thread", "run", "requested_by", "decided_by"
         ).get(pk=delivery.approval_id)
     error = ""
+    retry_after: float | None = None
     try:
-        content = notification_content(
-            approval=approval, event=delivery.event, group=delivery.group
-        )
-        notification_send(
-            target=target,
-            content=content,
-            message_id=f"cs-notification-{delivery.pk}",
-            timeout=float(countersign_settings.NOTIFY_TIMEOUT_SECONDS),
-        )
+        if target.kind in CHAT_KINDS:
+            chat_send(target=target, approval=approval, event=delivery.event)
+        else:
+            content = notification_content(
+                approval=approval, event=delivery.event, group=delivery.group
+            )
+            notification_send(
+                target=target,
+                content=content,
+                message_id=f"cs-notification-{delivery.pk}",
+                timeout=float(countersign_settings.NOTIFY_TIMEOUT_SECONDS),
+            )
+    except ChatDeliveryError as failure:
+        error, retry_after = str(failure), failure.retry_after
     except DeliveryFailed as failure:
         error = str(failure)
     except Exception as unexpected:
         # A bug or an odd library error must not leave the row "sending" for ever.
         logger.exception("notification delivery %s failed unexpectedly", delivery_pk)
         error = f"unexpected {type(unexpected).__name__}; see the worker log"
-    return _attempt_record(delivery_pk=delivery_pk, error=error)
+    return _attempt_record(
+        delivery_pk=delivery_pk, error=error, retry_after=retry_after
+    )
 
 
 def _due(delivery: NotificationDelivery, now: datetime) -> bool:
@@ -147,8 +205,14 @@ def _due(delivery: NotificationDelivery, now: datetime) -> bool:
     )
 
 
-def _attempt_record(*, delivery_pk: int, error: str) -> str | None:
-    """Record the attempt's outcome and schedule the next attempt after a failure."""
+def _attempt_record(
+    *, delivery_pk: int, error: str, retry_after: float | None = None
+) -> str | None:
+    """Record the attempt's outcome and schedule the next attempt after a failure.
+
+    The next attempt waits the backoff, or the target's own ``retry_after``
+    (seconds, an HTTP 429's ``Retry-After``) when that is longer.
+    """
     delay: float | None = None
     with transaction.atomic():
         delivery = delivery_lock(delivery_pk=delivery_pk)
@@ -169,7 +233,7 @@ def _attempt_record(*, delivery_pk: int, error: str) -> str | None:
                     error,
                 )
             else:
-                delay = retry_delay(delivery.attempts)
+                delay = max(retry_delay(delivery.attempts), retry_after or 0.0)
                 delivery_transition(delivery=delivery, to=_S.RETRYING, save=False)
                 delivery.next_attempt_at = timezone.now() + timedelta(seconds=delay)
         delivery.save()

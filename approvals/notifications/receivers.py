@@ -12,6 +12,7 @@ from django.dispatch import receiver
 
 from approvals.models import ApprovalRequest
 from approvals.signals import (
+    approval_changed,
     approval_decided,
     approval_escalated,
     approval_expiring,
@@ -52,3 +53,11 @@ def on_escalated(approval: ApprovalRequest, group: Any = "", **kwargs: Any) -> N
     deliveries_create(
         approval=approval, event="escalated", group=str(getattr(group, "name", group))
     )
+
+
+@receiver(approval_changed, sender=ApprovalRequest, dispatch_uid="notify.changed")
+def on_changed(approval: ApprovalRequest, **kwargs: Any) -> None:
+    """Rewrite the request's chat messages (:func:`.delivery.updates_create`)."""
+    from approvals.notifications.delivery import updates_create
+
+    updates_create(approval=approval)

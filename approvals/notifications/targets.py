@@ -13,25 +13,47 @@ Each entry is a dict:
 - webhook: ``url`` (http or https) and ``secret`` (``whsec_`` + base64, as
   Standard Webhooks prescribes; generate one with ``python -c "import base64, os;
   print('whsec_' + base64.b64encode(os.urandom(24)).decode())"``), optional ``headers``;
-- apprise: ``urls`` (a list of apprise URLs).
+- apprise: ``urls`` (a list of apprise URLs);
+- slack (approvals decided in Slack, :mod:`.chat`, docs/slack.md): ``token`` (the
+  bot token, ``xoxb-…``), ``signing_secret`` (the app's signing secret, which
+  verifies the interactivity requests), ``channel`` (the channel id a request is
+  posted to) and optional ``channels`` (``{"<approver group>": "<channel id>"}``:
+  a request routed to a group is posted to its channel), ``api_url`` (the Web
+  API's base URL, default ``https://slack.com/api/``). Its events are fixed:
+  ``requested`` posts the message, ``updated`` (any change of the request, its
+  votes or its execution) rewrites it.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import urlparse
 
 from core.conf import countersign_settings
 
 EVENTS: Final = ("requested", "expiring", "decided", "escalated")
-KINDS: Final = ("email", "webhook", "apprise")
+#: The events a chat surface's message follows: posted, then rewritten on every change.
+CHAT_EVENTS: Final = ("requested", "updated")
+#: The targets whose message people act on (:mod:`approvals.notifications.chat`).
+CHAT_KINDS: Final = ("slack",)
+KINDS: Final = ("email", "webhook", "apprise", *CHAT_KINDS)
+SLACK_API_URL: Final = "https://slack.com/api/"
 _KEYS: Final = {
     "email": {"name", "kind", "events", "to", "from"},
     "webhook": {"name", "kind", "events", "url", "secret", "headers"},
     "apprise": {"name", "kind", "events", "urls"},
+    "slack": {
+        "name",
+        "kind",
+        "token",
+        "signing_secret",
+        "channel",
+        "channels",
+        "api_url",
+    },
 }
 
 
@@ -45,9 +67,20 @@ class Target:
     to: tuple[str, ...] = ()
     from_email: str = ""
     url: str = ""
-    secret: str = ""
-    headers: tuple[tuple[str, str], ...] = ()
-    urls: tuple[str, ...] = ()
+    # Secrets stay out of repr(), hence out of logs and tracebacks (SEC-06).
+    secret: str = field(default="", repr=False)
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    urls: tuple[str, ...] = field(default=(), repr=False)
+    token: str = field(default="", repr=False)
+    signing_secret: str = field(default="", repr=False)
+    channel: str = ""
+    channels: tuple[tuple[str, str], ...] = ()
+    api_url: str = SLACK_API_URL
+
+    def channel_for(self, groups: list[str]) -> str:
+        """Return the channel of the first of ``groups`` that has one, else ``channel``."""
+        routes = dict(self.channels)
+        return next((routes[g] for g in groups if g in routes), self.channel)
 
 
 def target_problems(index: int, entry: Any) -> list[str]:
@@ -66,15 +99,17 @@ def target_problems(index: int, entry: Any) -> list[str]:
         f"allowed: {', '.join(sorted(_KEYS[kind]))}"
         for key in sorted(set(entry) - _KEYS[kind])
     ]
+    name = entry.get("name", "")
+    if not isinstance(name, str) or len(name) > 100:
+        problems.append(f"{where}['name'] must be a string of at most 100 characters")
+    if kind in CHAT_KINDS:
+        return problems + _slack_problems(where, entry)
     events = entry.get("events", list(EVENTS))
     if not isinstance(events, list) or not events or not set(events) <= set(EVENTS):
         problems.append(
             f"{where}['events'] is {events!r}; give a non-empty list of "
             f"{', '.join(EVENTS)}"
         )
-    name = entry.get("name", "")
-    if not isinstance(name, str) or len(name) > 100:
-        problems.append(f"{where}['name'] must be a string of at most 100 characters")
     if kind == "email":
         to = entry.get("to")
         if not _strings(to) or not all("@" in a for a in to or ()):
@@ -102,6 +137,50 @@ def target_problems(index: int, entry: Any) -> list[str]:
             problems.append(f"{where}['headers'] must map header names to strings")
     elif not _strings(entry.get("urls")):
         problems.append(f"{where}['urls'] must be a non-empty list of apprise URLs")
+    return problems
+
+
+def _slack_problems(where: str, entry: dict[str, Any]) -> list[str]:
+    """Return what is wrong with a ``slack`` target (never quoting a secret)."""
+    problems = []
+    token = entry.get("token")
+    if not isinstance(token, str) or not token.startswith("xoxb-"):
+        problems.append(
+            f"{where}['token'] must be the app's bot token (it starts with 'xoxb-'; "
+            "Slack: OAuth & Permissions → Bot User OAuth Token)"
+        )
+    secret = entry.get("signing_secret")
+    if not isinstance(secret, str) or len(secret) < 16:
+        problems.append(
+            f"{where}['signing_secret'] must be the app's signing secret "
+            "(Slack: Basic Information → App Credentials)"
+        )
+    channel = entry.get("channel")
+    if not isinstance(channel, str) or not channel.strip():
+        problems.append(
+            f"{where}['channel'] must be the id of the channel requests are posted to "
+            "(e.g. 'C0123456789'; invite the app to it)"
+        )
+    channels = entry.get("channels", {})
+    if not isinstance(channels, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and v.strip()
+        for k, v in channels.items()
+    ):
+        problems.append(
+            f"{where}['channels'] must map approver group names to channel ids"
+        )
+    api_url = entry.get("api_url", SLACK_API_URL)
+    parsed = urlparse(api_url) if isinstance(api_url, str) else None
+    if (
+        parsed is None
+        or parsed.scheme not in ("http", "https")
+        or not parsed.netloc
+        or not str(api_url).endswith("/")
+    ):
+        problems.append(
+            f"{where}['api_url'] is {api_url!r}; give the Web API's http(s) base URL "
+            "ending in '/' (default https://slack.com/api/)"
+        )
     return problems
 
 
@@ -142,13 +221,22 @@ def configured_targets() -> list[Target]:
             Target(
                 name=target_name(index, entry),
                 kind=entry["kind"],
-                events=frozenset(entry.get("events", EVENTS)),
+                events=frozenset(
+                    CHAT_EVENTS
+                    if entry["kind"] in CHAT_KINDS
+                    else entry.get("events", EVENTS)
+                ),
                 to=tuple(entry.get("to", ())),
                 from_email=str(entry.get("from", "")),
                 url=str(entry.get("url", "")),
                 secret=str(entry.get("secret", "")),
                 headers=tuple(sorted((entry.get("headers") or {}).items())),
                 urls=tuple(entry.get("urls", ())),
+                token=str(entry.get("token", "")),
+                signing_secret=str(entry.get("signing_secret", "")),
+                channel=str(entry.get("channel", "")),
+                channels=tuple((entry.get("channels") or {}).items()),
+                api_url=str(entry.get("api_url", SLACK_API_URL)),
             )
         )
     return targets
@@ -157,3 +245,8 @@ def configured_targets() -> list[Target]:
 def target_named(name: str) -> Target | None:
     """Return the configured target called ``name``, or ``None``."""
     return next((t for t in configured_targets() if t.name == name), None)
+
+
+def chat_targets(kind: str) -> list[Target]:
+    """Return the configured chat targets of surface ``kind`` (``"slack"``), in order."""
+    return [t for t in configured_targets() if t.kind == kind]

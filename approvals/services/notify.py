@@ -15,6 +15,7 @@ from approvals.interrupt_ids import interrupt_id
 from approvals.labels import approval_label
 from approvals.models import ApprovalRequest, ApprovalVote
 from approvals.services.votes import governance_snapshot
+from approvals.signals import approval_changed, send_now
 from threads.models import ToolCall
 from threads.realtime import group_send, publish_notification
 
@@ -119,6 +120,7 @@ def notify_call_changed(
             group_send(
                 APPROVALS_GROUP, {"type": "approvals.changed", "payload": payload}
             )
+            send_now(approval_changed, approval)
 
     transaction.on_commit(send, robust=True)
 
@@ -146,5 +148,6 @@ def notify_approval_changed(
     def send() -> None:
         publish_notification(thread_pk=thread_pk, payload=payload)
         group_send(APPROVALS_GROUP, {"type": "approvals.changed", "payload": payload})
+        send_now(approval_changed, approval)
 
     transaction.on_commit(send, robust=True)
