@@ -28,7 +28,10 @@ from tests.helpers.executors import (
 #: Runs in the server process before the ASGI application is imported.
 LAUNCHER = """
 from django.conf import settings
-settings.COUNTERSIGN = {"SOCKET_POLL_SECONDS": 3600.0, "SSE_KEEPALIVE_SECONDS": 3600.0}
+# Over the environment's settings (COUNTERSIGN_*), which a test may have set.
+settings.COUNTERSIGN = {
+    **settings.COUNTERSIGN, "SOCKET_POLL_SECONDS": 3600.0, "SSE_KEEPALIVE_SECONDS": 3600.0
+}
 import uvicorn
 uvicorn.run(
     "config.asgi:application", host="127.0.0.1", port=0, log_level="info",
