@@ -39,6 +39,8 @@ from approvals.models import (
     ApprovalRequest,
     ApprovalVote,
     AuditEntry,
+    ChatMessage,
+    ChatUserLink,
     JanitorSweep,
     NotificationDelivery,
     ToolExecution,
@@ -743,6 +745,44 @@ class NotificationDeliveryAdmin(ReadOnlyAdmin):
             "admin:approvals_approvalrequest_change", args=[delivery.approval_id]
         )
         return format_html('<a href="{}">#{}</a>', url, delivery.approval_id)
+
+
+@admin.register(ChatMessage)
+class ChatMessageAdmin(ReadOnlyAdmin):
+    """The chat messages posted for requests (docs/slack.md); rewritten by deliveries."""
+
+    list_display = (
+        "created_at",
+        "surface",
+        "target",
+        "channel",
+        "message_id",
+        "approval",
+    )
+    list_filter = ("surface", "target")
+    search_fields = ("channel", "message_id")
+    readonly_fields = (
+        "approval",
+        "target",
+        "surface",
+        "channel",
+        "message_id",
+        "created_at",
+    )
+
+
+@admin.register(ChatUserLink)
+class ChatUserLinkAdmin(admin.ModelAdmin):
+    """Chat users linked to accounts by their owners; delete one to undo a link."""
+
+    list_display = ("surface", "workspace", "external_id", "user", "created_at")
+    list_filter = ("surface",)
+    search_fields = ("external_id", "user__username")
+    readonly_fields = ("surface", "workspace", "external_id", "user", "created_at")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        # Only the person can vouch for their chat account (the signed link).
+        return False
 
 
 class ToolPolicyForm(forms.ModelForm):

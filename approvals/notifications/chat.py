@@ -108,9 +108,10 @@ def chat_send(*, target: Target, approval: ApprovalRequest, event: str) -> None:
     """Post (``requested``) or rewrite (any other event) ``approval``'s message on ``target``.
 
     Idempotent: a ``requested`` delivery whose message exists already rewrites
-    it. A post records the :class:`~approvals.models.ChatMessage`, then rewrites it
-    at once if the request changed while it was being posted (its ``updated``
-    deliveries are made only once the message exists). Raises
+    it. A post records the :class:`~approvals.models.ChatMessage` (``updated``
+    deliveries are made only once it exists). After sending, the card is read
+    again and sent once more if the request changed meanwhile, so the last
+    attempt to finish shows the latest state even when two overlap. Raises
     :class:`ChatDeliveryError` when the platform refuses, or when there is no
     message to rewrite yet (retried until the post is done).
     """
@@ -119,24 +120,25 @@ def chat_send(*, target: Target, approval: ApprovalRequest, event: str) -> None:
     card = chat_card(approval)
     if message is not None:
         surface.update(target=target, message=message, card=card)
-        return
-    if event != "requested":
+    elif event != "requested":
         raise ChatDeliveryError(
             "the request's message is not posted yet; this update is retried after it"
         )
-    posted = surface.post(target=target, card=card)
-    ChatMessage.objects.create(
-        approval=approval,
-        target=target.name,
-        surface=target.kind,
-        channel=posted.channel,
-        message_id=posted.message_id,
-    )
+    else:
+        posted = surface.post(target=target, card=card)
+        message = ChatMessage.objects.create(
+            approval=approval,
+            target=target.name,
+            surface=target.kind,
+            channel=posted.channel,
+            message_id=posted.message_id,
+        )
+    # A change committed while this attempt was on the wire may have been shown
+    # by a rewrite that arrived first, or by none: show the state as it is now.
     approval.refresh_from_db()
-    again = chat_card(approval)
-    if _without_link(again) != _without_link(card):
-        message = ChatMessage.objects.get(approval=approval, target=target.name)
-        surface.update(target=target, message=message, card=again)
+    now = chat_card(approval)
+    if _without_link(now) != _without_link(card):
+        surface.update(target=target, message=message, card=now)
 
 
 def _without_link(card: dict[str, Any]) -> dict[str, Any]:

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from datetime import timedelta
+from pathlib import Path
+from urllib.parse import urlparse
 
 import httpx
 import pytest
+import yaml
 from django.contrib.auth.models import Group, Permission
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
@@ -232,7 +236,7 @@ def test_reject_asks_a_reason_and_the_message_shows_it(
     )
     assert opened.status_code == 200
     (view_call,) = fake_slack.of("views.open")
-    assert view_call["trigger_id"] == f"trigger-{GRACE}-countersign.reject"
+    assert view_call["trigger_id"].startswith(f"trigger-{GRACE}-countersign.reject-")
     view = view_call["view"]
     assert view["callback_id"] == "countersign.reject"
     assert json.loads(view["private_metadata"]) == {
@@ -732,3 +736,29 @@ def test_end_to_end_through_a_live_server_and_a_celery_worker(
         assert fake_slack.buttons(ts) == ["countersign.open"]
     finally:
         server.stop()
+
+
+def test_the_app_manifest_in_the_docs_is_valid_yaml_with_the_scopes_and_the_endpoint():
+    """docs/slack.md's manifest parses, asks the scopes the calls need, points at our URL."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "slack.md").read_text()
+    (block,) = re.findall(r"```yaml\n(.*?)```", text, flags=re.S)
+    manifest = yaml.safe_load(block)
+    assert set(manifest) == {
+        "display_information",
+        "features",
+        "oauth_config",
+        "settings",
+    }
+    assert manifest["display_information"]["name"] == "Countersign"
+    assert manifest["oauth_config"]["scopes"]["bot"] == [
+        "chat:write",
+        "users:read",
+        "users:read.email",
+    ]
+    interactivity = manifest["settings"]["interactivity"]
+    assert interactivity["is_enabled"] is True
+    assert urlparse(interactivity["request_url"]).scheme == "https"
+    assert urlparse(interactivity["request_url"]).path == reverse("slack-interactions")
+    assert manifest["settings"]["socket_mode_enabled"] is False
+    # The same document as JSON, as Slack also takes it.
+    assert json.loads(json.dumps(manifest)) == manifest

@@ -11,6 +11,7 @@ token, and can answer the next calls of a method with an error (a 429 with
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -24,6 +25,7 @@ from slack_sdk.signature import SignatureVerifier
 TOKEN = "xoxb-test-0000-countersign"
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 TEAM = "T0COUNTER"
+_CLICKS = itertools.count(1)
 
 
 class FakeSlack:
@@ -213,7 +215,8 @@ def click(
         "type": "block_actions",
         "team": {"id": TEAM, "domain": "countersign"},
         "user": {"id": user, "team_id": TEAM},
-        "trigger_id": f"trigger-{user}-{action_id}",
+        # Slack gives every click its own trigger id (so no two bodies are equal).
+        "trigger_id": f"trigger-{user}-{action_id}-{next(_CLICKS)}",
         "container": {"type": "message", "channel_id": channel, "message_ts": ts},
         "channel": {"id": channel},
         "message": {"ts": ts},
