@@ -121,7 +121,7 @@ def chat_action_take(*, target: Target, action: ChatAction) -> ChatReply:
             _tell_progress(target, action, decided, user.get_username())
         return ChatReply()
     except (ApprovalAlreadyDecided, ApprovalExpired) as stale:
-        updates_create(approval=approval, force=True)
+        updates_create(approval=approval)
         return _refused(target, action, f"Nothing recorded: {stale}.")
     except (InvalidEditedArguments, ReasonRequired) as invalid:
         return _refused(target, action, str(invalid), field=_field_of(invalid, action))

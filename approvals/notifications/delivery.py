@@ -80,17 +80,15 @@ def deliveries_create(
     return created
 
 
-def updates_create(
-    *, approval: ApprovalRequest, force: bool = False
-) -> list[NotificationDelivery]:
+def updates_create(*, approval: ApprovalRequest) -> list[NotificationDelivery]:
     """Record and enqueue a rewrite of ``approval``'s chat messages; return the new deliveries.
 
     One ``updated`` delivery per chat target whose message for ``approval``
     exists (a message still being posted shows the state it finds, and
     :func:`approvals.notifications.chat.chat_send` catches up), unless one is
     already waiting (``queued`` or ``retrying``): each attempt shows the state it
-    finds, so one waiting rewrite covers every change before it. ``force`` is the
-    same (a refresh asked for by an action on a decided request).
+    finds, so one waiting rewrite covers every change before it. Also how an
+    action on a decided or expired request refreshes its message.
     """
     targets = {t.name for t in configured_targets() if "updated" in t.events}
     if not targets:

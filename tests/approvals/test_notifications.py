@@ -389,7 +389,7 @@ def test_system_checks_name_each_bad_notification_setting(settings):
     assert found == [
         (
             "approvals.E102",
-            "COUNTERSIGN['NOTIFICATIONS'][0]['kind'] is 'sms'; use one of email, webhook, apprise",
+            "COUNTERSIGN['NOTIFICATIONS'][0]['kind'] is 'sms'; use one of email, webhook, apprise, slack",
         ),
         (
             "approvals.E102",
