@@ -510,14 +510,13 @@ def _metadata(card: Mapping[str, Any], action: ChatAction) -> str:
 def reject_view(card: Mapping[str, Any], action: ChatAction) -> dict[str, Any]:
     """Return the modal asking why ``card``'s request is rejected (the agent is told)."""
     title = str(card.get("label") or card.get("tool"))
-    return {
-        "type": "modal",
-        "callback_id": "countersign.reject",
-        "private_metadata": _metadata(card, action),
-        "title": {"type": "plain_text", "text": "Reject request"},
-        "submit": {"type": "plain_text", "text": "Reject"},
-        "close": {"type": "plain_text", "text": "Cancel"},
-        "blocks": [
+    return _modal(
+        "countersign.reject",
+        card,
+        action,
+        title="Reject request",
+        submit="Reject",
+        blocks=[
             _section(f"*{_esc(title)}*"),
             {
                 "type": "input",
@@ -531,6 +530,27 @@ def reject_view(card: Mapping[str, Any], action: ChatAction) -> dict[str, Any]:
                 },
             },
         ],
+    )
+
+
+def _modal(
+    callback_id: str,
+    card: Mapping[str, Any],
+    action: ChatAction,
+    *,
+    title: str,
+    submit: str,
+    blocks: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """Return a modal view whose submission names ``card``'s request and message."""
+    return {
+        "type": "modal",
+        "callback_id": callback_id,
+        "private_metadata": _metadata(card, action),
+        "title": {"type": "plain_text", "text": title},
+        "submit": {"type": "plain_text", "text": submit},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": blocks,
     }
 
 
@@ -568,15 +588,14 @@ def edit_view(card: Mapping[str, Any], action: ChatAction) -> dict[str, Any]:
                 "text": str(spec["description"])[:2000],
             }
         blocks.append(block)
-    return {
-        "type": "modal",
-        "callback_id": "countersign.edit",
-        "private_metadata": _metadata(card, action),
-        "title": {"type": "plain_text", "text": "Edit and approve"},
-        "submit": {"type": "plain_text", "text": "Approve edited"},
-        "close": {"type": "plain_text", "text": "Cancel"},
-        "blocks": blocks,
-    }
+    return _modal(
+        "countersign.edit",
+        card,
+        action,
+        title="Edit and approve",
+        submit="Approve edited",
+        blocks=blocks,
+    )
 
 
 def _option(value: str) -> dict[str, Any]:

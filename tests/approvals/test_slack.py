@@ -148,6 +148,14 @@ def _send(client, payload=None, **kwargs):
     )
 
 
+def _click(client, action_id, approval_pk, slack_user, ts):
+    """Send ``slack_user``'s signed click of ``action_id`` on message ``ts`` in finance's channel."""
+    return _send(
+        client,
+        click(action_id, approval_pk, user=slack_user, channel=FINANCE_CHANNEL, ts=ts),
+    )
+
+
 def _held(requester, executor):
     call = held_refund(requester, executor)
     return call, ApprovalRequest.objects.get(tool_call=call)
@@ -176,12 +184,7 @@ def test_a_request_posts_one_message_and_approve_executes_once_with_the_result(
     open_button = fake_slack.messages[ts]["blocks"][-1]["elements"][-1]
     assert open_button["url"].startswith("http://testserver/approvals/link/")
 
-    answer = _send(
-        client,
-        click(
-            "countersign.approve", approval.pk, user=ADA, channel=FINANCE_CHANNEL, ts=ts
-        ),
-    )
+    answer = _click(client, "countersign.approve", approval.pk, ADA, ts)
     assert answer.status_code == 200, answer.content
     # Slack retries a click it thinks timed out: signed again (its own timestamp).
     again = _send(
@@ -224,16 +227,7 @@ def test_reject_asks_a_reason_and_the_message_shows_it(
     rejects, the agent is told, and the message says who and why."""
     call, approval = _held(user, executor)
     ts = _posted(fake_slack, approval, executor)
-    opened = _send(
-        client,
-        click(
-            "countersign.reject",
-            approval.pk,
-            user=GRACE,
-            channel=FINANCE_CHANNEL,
-            ts=ts,
-        ),
-    )
+    opened = _click(client, "countersign.reject", approval.pk, GRACE, ts)
     assert opened.status_code == 200
     (view_call,) = fake_slack.of("views.open")
     assert view_call["trigger_id"].startswith(f"trigger-{GRACE}-countersign.reject-")
@@ -301,12 +295,7 @@ def test_edit_opens_the_tool_fields_validates_like_the_web_and_shows_the_diff(
     20, and the message shows the diff."""
     call, approval = _held(user, executor)
     ts = _posted(fake_slack, approval, executor)
-    _send(
-        client,
-        click(
-            "countersign.edit", approval.pk, user=ADA, channel=FINANCE_CHANNEL, ts=ts
-        ),
-    )
+    _click(client, "countersign.edit", approval.pk, ADA, ts)
     view = _modal(fake_slack)
     assert view["callback_id"] == "countersign.edit"
     inputs = {
@@ -362,16 +351,7 @@ def test_four_eyes_refuses_the_requesters_own_slack_user_and_records_nothing(
     _, approval = _held(user, executor)
     ts = _posted(fake_slack, approval, executor)
     updates = len(fake_slack.of("chat.update"))
-    answer = _send(
-        client,
-        click(
-            "countersign.approve",
-            approval.pk,
-            user=OLIVIA,
-            channel=FINANCE_CHANNEL,
-            ts=ts,
-        ),
-    )
+    answer = _click(client, "countersign.approve", approval.pk, OLIVIA, ts)
     assert answer.status_code == 200
     (told,) = fake_slack.of("chat.postEphemeral")
     assert (told["channel"], told["user"]) == (FINANCE_CHANNEL, OLIVIA)
@@ -394,12 +374,7 @@ def test_two_of_n_with_one_vote_from_slack_and_one_from_the_web(
     ts = _posted(fake_slack, approval, executor)
     assert "*Approvals*\n0 of 2 (none yet)" in fake_slack.message_text(ts)
 
-    _send(
-        client,
-        click(
-            "countersign.approve", approval.pk, user=ADA, channel=FINANCE_CHANNEL, ts=ts
-        ),
-    )
+    _click(client, "countersign.approve", approval.pk, ADA, ts)
     executor.wait_for(lambda: _idle(approval))
     assert "*Approvals*\n1 of 2 (ada)" in fake_slack.message_text(ts)
     (told,) = fake_slack.of("chat.postEphemeral")
@@ -447,12 +422,7 @@ def test_a_decision_on_the_web_and_an_expiry_rewrite_the_message(
     assert fake_slack.buttons(ts2) == ["countersign.open"]
 
     updates = len(fake_slack.of("chat.update"))
-    late = _send(
-        client,
-        click(
-            "countersign.approve", second.pk, user=ADA, channel=FINANCE_CHANNEL, ts=ts2
-        ),
-    )
+    late = _click(client, "countersign.approve", second.pk, ADA, ts2)
     assert late.status_code == 200
     executor.wait_for(lambda: _idle(second))
     assert len(fake_slack.of("chat.update")) == updates + 1  # refreshed
@@ -558,12 +528,7 @@ def test_an_unmapped_user_is_told_how_to_link_and_then_decides(
     call, approval = _held(user, executor)
     ts = _posted(fake_slack, approval, executor)
     fake_slack.users[ADA] = {"email": "ada@example.com", "confirmed": False}
-    answer = _send(
-        client,
-        click(
-            "countersign.approve", approval.pk, user=ADA, channel=FINANCE_CHANNEL, ts=ts
-        ),
-    )
+    answer = _click(client, "countersign.approve", approval.pk, ADA, ts)
     assert answer.status_code == 200
     told = fake_slack.of("chat.postEphemeral")[-1]["text"]
     assert told.startswith(
@@ -589,12 +554,7 @@ def test_an_unmapped_user_is_told_how_to_link_and_then_decides(
     assert client.get(link[:-5] + "xx/").status_code == 400
     client.logout()
 
-    _send(
-        client,
-        click(
-            "countersign.approve", approval.pk, user=ADA, channel=FINANCE_CHANNEL, ts=ts
-        ),
-    )
+    _click(client, "countersign.approve", approval.pk, ADA, ts)
     executor.settle(call.thread)
     approval.refresh_from_db()
     assert (approval.status, approval.decided_by) == ("approved", finance[0])
