@@ -45,8 +45,9 @@ def slack_interactions(request: HttpRequest) -> HttpResponse:
     or the same request came before; 400 naming the field for a body that is
     not Slack's payload; else 200, empty or with a form's errors.
     """
-    if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
-        return _error(413, "payload", "the body is larger than 256 kB")
+    length = request.headers.get("content-length") or "0"
+    if not length.isdigit() or int(length) > MAX_BODY_BYTES:
+        return _error(413, "payload", "send a body of at most 256 kB")
     body = request.body
     target = chat_request_verify(kind="slack", body=body, headers=request.headers)
     if target is None:

@@ -561,7 +561,9 @@ def test_an_unmapped_user_is_told_how_to_link_and_then_decides(
 
 
 @pytest.mark.django_db
-def test_malformed_interaction_bodies_get_a_400_naming_the_field(slack, client):
+def test_malformed_interaction_bodies_get_a_400_naming_the_field(
+    slack, fake_slack, client
+):
     """Signed but not Slack's payload: 400 with the field; other payload types: 200."""
     cases = {
         b"": "payload",
@@ -598,6 +600,10 @@ def test_malformed_interaction_bodies_get_a_400_naming_the_field(slack, client):
         client, click("countersign.approve", 999999, user=ADA, channel="C1", ts="1.2")
     )
     assert unknown.status_code == 200
+    told = fake_slack.of("chat.postEphemeral")[-1]
+    assert told["text"] == "Approval request 999999 no longer exists in Countersign."
+    too_big = _send(client, body=b"payload=" + b"x" * (300 * 1024))
+    assert (too_big.status_code, too_big.json()["field"]) == (413, "payload")
     assert client.get(URL).status_code == 405
 
 
@@ -722,3 +728,27 @@ def test_the_app_manifest_in_the_docs_is_valid_yaml_with_the_scopes_and_the_endp
     assert manifest["settings"]["socket_mode_enabled"] is False
     # The same document as JSON, as Slack also takes it.
     assert json.loads(json.dumps(manifest)) == manifest
+
+
+@embedded
+def test_approve_keeps_the_webs_undo_window_and_undo_from_slack_takes_it_back(
+    slack, settings, fake_slack, user, client, executor
+):
+    """With an undo window the message offers Undo until the call runs; Undo makes the
+    request pending again, nothing runs, and the buttons come back."""
+    settings.COUNTERSIGN = {**settings.COUNTERSIGN, "DECISION_UNDO_SECONDS": 6.0}
+    call, approval = _held(user, executor)
+    ts = _posted(fake_slack, approval, executor)
+    _click(client, "countersign.approve", approval.pk, ADA, ts)
+    executor.wait_for(lambda: _idle(approval))
+    assert fake_slack.buttons(ts) == ["countersign.undo", "countersign.open"]
+    assert "approved by ada" in fake_slack.message_text(ts)
+
+    answer = _click(client, "countersign.undo", approval.pk, ADA, ts)
+    assert answer.status_code == 200
+    executor.wait_for(lambda: _idle(approval))
+    approval.refresh_from_db()
+    assert approval.status == "pending"
+    assert not ToolExecution.objects.filter(tool_call=call).exists()
+    assert fake_slack.buttons(ts)[:2] == ["countersign.approve", "countersign.reject"]
+    assert not Refund.objects.exists()
