@@ -379,9 +379,10 @@ def slack_message(card: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
 
     ``card`` is :func:`approvals.notifications.chat.chat_card`: the summary, risk,
     arguments (and an edit's diff), votes, waiting groups, expiry, then the
-    outcome and the execution's result; buttons Approve, Reject, Edit (when the
-    tool has a schema) and Open in Countersign while it is pending, Undo while an
-    approval can be taken back.
+    outcome and the execution's result; buttons Approve (not for an MCP server's
+    input request, answered on the web), Reject, Edit (when the tool has a
+    schema) and Open in Countersign while it is pending, Undo while an approval
+    can be taken back.
     """
     title = str(card.get("label") or card.get("tool") or "Approval request")
     status = str(card.get("status") or "")
@@ -477,10 +478,10 @@ def _buttons(card: Mapping[str, Any]) -> list[dict[str, Any]]:
     pk = card.get("id")
     buttons: list[dict[str, Any]] = []
     if card.get("status") == "pending":
-        buttons += [
-            _button_of("countersign.approve", "Approve", pk, "primary"),
-            _button_of("countersign.reject", "Reject", pk, "danger"),
-        ]
+        # An input request is answered with a value its schema describes: on the web.
+        if card.get("kind") != "input":
+            buttons.append(_button_of("countersign.approve", "Approve", pk, "primary"))
+        buttons.append(_button_of("countersign.reject", "Reject", pk, "danger"))
         if _editable(card):
             buttons.append(_button_of("countersign.edit", "Edit", pk))
     elif card.get("undoUntil"):

@@ -38,6 +38,7 @@ from approvals.models import (
     ToolPolicy,
 )
 from approvals.notifications.targets import configured_targets
+from approvals.services.escalation import approvals_escalate
 from demo.models import Refund
 from orchestration.pipeline import approvals_expire
 from tests.helpers.executors import database_url_for_subprocess
@@ -752,3 +753,25 @@ def test_approve_keeps_the_webs_undo_window_and_undo_from_slack_takes_it_back(
     assert not ToolExecution.objects.filter(tool_call=call).exists()
     assert fake_slack.buttons(ts)[:2] == ["countersign.approve", "countersign.reject"]
     assert not Refund.objects.exists()
+
+
+@embedded
+def test_an_escalation_rewrites_the_message_with_the_new_approvers(
+    slack, fake_slack, user, executor
+):
+    """The beat escalates finance → leads: the message names the new group at once."""
+    ToolPolicy.objects.update(
+        escalation=[{"groups": ["leads"], "after_seconds": 60}], expiry_seconds=3600
+    )
+    _, approval = _held(user, executor)
+    ts = _posted(fake_slack, approval, executor)
+    assert "*Approvers*\nfinance" in fake_slack.message_text(ts)
+    ApprovalRequest.objects.filter(pk=approval.pk).update(
+        step_deadline=timezone.now() - timedelta(seconds=1)
+    )
+    assert approvals_escalate() == 1
+    executor.wait_for(lambda: _idle(approval))
+    text = fake_slack.message_text(ts)
+    assert "*Approvers*\nleads" in text
+    assert "*Status*\npending" in text
+    assert fake_slack.buttons(ts)[0] == "countersign.approve"
