@@ -389,7 +389,8 @@ def slack_message(card: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     risk = card.get("risk") or {}
     votes = card.get("approvals") or {}
     outcome = card.get("outcome")
-    text = f"Approval {status}: {title}"
+    # The fallback text is mrkdwn too (and what notifications show): escaped.
+    text = f"Approval {_esc(status)}: {_esc(title)}"
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": _cut(title, _HEADER)}}
     ]
@@ -450,7 +451,7 @@ def slack_message(card: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
         blocks.append(_section("*Edited*\n" + "\n".join(lines)))
     if outcome:
         blocks.append(_section(f"*Outcome*\n{_esc(outcome.get('summary', status))}"))
-        text = f"{title}: {outcome.get('summary', status)}"
+        text = f"{_esc(title)}: {_esc(outcome.get('summary', status))}"
         execution = outcome.get("execution") or {}
         if execution.get("result"):
             blocks.append(_section(f"*Result*\n```{_esc(execution['result'])}```"))

@@ -37,6 +37,8 @@ from approvals.models import (
     ToolExecution,
     ToolPolicy,
 )
+from approvals.notifications.chat import edit_values
+from approvals.notifications.slack import slack_message
 from approvals.notifications.targets import configured_targets
 from approvals.services.escalation import approvals_escalate
 from demo.models import Refund
@@ -775,3 +777,107 @@ def test_an_escalation_rewrites_the_message_with_the_new_approvers(
     assert "*Approvers*\nleads" in text
     assert "*Status*\npending" in text
     assert fake_slack.buttons(ts)[0] == "countersign.approve"
+
+
+def test_edit_form_text_is_read_per_the_schema_types():
+    """Numbers, booleans, JSON and text as the schema says; each bad field named; blanks left out."""
+    schema = {
+        "properties": {
+            "count": {"type": "integer"},
+            "amount": {"type": "number"},
+            "urgent": {"type": "boolean"},
+            "tags": {"type": "array"},
+            "note": {"type": "string"},
+            "nullable": {"type": ["string", "null"]},
+            "free": {},
+        }
+    }
+    values, errors = edit_values(
+        schema,
+        (
+            ("count", " 3 "),
+            ("amount", "20"),
+            ("urgent", "True"),
+            ("tags", '["a", "b"]'),
+            ("note", " keep my spaces "),
+            ("nullable", "x"),
+            ("free", '{"a": 1}'),
+            ("unknown", "7"),
+            ("blank", ""),
+            ("absent", None),
+        ),
+    )
+    assert errors == {}
+    assert values == {
+        "count": 3,
+        "amount": 20,
+        "urgent": True,
+        "tags": ["a", "b"],
+        "note": " keep my spaces ",
+        "nullable": "x",
+        "free": {"a": 1},
+        "unknown": 7,
+    }
+    assert edit_values(schema, (("amount", "20.50"),))[0] == {"amount": 20.5}
+    _, errors = edit_values(
+        schema,
+        (("count", "2.5"), ("amount", "1e"), ("urgent", "yes"), ("tags", "[1,")),
+    )
+    assert errors == {
+        "count": "'2.5' is not a whole number",
+        "amount": "'1e' is not a number",
+        "urgent": "choose true or false",
+        "tags": 'write a JSON value (e.g. [1, 2] or {"a": 1})',
+    }
+    assert edit_values(None, (("x", "1"),)) == ({"x": 1}, {})
+
+
+def test_model_output_cannot_mention_or_link_in_the_message():
+    """Arguments, rationale and results are escaped: no @channel ping, no link markup."""
+    card = {
+        "id": 7,
+        "kind": "tool_call",
+        "label": "<!channel> refund",
+        "tool": "refund_order",
+        "status": "pending",
+        "risk": {"level": "high", "reasons": ["<@U123> says so"]},
+        "requester": "olivia",
+        "thread": {"title": "<https://evil.example|click>"},
+        "expiresAt": "2026-12-03T10:00:00+00:00",
+        "rationale": "Ping <!here> & <!channel>",
+        "proposedArguments": {"note": "<!everyone>"},
+        "argumentsDiff": [],
+        "approvals": {"required": 1, "given": 0, "by": []},
+        "approverGroups": [],
+        "parametersSchema": None,
+        "outcome": None,
+        "link": "http://testserver/approvals/link/x/",
+    }
+    text, blocks = slack_message(card)
+    mrkdwn = [text]  # the fallback text is mrkdwn too
+
+    def walk(node):
+        if isinstance(node, dict):
+            if node.get("type") == "mrkdwn":
+                mrkdwn.append(node["text"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(blocks)
+    rendered = "\n".join(mrkdwn)
+    assert "<!" not in rendered.replace("<!date^", "")
+    assert "<@" not in rendered
+    assert "<https" not in rendered
+    assert "&lt;!here&gt; &amp; &lt;!channel&gt;" in rendered
+    assert "<!date^1796292000^{date_short_pretty} {time}|" in rendered
+    assert text == "Approval pending: &lt;!channel&gt; refund"
+    # A header is plain text: shown as written, never a mention.
+    assert blocks[0]["text"] == {"type": "plain_text", "text": "<!channel> refund"}
+    assert [b["action_id"] for b in blocks[-1]["elements"]] == [
+        "countersign.approve",
+        "countersign.reject",
+        "countersign.open",
+    ]
