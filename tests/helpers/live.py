@@ -28,9 +28,16 @@ from tests.helpers.executors import (
 #: Runs in the server process before the ASGI application is imported.
 LAUNCHER = """
 from django.conf import settings
-# Over the environment's settings (COUNTERSIGN_*), which a test may have set.
+# Plus what a test set in the environment for notifications and decisions
+# (COUNTERSIGN_NOTIFICATIONS_JSON, COUNTERSIGN_NOTIFY_*, ...).
 settings.COUNTERSIGN = {
-    **settings.COUNTERSIGN, "SOCKET_POLL_SECONDS": 3600.0, "SSE_KEEPALIVE_SECONDS": 3600.0
+    "SOCKET_POLL_SECONDS": 3600.0,
+    "SSE_KEEPALIVE_SECONDS": 3600.0,
+    **{
+        name: value
+        for name, value in settings.COUNTERSIGN.items()
+        if name.startswith("NOTIF") or name in ("PUBLIC_URL", "DECISION_UNDO_SECONDS")
+    },
 }
 import uvicorn
 uvicorn.run(
