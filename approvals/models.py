@@ -607,11 +607,12 @@ class ApprovalGrant(models.Model):
 
 
 class ChatMessage(models.Model):
-    """The chat message (Slack: channel and ``ts``) a chat target posted for a request.
+    """A chat message (Slack: channel and ``ts``) a chat target posted for a request.
 
-    One per (request, target), written once the post succeeded
-    (:mod:`approvals.notifications.chat`); every later change of the request
-    rewrites this message, so people see its current state where they were told.
+    One per (request, target, channel), written once the post succeeded
+    (:mod:`approvals.notifications.chat`): the request's channel, and an
+    escalation group's own. Every later change of the request rewrites them, so
+    people see its current state where they were told.
     """
 
     approval = models.ForeignKey(
@@ -629,7 +630,8 @@ class ChatMessage(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["approval", "target"], name="uniq_chat_message_per_target"
+                fields=["approval", "target", "channel"],
+                name="uniq_chat_message_per_channel",
             )
         ]
 

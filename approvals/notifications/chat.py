@@ -105,40 +105,49 @@ def chat_card(approval: ApprovalRequest) -> dict[str, Any]:
 
 
 def chat_send(*, target: Target, approval: ApprovalRequest, event: str) -> None:
-    """Post (``requested``) or rewrite (any other event) ``approval``'s message on ``target``.
+    """Post or rewrite ``approval``'s messages on ``target`` for ``event``.
 
-    Idempotent: a ``requested`` delivery whose message exists already rewrites
-    it. A post records the :class:`~approvals.models.ChatMessage` (``updated``
-    deliveries are made only once it exists). After sending, the card is read
+    ``requested`` and ``escalated`` post the card to the channel routed for the
+    request's approver groups unless a message is there already (an escalation
+    to a group with its own channel tells that channel too); every other
+    message of the request is rewritten. Idempotent: a retried attempt finds
+    what the last one posted (:class:`~approvals.models.ChatMessage`, recorded
+    as each post succeeds) and rewrites it. After sending, the card is read
     again and sent once more if the request changed meanwhile, so the last
     attempt to finish shows the latest state even when two overlap. Raises
-    :class:`ChatDeliveryError` when the platform refuses, or when there is no
-    message to rewrite yet (retried until the post is done).
+    :class:`ChatDeliveryError` when the platform refuses, or when an
+    ``updated`` finds no message yet (retried until the post is done).
     """
     surface = chat_surface(target.kind)
-    message = ChatMessage.objects.filter(approval=approval, target=target.name).first()
+    messages = list(ChatMessage.objects.filter(approval=approval, target=target.name))
     card = chat_card(approval)
-    if message is not None:
-        surface.update(target=target, message=message, card=card)
-    elif event != "requested":
-        raise ChatDeliveryError(
-            "the request's message is not posted yet; this update is retried after it"
-        )
-    else:
-        posted = surface.post(target=target, card=card)
-        message = ChatMessage.objects.create(
+    channel = target.channel_for(list(card.get("approverGroups") or []))
+    if event in ("requested", "escalated") and channel not in {
+        m.channel for m in messages
+    }:
+        posted = surface.post(target=target, channel=channel, card=card)
+        ChatMessage.objects.create(
             approval=approval,
             target=target.name,
             surface=target.kind,
             channel=posted.channel,
             message_id=posted.message_id,
         )
+    elif not messages:
+        raise ChatDeliveryError(
+            "the request's message is not posted yet; this update is retried after it"
+        )
+    for message in messages:
+        surface.update(target=target, message=message, card=card)
     # A change committed while this attempt was on the wire may have been shown
     # by a rewrite that arrived first, or by none: show the state as it is now.
     approval.refresh_from_db()
     now = chat_card(approval)
     if _without_link(now) != _without_link(card):
-        surface.update(target=target, message=message, card=now)
+        for message in ChatMessage.objects.filter(
+            approval=approval, target=target.name
+        ):
+            surface.update(target=target, message=message, card=now)
 
 
 def _without_link(card: dict[str, Any]) -> dict[str, Any]:

@@ -61,9 +61,10 @@ class SlackSurface:
 
     kind = "slack"
 
-    def post(self, *, target: Target, card: dict[str, Any]) -> PostedMessage:
-        """Post ``card`` with ``chat.postMessage`` to the channel routed for its groups."""
-        channel = target.channel_for(list(card.get("approverGroups") or []))
+    def post(
+        self, *, target: Target, channel: str, card: dict[str, Any]
+    ) -> PostedMessage:
+        """Post ``card`` to ``channel`` with ``chat.postMessage``."""
         text, blocks = slack_message(card)
         response = _call(
             "chat.postMessage",

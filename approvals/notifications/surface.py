@@ -95,8 +95,10 @@ class ChatSurface(Protocol):
 
     kind: str
 
-    def post(self, *, target: Target, card: dict[str, Any]) -> PostedMessage:
-        """Post ``card`` to the channel routed for it; raise :class:`ChatDeliveryError`."""
+    def post(
+        self, *, target: Target, channel: str, card: dict[str, Any]
+    ) -> PostedMessage:
+        """Post ``card`` to ``channel``; raise :class:`ChatDeliveryError`."""
         ...
 
     def update(

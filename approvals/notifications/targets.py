@@ -20,8 +20,9 @@ Each entry is a dict:
   posted to) and optional ``channels`` (``{"<approver group>": "<channel id>"}``:
   a request routed to a group is posted to its channel), ``api_url`` (the Web
   API's base URL, default ``https://slack.com/api/``). Its events are fixed:
-  ``requested`` posts the message, ``updated`` (any change of the request, its
-  votes or its execution) rewrites it.
+  ``requested`` posts the message, ``escalated`` posts it in the new group's
+  channel too (when it has its own), ``updated`` (any change of the request,
+  its votes or its execution) rewrites them.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ from urllib.parse import urlparse
 from core.conf import countersign_settings
 
 EVENTS: Final = ("requested", "expiring", "decided", "escalated")
-#: The events a chat surface's message follows: posted, then rewritten on every change.
-CHAT_EVENTS: Final = ("requested", "updated")
+#: The events a chat surface's messages follow: posted (and posted again in an
+#: escalation group's own channel), then rewritten on every change.
+CHAT_EVENTS: Final = ("requested", "escalated", "updated")
 #: The targets whose message people act on (:mod:`approvals.notifications.chat`).
 CHAT_KINDS: Final = ("slack",)
 KINDS: Final = ("email", "webhook", "apprise", *CHAT_KINDS)

@@ -59,6 +59,7 @@ from tests.helpers.live import LiveServer, start_server
 URL = "/integrations/slack/interactions/"
 FINANCE_CHANNEL = "C0FINANCE"
 DEFAULT_CHANNEL = "C0APPROVE"
+LEADS_CHANNEL = "C0LEADS"
 ADA, GRACE, OLIVIA, STRANGER = "U0ADA", "U0GRACE", "U0OLIVIA", "U0STRANGER"
 
 embedded = pytest.mark.parametrize("executor", ["embedded"], indirect=True)
@@ -90,7 +91,7 @@ def slack(settings, monkeypatch, fake_slack, user, finance):
         "token": TOKEN,
         "signing_secret": SIGNING_SECRET,
         "channel": DEFAULT_CHANNEL,
-        "channels": {"finance": FINANCE_CHANNEL},
+        "channels": {"finance": FINANCE_CHANNEL, "leads": LEADS_CHANNEL},
         "api_url": fake_slack.api_url,
     }
     numbers = {
@@ -758,10 +759,11 @@ def test_approve_keeps_the_webs_undo_window_and_undo_from_slack_takes_it_back(
 
 
 @embedded
-def test_an_escalation_rewrites_the_message_with_the_new_approvers(
+def test_an_escalation_rewrites_the_message_and_tells_the_new_groups_channel(
     slack, fake_slack, user, executor
 ):
-    """The beat escalates finance → leads: the message names the new group at once."""
+    """The beat escalates finance → leads: the finance message names the new group, and
+    leads' own channel gets the request too, both rewritten from then on."""
     ToolPolicy.objects.update(
         escalation=[{"groups": ["leads"], "after_seconds": 60}], expiry_seconds=3600
     )
@@ -772,11 +774,26 @@ def test_an_escalation_rewrites_the_message_with_the_new_approvers(
         step_deadline=timezone.now() - timedelta(seconds=1)
     )
     assert approvals_escalate() == 1
+    executor.wait_for(
+        lambda: ChatMessage.objects.filter(approval=approval).count() == 2
+    )
     executor.wait_for(lambda: _idle(approval))
-    text = fake_slack.message_text(ts)
-    assert "*Approvers*\nleads" in text
-    assert "*Status*\npending" in text
-    assert fake_slack.buttons(ts)[0] == "countersign.approve"
+    posts = fake_slack.of("chat.postMessage")
+    assert [p["channel"] for p in posts] == [FINANCE_CHANNEL, LEADS_CHANNEL]
+    leads_ts = ChatMessage.objects.get(
+        approval=approval, channel=LEADS_CHANNEL
+    ).message_id
+    for message in (ts, leads_ts):
+        text = fake_slack.message_text(message)
+        assert "*Approvers*\nleads" in text
+        assert "*Status*\npending" in text
+        assert fake_slack.buttons(message)[0] == "countersign.approve"
+    escalated = NotificationDelivery.objects.get(approval=approval, event="escalated")
+    assert (escalated.target, escalated.group, escalated.status) == (
+        "slack",
+        "leads",
+        "delivered",
+    )
 
 
 def test_edit_form_text_is_read_per_the_schema_types():
