@@ -652,7 +652,7 @@ def test_slack_settings_are_checked_and_the_secrets_never_shown(settings):
     (target,) = configured_targets()
     assert (target.name, target.events) == (
         "slack-0",
-        frozenset({"requested", "updated"}),
+        frozenset({"requested", "escalated", "updated"}),
     )
     assert TOKEN not in repr(target)
     assert SIGNING_SECRET not in repr(target)
