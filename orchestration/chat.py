@@ -61,6 +61,16 @@ def chat_action_take(*, target: Target, action: ChatAction) -> ChatReply:
     if action.kind in ("open", "ignored") or action.approval_pk is None:
         return ChatReply()
     surface = chat_surface(target.kind)
+    user = chat_user_resolve(target=target, action=action)
+    if user is None:
+        link = chat_user_link_url(kind=target.kind, action=action)
+        return _refused(
+            target,
+            action,
+            "Countersign does not know who you are, so nothing was recorded. "
+            "Your chat account's email must be verified and equal your Countersign "
+            f"email, or link your account once (sign-in required): {link}",
+        )
     approval = (
         ApprovalRequest.objects.select_related("thread", "run", "decided_by")
         .filter(pk=action.approval_pk)
@@ -71,16 +81,6 @@ def chat_action_take(*, target: Target, action: ChatAction) -> ChatReply:
             target,
             action,
             f"Approval request {action.approval_pk} no longer exists in Countersign.",
-        )
-    user = chat_user_resolve(target=target, action=action)
-    if user is None:
-        link = chat_user_link_url(kind=target.kind, action=action)
-        return _refused(
-            target,
-            action,
-            "Countersign does not know who you are, so nothing was recorded. "
-            "Your chat account's email must be verified and equal your Countersign "
-            f"email, or link your account once (sign-in required): {link}",
         )
     try:
         if action.kind in ("reject", "edit"):
@@ -128,7 +128,7 @@ def chat_action_take(*, target: Target, action: ChatAction) -> ChatReply:
     except ApprovalError as refused:
         return _refused(target, action, f"Nothing recorded: {refused}")
     except ChatDeliveryError as failed:
-        return _refused(target, action, f"Slack did not open the form: {failed}")
+        return _refused(target, action, f"The form did not open: {failed}")
 
 
 def _refused(
