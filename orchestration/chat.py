@@ -57,6 +57,7 @@ def chat_action_take(*, target: Target, action: ChatAction) -> ChatReply:
     an action on a decided, expired or unknown request refreshes it and tells
     the person. Never raises for a person's mistake or a refusal: the reply's
     ``errors`` (forms) or a message only they see says what happened.
+    Implements SEC-02, DC-03.
     """
     if action.kind in ("open", "ignored") or action.approval_pk is None:
         return ChatReply()

@@ -44,6 +44,7 @@ def slack_interactions(request: HttpRequest) -> HttpResponse:
     ``X-Slack-Signature`` over the body with a fresh ``X-Slack-Request-Timestamp``,
     or the same request came before; 400 naming the field for a body that is
     not Slack's payload; else 200, empty or with a form's errors.
+    Implements SEC-02, DC-03.
     """
     length = request.headers.get("content-length") or "0"
     if not length.isdigit() or int(length) > MAX_BODY_BYTES:

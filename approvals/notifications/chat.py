@@ -163,7 +163,8 @@ def chat_request_verify(
     ``None`` (answer 401, record nothing) when no configured target's secret
     verifies the signature, the timestamp is outside the platform's window, or the
     same signed request was taken before (a replay). A taken request's signature
-    is kept for :data:`REQUEST_WINDOW_SECONDS`.
+    is kept for :data:`REQUEST_WINDOW_SECONDS`. Implements SEC-02 (only a person
+    the platform vouches for decides).
     """
     surface = chat_surface(kind)
     for target in chat_targets(kind):

@@ -383,7 +383,8 @@ def slack_message(card: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     outcome and the execution's result; buttons Approve (not for an MCP server's
     input request, answered on the web), Reject, Edit (when the tool has a
     schema) and Open in Countersign while it is pending, Undo while an approval
-    can be taken back.
+    can be taken back. Model output and tool results are escaped, never
+    markup (no mention, no link): SEC-03.
     """
     title = str(card.get("label") or card.get("tool") or "Approval request")
     status = str(card.get("status") or "")
