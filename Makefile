@@ -12,6 +12,8 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 # Extra pytest arguments for `make test`, e.g. make test ARGS="-k refund tests/api".
 ARGS   ?=
+# pytest-xdist processes for `make test` (each test file stays on one; 0 runs in this one).
+TEST_WORKERS ?= 2
 
 .PHONY: install install-run run test ci lint worker beat prod-like prod-like-stop prod-like-status smoke chaos fuzz bench clean
 
@@ -53,7 +55,7 @@ run: install-run
 	$(BIN)/python -m uvicorn config.asgi:application --host $(HOST) --port $(PORT) --ws-per-message-deflate false
 
 test: install
-	$(BIN)/python -m pytest $(ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
 
 # What CI runs (.ci/run): lint, the suite on PostgreSQL and Redis with every test
 # required to run, the prod-like smoke test, short fault trials and live fuzzing.

@@ -70,12 +70,24 @@ os.environ["COUNTERSIGN_DEMO_PACE"] = "0"
 os.environ["COUNTERSIGN_FAST_PASSWORD_HASHER"] = "1"
 
 
+#: Test folders whose tests share one pytest-xdist worker, in order, instead of a file
+#: each: the fault trials each start a production-like stack of several processes.
+XDIST_GROUPS: Final = {"tests/prod/": "prod"}
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Make the demo agent instant in this process too (settings may be loaded already)."""
+    """Make settings loaded before this file (by pytest-django) fit the test session.
+
+    The demo agent instant and a fast hasher in this process too, and the session's
+    own Redis prefixes (:func:`tests.helpers.executors.session_prefixes_apply`).
+    """
     from django.conf import settings
+
+    from tests.helpers.executors import session_prefixes_apply
 
     settings.COUNTERSIGN_DEMO_PACE = 0.0
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    session_prefixes_apply(settings)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -98,3 +110,12 @@ def pytest_collection_modifyitems(
         for name in sorted(marks):
             if item.get_closest_marker(name) is None:
                 item.add_marker(name)
+        if item.get_closest_marker("xdist_group") is None:
+            # `make test` runs pytest-xdist with --dist loadgroup: a file's tests stay
+            # on one worker, so its module-scoped servers start once.
+            path = item.nodeid.split("::", 1)[0]
+            group = next(
+                (g for prefix, g in XDIST_GROUPS.items() if path.startswith(prefix)),
+                path,
+            )
+            item.add_marker(pytest.mark.xdist_group(group))

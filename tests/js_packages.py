@@ -7,6 +7,7 @@ or a lockfile that gained a package since the last install).
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import subprocess
 from pathlib import Path
@@ -29,13 +30,19 @@ def ensure_js_package(name: str) -> Path:
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         service_missing(f"node and npm are needed for the npm package {name}")
-    installed = subprocess.run(
-        [str(npm), "ci", "--no-audit", "--no-fund"],
-        cwd=JS_DIR,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    # pytest-xdist's workers may ask at once; `npm ci` deletes node_modules first, so
+    # one installs while the other waits, then finds the package.
+    with open(JS_DIR / ".npm-ci.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (package / "package.json").exists():
+            return package
+        installed = subprocess.run(
+            [str(npm), "ci", "--no-audit", "--no-fund"],
+            cwd=JS_DIR,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     if installed.returncode != 0:
         service_missing(f"npm ci failed in {JS_DIR}: {installed.stderr[-2000:]}")
     if not (package / "package.json").exists():

@@ -21,11 +21,31 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 # Every Redis key this test session uses carries its own prefix, so concurrent test
-# sessions on one Redis never consume each other's tasks or doorbells. Child
-# processes (workers, servers) inherit these variables.
+# sessions on one Redis (and pytest-xdist's workers, which inherit the controller's
+# environment) never consume each other's tasks or doorbells. Child processes
+# (workers, servers) inherit these variables.
 SESSION_PREFIX = f"cs-test-{os.getpid()}"
-os.environ.setdefault("CELERY_BROKER_PREFIX", f"{SESSION_PREFIX}:")
-os.environ.setdefault("CHANNEL_LAYER_PREFIX", SESSION_PREFIX)
+os.environ["CELERY_BROKER_PREFIX"] = f"{SESSION_PREFIX}:"
+os.environ["CHANNEL_LAYER_PREFIX"] = SESSION_PREFIX
+
+
+def session_prefixes_apply(settings: Any) -> None:
+    """Give the settings loaded before this module (pytest-django loads them first) the session's prefixes.
+
+    ``settings`` is ``django.conf.settings``. With ``REDIS_URL`` set for the test
+    process (as CI does) the Redis channel layer and Celery's transport options were
+    built with the prefixes of the environment the session started with.
+    """
+    from channels.layers import channel_layers
+
+    layers = settings.CHANNEL_LAYERS
+    default = layers.get("default", {})
+    if "prefix" in default.get("CONFIG", {}):
+        default["CONFIG"]["prefix"] = os.environ["CHANNEL_LAYER_PREFIX"]
+        channel_layers.backends = {}
+    options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", None)
+    if isinstance(options, dict):
+        options["global_keyprefix"] = os.environ["CELERY_BROKER_PREFIX"]
 
 
 def database_url_for_subprocess() -> str:
@@ -97,6 +117,19 @@ class WorkerProcess:
             f"celery worker not ready: {self.log_path.read_text()[-3000:]}"
         )
 
+    def fits(self, env: dict[str, str]) -> bool:
+        """Say whether this running worker, started without hooks, serves a test wanting ``env``."""
+
+        def stable(values: dict[str, str]) -> dict[str, str]:
+            return {k: v for k, v in values.items() if k not in VOLATILE_ENV}
+
+        return (
+            self.process is not None
+            and self.process.poll() is None
+            and not self.extra_env
+            and stable(self.env) == stable(env)
+        )
+
     def kill(self) -> None:
         """SIGKILL the worker process (no cleanup, as a crash would)."""
         if self.process is not None and self.process.poll() is None:
@@ -126,6 +159,82 @@ def flush_broker(url: str) -> None:
     client = redis.Redis.from_url(url)
     for key in client.scan_iter(match=f"{os.environ['CELERY_BROKER_PREFIX']}*"):
         client.delete(key)
+
+
+def broker_idle(url: str, *, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds until this session's broker holds no task; say if it did.
+
+    With late acknowledgement a task's message stays in the transport's ``unacked``
+    hash until the task returns (also while it waits for its ETA), and a task sends
+    the messages it starts before it returns: so no queued message and nothing
+    unacknowledged, seen once, means the worker runs nothing and will run nothing.
+    Only kombu's own bookkeeping (``_kombu.*``: the queue bindings) may remain.
+    """
+    import redis
+
+    prefix = os.environ["CELERY_BROKER_PREFIX"]
+    client = redis.Redis.from_url(url)
+    deadline = time.monotonic() + timeout
+    while True:
+        busy = [
+            key
+            for key in client.scan_iter(match=f"{prefix}*")
+            if not key.decode()
+            .removeprefix(prefix)
+            .startswith(("_kombu.", "unacked_mutex"))
+        ]
+        if not busy:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+
+
+#: Variables that differ from test to test without changing what a worker does.
+VOLATILE_ENV = frozenset({"PYTEST_CURRENT_TEST"})
+
+
+@dataclass
+class WarmWorker:
+    """One Celery worker kept running between the tests whose environment it matches.
+
+    Starting and stopping a worker costs seconds; a test using the ``celery``
+    executor gets the warm worker when the environment it would start one with is
+    the same (a test that sets ``COUNTERSIGN_AGENTS_JSON`` or a crash hook gets its
+    own), and gives it back only when the broker shows it idle, so no task of one
+    test runs in the next. A worker that was killed, restarted with hooks, or is
+    still busy is stopped instead.
+    """
+
+    factory: Callable[[], WorkerProcess]
+    broker_url: str
+    worker: WorkerProcess | None = None
+
+    def acquire(self) -> WorkerProcess:
+        """Return a started worker for this test: the warm one if it fits, else a new one."""
+        fresh = self.factory()
+        warm = self.worker
+        if warm is not None and warm.fits(fresh.env):
+            return warm
+        if warm is not None:
+            warm.stop()
+        self.worker = None
+        flush_broker(self.broker_url)
+        fresh.start()
+        self.worker = fresh
+        return fresh
+
+    def release(self, worker: WorkerProcess) -> None:
+        """Keep ``worker`` warm if it is unchanged and idle; otherwise stop it."""
+        if (
+            worker is self.worker
+            and worker.fits(worker.env)
+            and broker_idle(self.broker_url, timeout=10)
+        ):
+            return
+        worker.stop()
+        if worker is self.worker:
+            self.worker = None
 
 
 def use_redis(settings: Any, url: str) -> None:
