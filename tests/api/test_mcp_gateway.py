@@ -10,6 +10,7 @@ back as MCP results. Implements SEC-01, SEC-02, DC-04, FT-06, LP-05.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -69,3 +70,94 @@ async def test_read_only_upstream_tool_runs_at_once(user, gateway_live, gateway_
     call = await sync_to_async(ToolCall.objects.get)(name="files__read_file")
     assert call.state == ToolCall.State.SUCCEEDED
     assert executed(gateway_upstream.log)[-1]["arguments"] == {"path": "/etc/motd"}
+
+
+async def approval_of(tool_name: str, *, timeout: float = 10.0) -> Any:
+    """Wait for the pending approval request of the gateway call of ``tool_name``."""
+    from approvals.models import ApprovalRequest
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    find = sync_to_async(
+        lambda: ApprovalRequest.objects.filter(
+            tool_name=tool_name, status=ApprovalRequest.Status.PENDING
+        )
+        .order_by("-pk")
+        .first()
+    )
+    while (approval := await find()) is None:
+        assert loop.time() < deadline, f"no approval request for {tool_name!r}"
+        await asyncio.sleep(0.02)
+    return approval
+
+
+async def decide(live: Any, approver: Any, pk: int, verb: str, body: dict[str, Any]) -> None:
+    """Approve or reject approval ``pk`` through the live server's REST API."""
+    token = await sync_to_async(token_for)(approver)
+    async with httpx.AsyncClient(base_url=live.url, timeout=10) as http:
+        response = await http.post(
+            f"/api/approvals/{pk}/{verb}/",
+            json=body,
+            headers={"Authorization": f"Bearer {token}"},
+        )
+    assert response.status_code == 200, response.text
+
+
+def upstream_calls(upstream: Any, tool: str) -> list[dict[str, Any]]:
+    return [line for line in executed(upstream.log) if line["tool"] == tool]
+
+
+async def test_destructive_call_waits_is_approved_with_an_edit_and_runs_once(
+    user, approver, gateway_live, gateway_upstream
+):
+    """The held request returns the edited call's result, saying what the approver changed."""
+    token = await sync_to_async(token_for)(user)
+    async with official_client(gateway_url(gateway_live), token) as client:
+        call = asyncio.create_task(
+            client.call_tool("files__delete_file", {"path": "/srv/a.txt"})
+        )
+        approval = await approval_of("files__delete_file")
+        assert approval.proposed_arguments == {"path": "/srv/a.txt"}
+        await decide(
+            gateway_live,
+            approver,
+            approval.pk,
+            "approve",
+            {"editedArguments": {"path": "/srv/b.txt"}, "reason": "wrong file"},
+        )
+        result = await call
+
+    assert result.is_error is False
+    texts = [c.text for c in result.content]
+    assert texts == [
+        "An approver changed the arguments before it ran "
+        "(path: '/srv/a.txt' -> '/srv/b.txt').",
+        "deleted /srv/b.txt",
+    ]
+    assert [c["arguments"] for c in upstream_calls(gateway_upstream, "delete_file")][
+        -1:
+    ] == [{"path": "/srv/b.txt"}]
+    call_row = await sync_to_async(ToolCall.objects.select_related("thread").get)(
+        pk=approval.tool_call_id
+    )
+    assert call_row.thread.owner_id == user.pk
+    assert call_row.thread.agent == GATEWAY
+
+
+async def test_rejected_call_returns_is_error_with_the_reason(user, approver, gateway_live):
+    """A rejection reaches the client as the tool's result: isError, with the reason."""
+    token = await sync_to_async(token_for)(user)
+    async with official_client(gateway_url(gateway_live), token) as client:
+        call = asyncio.create_task(
+            client.call_tool("files__delete_file", {"path": "/srv/keep.txt"})
+        )
+        approval = await approval_of("files__delete_file")
+        await decide(gateway_live, approver, approval.pk, "reject", {"reason": "keep it"})
+        result = await call
+
+    assert result.is_error is True
+    assert json.loads(result.content[0].text) == {
+        "status": "rejected",
+        "reason": "keep it",
+        "executed": False,
+    }
