@@ -302,7 +302,7 @@ async def _call(
     arguments = dict(params.arguments or {})
     if params.name == STATUS_TOOL:
         return await _status(entry, ctx, user=user, arguments=arguments)
-    meta = params.meta.model_dump(by_alias=True) if params.meta is not None else {}
+    meta: dict[str, Any] = dict(params.meta or {})
     key = meta.get(IDEMPOTENCY_META_KEY)
     if key is not None and not isinstance(key, str):
         raise MCPError(

@@ -161,3 +161,59 @@ async def test_rejected_call_returns_is_error_with_the_reason(user, approver, ga
         "reason": "keep it",
         "executed": False,
     }
+
+
+async def test_held_request_past_its_bound_returns_pending_then_a_later_check_the_outcome(
+    user, approver, gateway_live, gateway_upstream
+):
+    """Past hold_seconds the model is told to check again; both ways of checking work."""
+    token = await sync_to_async(token_for)(user)
+    async with official_client(gateway_url(gateway_live), token) as client:
+        pending = await client.call_tool("files__delete_file", {"path": "/srv/late.txt"})
+        approval = await approval_of("files__delete_file")
+        meta = pending.meta or {}
+        call_id = meta["io.countersign/toolCallId"]
+        assert meta["io.countersign/status"] == "pending"
+        assert pending.is_error is False
+        assert pending.content[0].text == (
+            "PENDING: the call of files__delete_file waits for a person's approval in "
+            f"Countersign (state awaiting_approval, toolCallId {call_id}); it has not run "
+            "yet. To check again, call files__delete_file again with the same arguments, "
+            f'or call countersign__status with {{"toolCallId": "{call_id}"}}.'
+        )
+        await decide(gateway_live, approver, approval.pk, "approve", {})
+        # The same arguments again: the same call, not a second one.
+        again = await client.call_tool("files__delete_file", {"path": "/srv/late.txt"})
+        status = await client.call_tool("countersign__status", {"toolCallId": call_id})
+
+    assert [c.text for c in again.content] == ["deleted /srv/late.txt"]
+    assert [c.text for c in status.content] == ["deleted /srv/late.txt"]
+    late = [
+        c
+        for c in upstream_calls(gateway_upstream, "delete_file")
+        if c["arguments"] == {"path": "/srv/late.txt"}
+    ]
+    assert len(late) == 1
+    count = await sync_to_async(
+        ToolCall.objects.filter(
+            name="files__delete_file", arguments={"path": "/srv/late.txt"}
+        ).count
+    )()
+    assert count == 1
+
+
+async def test_a_retry_with_the_same_idempotency_key_gets_the_kept_result(
+    user, gateway_live, gateway_upstream
+):
+    """Two sessions, one key: the upstream runs once and both get the same result."""
+    token = await sync_to_async(token_for)(user)
+    meta = {"io.countersign/idempotencyKey": "retry-key-1"}
+    before = len(upstream_calls(gateway_upstream, "read_file"))
+    async with official_client(gateway_url(gateway_live), token) as client:
+        first = await client.call_tool("files__read_file", {"path": "/r.txt"}, meta=meta)
+    async with official_client(gateway_url(gateway_live), token) as client:
+        second = await client.call_tool("files__read_file", {"path": "/r.txt"}, meta=meta)
+
+    assert [c.text for c in first.content] == ["contents of /r.txt"]
+    assert [c.text for c in second.content] == ["contents of /r.txt"]
+    assert len(upstream_calls(gateway_upstream, "read_file")) == before + 1
