@@ -69,6 +69,11 @@ logger = logging.getLogger(__name__)
 DEFAULT_HOLD_SECONDS: Final = 50.0
 #: Seconds between progress notifications while a request is held.
 DEFAULT_PROGRESS_SECONDS: Final = 5.0
+#: Seconds a call that is approved or executing may hold its request past the hold:
+#: it waits for its upstream (bounded by the tool's own timeout), not for a person.
+EXECUTION_GRACE_SECONDS: Final = 120.0
+#: States in which a call waits for a person (or a client): held only ``hold_seconds``.
+_WAITING_STATES: Final = frozenset({"pending", "awaiting_approval"})
 #: The largest request body accepted, in bytes (larger: HTTP 413, nothing recorded).
 MAX_REQUEST_BYTES: Final = 1024 * 1024
 #: Polling of a held call's answer: first pause and the longest one, in seconds.
@@ -399,7 +404,9 @@ async def _wait(
                 return _result(outcome)
             now = time.monotonic()
             if now - start >= hold:
-                return await _pending(tool_call_pk=tool_call_pk, name=name)
+                state = await sync_to_async(gateway_call_state)(tool_call_pk=tool_call_pk)
+                if state in _WAITING_STATES or now - start >= hold + EXECUTION_GRACE_SECONDS:
+                    return await _pending(tool_call_pk=tool_call_pk, name=name)
             if now >= next_progress:
                 next_progress = now + every
                 state = await sync_to_async(gateway_call_state)(tool_call_pk=tool_call_pk)
@@ -408,7 +415,7 @@ async def _wait(
                     hold,
                     f"{name} is {state or 'waiting'} in Countersign",
                 )
-            await anyio.sleep(min(pause, max(0.0, hold - (now - start))))
+            await anyio.sleep(min(pause, max(0.001, hold - (now - start))))
             pause = min(pause * 2, _LONGEST_POLL)
     except anyio.get_cancelled_exc_class():
         if cancel:
@@ -428,9 +435,15 @@ async def _pending(*, tool_call_pk: int, name: str) -> types.CallToolResult:
         lambda: ToolCall.objects.values_list("tool_call_id", flat=True).get(pk=tool_call_pk)
     )()
     state = await sync_to_async(gateway_call_state)(tool_call_pk=tool_call_pk)
+    waiting = (
+        "waits for a person's approval in Countersign"
+        if state in _WAITING_STATES
+        else "is approved and still running in Countersign"
+    )
+    ran = "it has not run yet" if state in _WAITING_STATES else "its result is not in yet"
     text = (
-        f"PENDING: the call of {name} waits for a person's approval in Countersign "
-        f"(state {state}, toolCallId {call_id}); it has not run yet. To check again, "
+        f"PENDING: the call of {name} {waiting} "
+        f"(state {state}, toolCallId {call_id}); {ran}. To check again, "
         f"call {name} again with the same arguments, or call {STATUS_TOOL} with "
         f'{{"toolCallId": "{call_id}"}}.'
     )

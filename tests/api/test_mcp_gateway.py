@@ -217,3 +217,61 @@ async def test_a_retry_with_the_same_idempotency_key_gets_the_kept_result(
     assert [c.text for c in first.content] == ["contents of /r.txt"]
     assert [c.text for c in second.content] == ["contents of /r.txt"]
     assert len(upstream_calls(gateway_upstream, "read_file")) == before + 1
+
+
+async def wait_for(predicate: Any, *, what: str, timeout: float = 10.0) -> None:
+    """Poll the database until ``predicate()`` holds; fail naming ``what``."""
+    check = sync_to_async(predicate)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not await check():
+        assert loop.time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+async def test_cancelling_a_waiting_request_cancels_the_call(user, gateway_live):
+    """notifications/cancelled while the call waits: the call and its approval are cancelled."""
+    from approvals.models import ApprovalRequest
+
+    token = await sync_to_async(token_for)(user)
+    async with official_client(gateway_url(gateway_live), token) as client:
+        call = asyncio.create_task(
+            client.call_tool("files__delete_file", {"path": "/srv/cancel.txt"})
+        )
+        approval = await approval_of("files__delete_file")
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        await wait_for(
+            lambda: ApprovalRequest.objects.get(pk=approval.pk).status
+            == ApprovalRequest.Status.CANCELLED,
+            what="the approval cancelled",
+        )
+        # The session goes on.
+        after = await client.call_tool("files__read_file", {"path": "/after"})
+
+    row = await sync_to_async(ToolCall.objects.get)(pk=approval.tool_call_id)
+    assert row.state == ToolCall.State.CANCELLED
+    assert [c.text for c in after.content] == ["contents of /after"]
+
+
+async def test_an_upstream_crash_returns_is_error_and_the_next_call_reconnects(
+    user, gateway_live, gateway_upstream
+):
+    """The upstream dies: the call is answered isError with the reason; once back, calls work."""
+    from tests.mcp_servers import start_http_server
+
+    token = await sync_to_async(token_for)(user)
+    async with official_client(gateway_url(gateway_live), token) as client:
+        await client.call_tool("files__read_file", {"path": "/warm"})
+        gateway_upstream.stop()
+        failed = await client.call_tool("files__read_file", {"path": "/down"})
+        restarted = await sync_to_async(start_http_server)(
+            gateway_upstream.log, port=gateway_upstream.port
+        )
+        gateway_upstream.process = restarted.process
+        back = await client.call_tool("files__read_file", {"path": "/back"})
+
+    assert failed.is_error is True
+    assert "files" in failed.content[0].text
+    assert [c.text for c in back.content] == ["contents of /back"]
