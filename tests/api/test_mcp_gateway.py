@@ -275,3 +275,109 @@ async def test_an_upstream_crash_returns_is_error_and_the_next_call_reconnects(
     assert failed.is_error is True
     assert "files" in failed.content[0].text
     assert [c.text for c in back.content] == ["contents of /back"]
+
+
+HEADERS = {
+    "Accept": "application/json, text/event-stream",
+    "Content-Type": "application/json",
+}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+
+
+def sse_json(response: httpx.Response) -> dict[str, Any]:
+    """Return the JSON-RPC message of a response, SSE-framed or plain JSON."""
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        data = [
+            line[5:].strip()
+            for line in response.text.splitlines()
+            if line.startswith("data:") and line[5:].strip()
+        ]
+        return json.loads(data[-1])
+    return response.json()
+
+
+async def test_authentication_and_protected_resource_metadata(user, gateway_live):
+    """No or a wrong token: 401 pointing at the RFC 9728 metadata, which names the resource."""
+    url = gateway_url(gateway_live)
+    async with httpx.AsyncClient(base_url=gateway_live.url, timeout=10) as http:
+        anonymous = await http.post(url, json=INITIALIZE, headers=HEADERS)
+        wrong = await http.post(
+            url, json=INITIALIZE, headers={**HEADERS, "Authorization": "Bearer nope"}
+        )
+        metadata = await http.get(f"/.well-known/oauth-protected-resource/mcp/{GATEWAY}/")
+        unknown = await http.post(
+            "/mcp/no-such-gateway/", json=INITIALIZE, headers=HEADERS
+        )
+
+    metadata_url = (
+        f"{gateway_live.url}/.well-known/oauth-protected-resource/mcp/{GATEWAY}/"
+    )
+    assert anonymous.status_code == 401
+    assert f'resource_metadata="{metadata_url}"' in anonymous.headers["www-authenticate"]
+    assert wrong.status_code == 401
+    assert metadata.status_code == 200
+    assert metadata.json()["resource"] == f"{gateway_live.url}/mcp/{GATEWAY}/"
+    assert metadata.json()["bearer_methods_supported"] == ["header"]
+    assert metadata.json()["authorization_servers"] == [f"{gateway_live.url}/"]
+    assert unknown.status_code == 404
+    assert "no MCP gateway is named 'no-such-gateway'" in unknown.json()["error"]
+
+
+async def test_bad_input_is_a_json_rpc_error_and_nothing_is_recorded(
+    user, other_user, gateway_live
+):
+    """Unknown tool, schema failure, malformed JSON, oversize, another token's session."""
+    from mcp.shared.exceptions import MCPError
+
+    token = await sync_to_async(token_for)(user)
+    other = await sync_to_async(token_for)(other_user)
+    count = sync_to_async(ToolCall.objects.count)
+    before = await count()
+    async with official_client(gateway_url(gateway_live), token) as client:
+        with pytest.raises(MCPError) as unknown:
+            await client.call_tool("files__format_disk", {})
+        with pytest.raises(MCPError) as invalid:
+            await client.call_tool("files__read_file", {"path": 5})
+        with pytest.raises(MCPError) as status:
+            await client.call_tool("countersign__status", {"toolCallId": "mcp-nope"})
+    assert unknown.value.code == -32602
+    assert "tool 'files__format_disk' is not offered by gateway 'ops'" in (
+        unknown.value.message
+    )
+    assert invalid.value.code == -32602
+    assert "arguments of 'files__read_file' were refused" in invalid.value.message
+    assert "no call 'mcp-nope' of yours" in status.value.message
+
+    url = gateway_url(gateway_live)
+    mine = {**HEADERS, "Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(base_url=gateway_live.url, timeout=10) as http:
+        opened = await http.post(url, json=INITIALIZE, headers=mine)
+        session = opened.headers["mcp-session-id"]
+        malformed = await http.post(
+            url, content=b'{"jsonrpc": "2.0", "id": 2, "meth', headers={**mine, "mcp-session-id": session}
+        )
+        oversized = await http.post(
+            url,
+            content=b'{"pad": "' + b"x" * (2 * 1024 * 1024) + b'"}',
+            headers={**mine, "mcp-session-id": session},
+        )
+        stolen = await http.post(
+            url,
+            json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
+            headers={**HEADERS, "Authorization": f"Bearer {other}", "mcp-session-id": session},
+        )
+
+    assert sse_json(malformed)["error"]["code"] == -32700
+    assert oversized.status_code == 413
+    assert stolen.status_code == 404
+    assert stolen.json()["error"]["message"] == "Session not found"
+    assert await count() == before
