@@ -381,3 +381,85 @@ async def test_bad_input_is_a_json_rpc_error_and_nothing_is_recorded(
     assert stolen.status_code == 404
     assert stolen.json()["error"]["message"] == "Session not found"
     assert await count() == before
+
+
+async def test_fastmcp_client_runs_a_read_and_gets_a_rejection_as_is_error(
+    user, approver, gateway_live
+):
+    """fastmcp's Client (PyPI): tools listed, a read answered, a rejection as isError."""
+    from fastmcp import Client as FastMCPClient
+    from fastmcp.client.transports import StreamableHttpTransport
+
+    token = await sync_to_async(token_for)(user)
+    transport = StreamableHttpTransport(
+        gateway_url(gateway_live), headers={"Authorization": f"Bearer {token}"}
+    )
+    async with FastMCPClient(transport) as client:
+        tools = {t.name for t in await client.list_tools()}
+        read = await client.call_tool("files__read_file", {"path": "/fast"})
+        call = asyncio.create_task(
+            client.call_tool(
+                "files__delete_file", {"path": "/srv/fast.txt"}, raise_on_error=False
+            )
+        )
+        approval = await approval_of("files__delete_file")
+        await decide(gateway_live, approver, approval.pk, "reject", {"reason": "no"})
+        rejected = await call
+
+    assert {"files__read_file", "files__delete_file", "countersign__status"} <= tools
+    assert [c.text for c in read.content] == ["contents of /fast"]
+    assert rejected.is_error is True
+    assert json.loads(rejected.content[0].text)["reason"] == "no"
+
+
+async def test_pydantic_ai_agent_with_a_fake_model_waits_for_the_approval(
+    user, approver, gateway_live, gateway_upstream
+):
+    """Pydantic AI's MCPToolset: the fake model's destructive call waits, is approved, runs once."""
+    from pydantic_ai import Agent
+    from pydantic_ai.mcp import MCPToolset
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+    )
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returns = [
+            part
+            for message in messages
+            for part in getattr(message, "parts", [])
+            if isinstance(part, ToolReturnPart)
+        ]
+        if not returns:
+            assert "files__delete_file" in {t.name for t in info.function_tools}
+            return ModelResponse(
+                parts=[
+                    ToolCallPart(
+                        tool_name="files__delete_file", args={"path": "/srv/pai.txt"}
+                    )
+                ]
+            )
+        return ModelResponse(parts=[TextPart(f"tool said: {returns[0].content}")])
+
+    token = await sync_to_async(token_for)(user)
+    toolset = MCPToolset(
+        gateway_url(gateway_live), headers={"Authorization": f"Bearer {token}"}
+    )
+    agent = Agent(FunctionModel(model), toolsets=[toolset])
+    async with agent:
+        run = asyncio.create_task(agent.run("delete /srv/pai.txt"))
+        approval = await approval_of("files__delete_file")
+        await decide(gateway_live, approver, approval.pk, "approve", {})
+        result = await run
+
+    assert result.output == "tool said: deleted /srv/pai.txt"
+    runs = [
+        c
+        for c in upstream_calls(gateway_upstream, "delete_file")
+        if c["arguments"] == {"path": "/srv/pai.txt"}
+    ]
+    assert len(runs) == 1
