@@ -29,7 +29,8 @@ from typing import Any, Final, Literal
 
 from django.db import transaction
 
-from agentcore.arguments import canonical_json, canonical_sha256, parse_arguments
+from agentcore.arguments import canonical_sha256, parse_arguments
+from agentcore.mcp import mcp_blocks_from_content
 from agentcore.tools import Tool
 from approvals.models import ApprovalRequest
 from approvals.services import call_pending_cancel
@@ -168,15 +169,19 @@ def gateway_call_start(
         kept = gateway_call_kept(gateway=gateway, user=user, tool_call_id=tool_call_id)
         if kept is not None:
             return _kept_start(kept, name=name, arguments_sha256=value.sha256)
-    definition = tool.agui_tool().model_dump(mode="json", by_alias=True, exclude_none=True)
+    definition = tool.agui_tool().model_dump(
+        mode="json", by_alias=True, exclude_none=True
+    )
     with transaction.atomic():
         thread = gateway_thread_get_or_create(
-            gateway=gateway, owner=user, session=session, title=f"MCP session on {gateway}"
+            gateway=gateway,
+            owner=user,
+            session=session,
+            title=f"MCP session on {gateway}",
         )
         recorded = gateway_call_record(
             thread=thread,
-            tool_call_id=tool_call_id
-            or "mcp-" + secrets.token_hex(16),
+            tool_call_id=tool_call_id or "mcp-" + secrets.token_hex(16),
             tool=tool,
             arguments=value,
             tool_definition=definition,
@@ -201,10 +206,14 @@ def _kept_start(call: ToolCall, *, name: str, arguments_sha256: str) -> GatewayS
             f"this request id or idempotency key already named a call of {call.name!r} "
             "with other arguments; use a new idempotency key for a new call",
         )
-    return GatewayStarted(tool_call_pk=call.pk, tool_call_id=call.tool_call_id, created=False)
+    return GatewayStarted(
+        tool_call_pk=call.pk, tool_call_id=call.tool_call_id, created=False
+    )
 
 
-def gateway_call_kept(*, gateway: str, user: User, tool_call_id: str) -> ToolCall | None:
+def gateway_call_kept(
+    *, gateway: str, user: User, tool_call_id: str
+) -> ToolCall | None:
     """Return ``user``'s call ``tool_call_id`` on ``gateway`` (any session), or ``None``."""
     return (
         ToolCall.objects.filter(
@@ -237,7 +246,7 @@ def gateway_call_outcome(*, tool_call_pk: int) -> GatewayOutcome | None:
     ).first()
     if message is None:
         return None
-    content = _mcp_blocks(message.content)
+    content = mcp_blocks_from_content(message.content)
     edited = _edit_sentence(tool_call_pk=tool_call_pk)
     if edited is not None:
         content.insert(0, {"type": "text", "text": edited})
@@ -277,32 +286,6 @@ def gateway_refresh(*, gateway: str) -> None:
     agent_mcp_refresh(gateway)
 
 
-def _mcp_blocks(content: Any) -> list[dict[str, Any]]:
-    """Return a tool message's content (a string or AG-UI parts) as MCP content blocks."""
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    blocks: list[dict[str, Any]] = []
-    for part in content if isinstance(content, list) else [content]:
-        if not isinstance(part, dict):
-            blocks.append({"type": "text", "text": str(part)})
-            continue
-        kind = part.get("type")
-        source = part.get("source") if isinstance(part.get("source"), dict) else {}
-        if kind == "text":
-            blocks.append({"type": "text", "text": str(part.get("text", ""))})
-        elif kind in ("image", "audio") and source.get("type") == "data":
-            blocks.append(
-                {
-                    "type": kind,
-                    "data": source.get("value", ""),
-                    "mimeType": source.get("mimeType", "application/octet-stream"),
-                }
-            )
-        else:
-            blocks.append({"type": "text", "text": canonical_json(part)})
-    return blocks
-
-
 def _edit_sentence(*, tool_call_pk: int) -> str | None:
     """Return a sentence naming the arguments an approver changed, or ``None``."""
     approval = (
@@ -324,4 +307,6 @@ def _edit_sentence(*, tool_call_pk: int) -> str | None:
     ]
     if not changes:
         return None
-    return "An approver changed the arguments before it ran (" + "; ".join(changes) + ")."
+    return (
+        "An approver changed the arguments before it ran (" + "; ".join(changes) + ")."
+    )

@@ -104,7 +104,9 @@ def gateway_call_record(
             events=[
                 RunStartedEvent(thread_id=locked.thread_id, run_id=run.run_id),
                 ToolCallStartEvent(tool_call_id=tool_call_id, tool_call_name=tool.name),
-                ToolCallArgsEvent(tool_call_id=tool_call_id, delta=arguments.canonical_json),
+                ToolCallArgsEvent(
+                    tool_call_id=tool_call_id, delta=arguments.canonical_json
+                ),
                 ToolCallEndEvent(tool_call_id=tool_call_id),
                 RunFinishedEvent(thread_id=locked.thread_id, run_id=run.run_id),
             ],

@@ -122,7 +122,8 @@ def _token_user(key: str) -> User | None:
     token = Token.objects.select_related("user").filter(key=key).first()
     if token is None or not token.user.is_active:
         return None
-    return token.user
+    user: User = token.user
+    return user
 
 
 class CountersignTokenVerifier:
@@ -152,8 +153,12 @@ def _user_of(ctx: ServerRequestContext[Any, Any]) -> User:
     request = ctx.request
     principal = request.scope.get("user") if request is not None else None
     if not isinstance(principal, AuthenticatedUser):
-        raise MCPError(-32001, "authentication required: send Authorization: Bearer <token>")
-    user: User = get_user_model().objects.get(pk=int(principal.access_token.subject or 0))
+        raise MCPError(
+            -32001, "authentication required: send Authorization: Bearer <token>"
+        )
+    user: User = get_user_model().objects.get(
+        pk=int(principal.access_token.subject or 0)
+    )
     return user
 
 
@@ -195,12 +200,16 @@ class GatewayApp:
             return
         found = _PATH.match(path)
         if found is None:
-            await JSONResponse({"error": "not found"}, status_code=404)(scope, receive, send)
+            await JSONResponse({"error": "not found"}, status_code=404)(
+                scope, receive, send
+            )
             return
         try:
             gateway_check(gateway=found["gateway"])
         except GatewayRefused as refused:
-            await JSONResponse({"error": str(refused)}, status_code=404)(scope, receive, send)
+            await JSONResponse({"error": str(refused)}, status_code=404)(
+                scope, receive, send
+            )
             return
         entry = await self._gateway(found["gateway"])
         app: ASGIApp = RequireAuthMiddleware(
@@ -212,12 +221,16 @@ class GatewayApp:
         app = AuthenticationMiddleware(app, backend=BearerAuthBackend(self._verifier))
         await app(scope, receive, send)
 
-    async def _metadata(self, gateway: str, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _metadata(
+        self, gateway: str, scope: Scope, receive: Receive, send: Send
+    ) -> None:
         """Answer the gateway's RFC 9728 protected-resource metadata."""
         try:
             gateway_check(gateway=gateway)
         except GatewayRefused as refused:
-            await JSONResponse({"error": str(refused)}, status_code=404)(scope, receive, send)
+            await JSONResponse({"error": str(refused)}, status_code=404)(
+                scope, receive, send
+            )
             return
         base = _base_url(scope)
         metadata = ProtectedResourceMetadata(
@@ -256,7 +269,8 @@ class GatewayApp:
         holder: dict[str, _Gateway] = {}
 
         async def list_tools(
-            ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+            ctx: ServerRequestContext[Any, Any],
+            params: types.PaginatedRequestParams | None,
         ) -> types.ListToolsResult:
             tools = await sync_to_async(gateway_tools)(gateway=name)
             listed = [
@@ -315,7 +329,9 @@ async def _call(
             f"_meta[{IDEMPOTENCY_META_KEY!r}] must be a string, got {type(key).__name__}",
         )
     session = _session_of(ctx)
-    thread_session = session or f"sessionless-{time.strftime('%Y-%m-%d', time.gmtime())}"
+    thread_session = (
+        session or f"sessionless-{time.strftime('%Y-%m-%d', time.gmtime())}"
+    )
     pending_key = (user.pk, thread_session, params.name, canonical_sha256(arguments))
     tool_call_pk = entry.pending.get(pending_key) if key is None else None
     tool_call_id: str | None = None
@@ -399,17 +415,26 @@ async def _wait(
     pause = _FIRST_POLL
     try:
         while True:
-            outcome = await sync_to_async(gateway_call_outcome)(tool_call_pk=tool_call_pk)
+            outcome = await sync_to_async(gateway_call_outcome)(
+                tool_call_pk=tool_call_pk
+            )
             if outcome is not None:
                 return _result(outcome)
             now = time.monotonic()
             if now - start >= hold:
-                state = await sync_to_async(gateway_call_state)(tool_call_pk=tool_call_pk)
-                if state in _WAITING_STATES or now - start >= hold + EXECUTION_GRACE_SECONDS:
+                state = await sync_to_async(gateway_call_state)(
+                    tool_call_pk=tool_call_pk
+                )
+                if (
+                    state in _WAITING_STATES
+                    or now - start >= hold + EXECUTION_GRACE_SECONDS
+                ):
                     return await _pending(tool_call_pk=tool_call_pk, name=name)
             if now >= next_progress:
                 next_progress = now + every
-                state = await sync_to_async(gateway_call_state)(tool_call_pk=tool_call_pk)
+                state = await sync_to_async(gateway_call_state)(
+                    tool_call_pk=tool_call_pk
+                )
                 await ctx.session.report_progress(
                     round(now - start, 1),
                     hold,
@@ -432,7 +457,9 @@ async def _pending(*, tool_call_pk: int, name: str) -> types.CallToolResult:
     from threads.models import ToolCall
 
     call_id = await sync_to_async(
-        lambda: ToolCall.objects.values_list("tool_call_id", flat=True).get(pk=tool_call_pk)
+        lambda: ToolCall.objects.values_list("tool_call_id", flat=True).get(
+            pk=tool_call_pk
+        )
     )()
     state = await sync_to_async(gateway_call_state)(tool_call_pk=tool_call_pk)
     waiting = (
@@ -440,7 +467,9 @@ async def _pending(*, tool_call_pk: int, name: str) -> types.CallToolResult:
         if state in _WAITING_STATES
         else "is approved and still running in Countersign"
     )
-    ran = "it has not run yet" if state in _WAITING_STATES else "its result is not in yet"
+    ran = (
+        "it has not run yet" if state in _WAITING_STATES else "its result is not in yet"
+    )
     text = (
         f"PENDING: the call of {name} {waiting} "
         f"(state {state}, toolCallId {call_id}); {ran}. To check again, "
@@ -486,6 +515,4 @@ application = GatewayApp()
 
 def handles(path: str) -> bool:
     """Return whether ``path`` belongs to the MCP gateway (``config.asgi``'s router)."""
-    return path.startswith("/mcp/") or path.startswith(
-        "/.well-known/oauth-protected-resource/mcp/"
-    )
+    return path.startswith(("/mcp/", "/.well-known/oauth-protected-resource/mcp/"))

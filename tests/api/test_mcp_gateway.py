@@ -55,7 +55,9 @@ def gateway_url(live: Any) -> str:
     return f"{live.url}/mcp/{GATEWAY}/"
 
 
-async def test_read_only_upstream_tool_runs_at_once(user, gateway_live, gateway_upstream):
+async def test_read_only_upstream_tool_runs_at_once(
+    user, gateway_live, gateway_upstream
+):
     """A read-only tool of a trusted upstream is auto-approved and answered in the same request."""
     token = await sync_to_async(token_for)(user)
     async with official_client(gateway_url(gateway_live), token) as client:
@@ -63,7 +65,8 @@ async def test_read_only_upstream_tool_runs_at_once(user, gateway_live, gateway_
         names = [t.name for t in listed.tools]
         result = await client.call_tool("files__read_file", {"path": "/etc/motd"})
 
-    assert "files__read_file" in names and "files__delete_file" in names
+    assert "files__read_file" in names
+    assert "files__delete_file" in names
     assert "countersign__status" in names
     assert result.is_error is False
     assert [c.text for c in result.content] == ["contents of /etc/motd"]
@@ -79,11 +82,13 @@ async def approval_of(tool_name: str, *, timeout: float = 10.0) -> Any:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     find = sync_to_async(
-        lambda: ApprovalRequest.objects.filter(
-            tool_name=tool_name, status=ApprovalRequest.Status.PENDING
+        lambda: (
+            ApprovalRequest.objects.filter(
+                tool_name=tool_name, status=ApprovalRequest.Status.PENDING
+            )
+            .order_by("-pk")
+            .first()
         )
-        .order_by("-pk")
-        .first()
     )
     while (approval := await find()) is None:
         assert loop.time() < deadline, f"no approval request for {tool_name!r}"
@@ -91,7 +96,9 @@ async def approval_of(tool_name: str, *, timeout: float = 10.0) -> Any:
     return approval
 
 
-async def decide(live: Any, approver: Any, pk: int, verb: str, body: dict[str, Any]) -> None:
+async def decide(
+    live: Any, approver: Any, pk: int, verb: str, body: dict[str, Any]
+) -> None:
     """Approve or reject approval ``pk`` through the live server's REST API."""
     token = await sync_to_async(token_for)(approver)
     async with httpx.AsyncClient(base_url=live.url, timeout=10) as http:
@@ -144,7 +151,9 @@ async def test_destructive_call_waits_is_approved_with_an_edit_and_runs_once(
     assert call_row.thread.agent == GATEWAY
 
 
-async def test_rejected_call_returns_is_error_with_the_reason(user, approver, gateway_live):
+async def test_rejected_call_returns_is_error_with_the_reason(
+    user, approver, gateway_live
+):
     """A rejection reaches the client as the tool's result: isError, with the reason."""
     token = await sync_to_async(token_for)(user)
     async with official_client(gateway_url(gateway_live), token) as client:
@@ -152,7 +161,9 @@ async def test_rejected_call_returns_is_error_with_the_reason(user, approver, ga
             client.call_tool("files__delete_file", {"path": "/srv/keep.txt"})
         )
         approval = await approval_of("files__delete_file")
-        await decide(gateway_live, approver, approval.pk, "reject", {"reason": "keep it"})
+        await decide(
+            gateway_live, approver, approval.pk, "reject", {"reason": "keep it"}
+        )
         result = await call
 
     assert result.is_error is True
@@ -169,7 +180,9 @@ async def test_held_request_past_its_bound_returns_pending_then_a_later_check_th
     """Past hold_seconds the model is told to check again; both ways of checking work."""
     token = await sync_to_async(token_for)(user)
     async with official_client(gateway_url(gateway_live), token) as client:
-        pending = await client.call_tool("files__delete_file", {"path": "/srv/late.txt"})
+        pending = await client.call_tool(
+            "files__delete_file", {"path": "/srv/late.txt"}
+        )
         approval = await approval_of("files__delete_file")
         meta = pending.meta or {}
         call_id = meta["io.countersign/toolCallId"]
@@ -210,9 +223,13 @@ async def test_a_retry_with_the_same_idempotency_key_gets_the_kept_result(
     meta = {"io.countersign/idempotencyKey": "retry-key-1"}
     before = len(upstream_calls(gateway_upstream, "read_file"))
     async with official_client(gateway_url(gateway_live), token) as client:
-        first = await client.call_tool("files__read_file", {"path": "/r.txt"}, meta=meta)
+        first = await client.call_tool(
+            "files__read_file", {"path": "/r.txt"}, meta=meta
+        )
     async with official_client(gateway_url(gateway_live), token) as client:
-        second = await client.call_tool("files__read_file", {"path": "/r.txt"}, meta=meta)
+        second = await client.call_tool(
+            "files__read_file", {"path": "/r.txt"}, meta=meta
+        )
 
     assert [c.text for c in first.content] == ["contents of /r.txt"]
     assert [c.text for c in second.content] == ["contents of /r.txt"]
@@ -243,8 +260,10 @@ async def test_cancelling_a_waiting_request_cancels_the_call(user, gateway_live)
         with pytest.raises(asyncio.CancelledError):
             await call
         await wait_for(
-            lambda: ApprovalRequest.objects.get(pk=approval.pk).status
-            == ApprovalRequest.Status.CANCELLED,
+            lambda: (
+                ApprovalRequest.objects.get(pk=approval.pk).status
+                == ApprovalRequest.Status.CANCELLED
+            ),
             what="the approval cancelled",
         )
         # The session goes on.
@@ -313,7 +332,9 @@ async def test_authentication_and_protected_resource_metadata(user, gateway_live
         wrong = await http.post(
             url, json=INITIALIZE, headers={**HEADERS, "Authorization": "Bearer nope"}
         )
-        metadata = await http.get(f"/.well-known/oauth-protected-resource/mcp/{GATEWAY}/")
+        metadata = await http.get(
+            f"/.well-known/oauth-protected-resource/mcp/{GATEWAY}/"
+        )
         unknown = await http.post(
             "/mcp/no-such-gateway/", json=INITIALIZE, headers=HEADERS
         )
@@ -322,7 +343,9 @@ async def test_authentication_and_protected_resource_metadata(user, gateway_live
         f"{gateway_live.url}/.well-known/oauth-protected-resource/mcp/{GATEWAY}/"
     )
     assert anonymous.status_code == 401
-    assert f'resource_metadata="{metadata_url}"' in anonymous.headers["www-authenticate"]
+    assert (
+        f'resource_metadata="{metadata_url}"' in anonymous.headers["www-authenticate"]
+    )
     assert wrong.status_code == 401
     assert metadata.status_code == 200
     assert metadata.json()["resource"] == f"{gateway_live.url}/mcp/{GATEWAY}/"
@@ -363,7 +386,9 @@ async def test_bad_input_is_a_json_rpc_error_and_nothing_is_recorded(
         opened = await http.post(url, json=INITIALIZE, headers=mine)
         session = opened.headers["mcp-session-id"]
         malformed = await http.post(
-            url, content=b'{"jsonrpc": "2.0", "id": 2, "meth', headers={**mine, "mcp-session-id": session}
+            url,
+            content=b'{"jsonrpc": "2.0", "id": 2, "meth',
+            headers={**mine, "mcp-session-id": session},
         )
         oversized = await http.post(
             url,
@@ -373,7 +398,11 @@ async def test_bad_input_is_a_json_rpc_error_and_nothing_is_recorded(
         stolen = await http.post(
             url,
             json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
-            headers={**HEADERS, "Authorization": f"Bearer {other}", "mcp-session-id": session},
+            headers={
+                **HEADERS,
+                "Authorization": f"Bearer {other}",
+                "mcp-session-id": session,
+            },
         )
 
     assert sse_json(malformed)["error"]["code"] == -32700
