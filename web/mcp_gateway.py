@@ -76,6 +76,8 @@ EXECUTION_GRACE_SECONDS: Final = 120.0
 _WAITING_STATES: Final = frozenset({"pending", "awaiting_approval"})
 #: The largest request body accepted, in bytes (larger: HTTP 413, nothing recorded).
 MAX_REQUEST_BYTES: Final = 1024 * 1024
+#: Sessions told about tool-list changes, at most (the oldest is forgotten first).
+_MAX_WATCHED_SESSIONS: Final = 10_000
 #: Polling of a held call's answer: first pause and the longest one, in seconds.
 _FIRST_POLL: Final = 0.002
 _LONGEST_POLL: Final = 0.2
@@ -181,6 +183,10 @@ class _Gateway:
     started: asyncio.Event = field(default_factory=asyncio.Event)
     #: (user pk, session, tool, arguments hash) -> call pk, for calls answered pending.
     pending: dict[tuple[int, str, str, str], int] = field(default_factory=dict)
+    #: Mcp-Session-Id -> a ``ServerSession`` of it, for the handshake-era sessions
+    #: that listed tools: told on the session's standalone stream when the list
+    #: changes (a session whose send fails is forgotten).
+    sessions: dict[str, Any] = field(default_factory=dict)
 
 
 class GatewayApp:
@@ -258,10 +264,10 @@ class GatewayApp:
         return entry
 
     async def _run(self, entry: _Gateway) -> None:
-        """Keep ``entry``'s session manager running for the life of the process."""
+        """Keep ``entry``'s session manager running, and its tool list watched, for good."""
         async with entry.manager.run():
             entry.started.set()
-            await asyncio.Event().wait()
+            await _watch_tools(entry)
 
     def _build(self, name: str) -> _Gateway:
         """Build gateway ``name``'s low-level MCP server and its session manager."""
@@ -272,6 +278,12 @@ class GatewayApp:
             ctx: ServerRequestContext[Any, Any],
             params: types.PaginatedRequestParams | None,
         ) -> types.ListToolsResult:
+            session = _session_of(ctx)
+            if session is not None:
+                sessions = holder["entry"].sessions
+                sessions[session] = ctx.session
+                if len(sessions) > _MAX_WATCHED_SESSIONS:
+                    sessions.pop(next(iter(sessions)))
             tools = await sync_to_async(gateway_tools)(gateway=name)
             listed = [
                 types.Tool(
@@ -302,6 +314,54 @@ class GatewayApp:
         entry = _Gateway(name=name, server=server, manager=manager)
         holder["entry"] = entry
         return entry
+
+
+#: Seconds between two looks at a gateway's tool list (upstreams' list changes).
+TOOLS_WATCH_SECONDS: Final = 0.5
+
+
+def _tools_signature(gateway: str) -> str:
+    """Return a hash of gateway ``gateway``'s tool list (names, descriptions, schemas)."""
+    return canonical_sha256(
+        [
+            [tool.name, tool.description, tool.agui_tool().parameters]
+            for tool in gateway_tools(gateway=gateway)
+        ]
+    )
+
+
+async def _watch_tools(entry: _Gateway) -> None:
+    """Send ``notifications/tools/list_changed`` to ``entry``'s sessions when its tools change.
+
+    The upstream sources follow their servers' own list changes (``agentcore.mcp``);
+    this compares the gateway's whole list every :data:`TOOLS_WATCH_SECONDS` while
+    some session listed tools. Never raises: a failed look is tried again.
+    """
+    signature: str | None = None
+    while True:
+        await asyncio.sleep(TOOLS_WATCH_SECONDS)
+        if not entry.sessions:
+            signature = None
+            continue
+        try:
+            current = await sync_to_async(_tools_signature)(entry.name)
+        except Exception:
+            logger.warning("gateway %r: listing its tools failed", entry.name)
+            continue
+        if signature is not None and current != signature:
+            logger.info(
+                "gateway %r: tool list changed; telling %d sessions",
+                entry.name,
+                len(entry.sessions),
+            )
+            for key, session in list(entry.sessions.items()):
+                try:
+                    with anyio.fail_after(5):
+                        await session.send_tool_list_changed()
+                except Exception:
+                    logger.info("gateway %r: session gone", entry.name, exc_info=True)
+                    entry.sessions.pop(key, None)
+        signature = current
 
 
 def _settings_float(gateway: str, key: str, default: float) -> float:

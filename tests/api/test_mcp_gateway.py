@@ -492,3 +492,57 @@ async def test_pydantic_ai_agent_with_a_fake_model_waits_for_the_approval(
         if c["arguments"] == {"path": "/srv/pai.txt"}
     ]
     assert len(runs) == 1
+
+
+async def test_tools_list_changed_is_passed_through_and_progress_is_sent_while_waiting(
+    user, approver, gateway_live
+):
+    """An upstream's new tool reaches the client as list_changed; a held call reports progress."""
+    import mcp_types
+
+    changed = asyncio.Event()
+    progress: list[str | None] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            changed.set()
+
+    async def on_progress(value: float, total: float | None, text: str | None) -> None:
+        progress.append(text)
+
+    token = await sync_to_async(token_for)(user)
+    http = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=httpx2.Timeout(10, read=30.0),
+    )
+    async with Client(
+        streamable_http_client(gateway_url(gateway_live), http_client=http),
+        mode="legacy",
+        cache=None,
+        message_handler=on_message,
+    ) as client:
+        before = {t.name for t in (await client.list_tools()).tools}
+        await client.call_tool("files__toggle_extra", {})
+        await asyncio.wait_for(changed.wait(), 10)
+        after = {t.name for t in (await client.list_tools()).tools}
+        changed.clear()
+        await client.call_tool("files__toggle_extra", {})
+        await asyncio.wait_for(changed.wait(), 10)
+
+        call = asyncio.create_task(
+            client.call_tool(
+                "files__delete_file",
+                {"path": "/srv/progress.txt"},
+                progress_callback=on_progress,
+            )
+        )
+        approval = await approval_of("files__delete_file")
+        while not progress:
+            await asyncio.sleep(0.05)
+        await decide(gateway_live, approver, approval.pk, "approve", {})
+        result = await call
+    await http.aclose()
+
+    assert after - before == {"files__extra"}
+    assert progress[0] == "files__delete_file is awaiting_approval in Countersign"
+    assert [c.text for c in result.content] == ["deleted /srv/progress.txt"]
