@@ -78,9 +78,13 @@ _WAITING_STATES: Final = frozenset({"pending", "awaiting_approval"})
 MAX_REQUEST_BYTES: Final = 1024 * 1024
 #: Sessions told about tool-list changes, at most (the oldest is forgotten first).
 _MAX_WATCHED_SESSIONS: Final = 10_000
-#: Polling of a held call's answer: first pause and the longest one, in seconds.
+#: Polling of a held call's answer: the first pause, the longest one while the call
+#: is young (an auto-approved call is answered within its upstream's latency), and
+#: the longest one after :data:`_YOUNG_SECONDS` (it waits for a person), in seconds.
 _FIRST_POLL: Final = 0.002
-_LONGEST_POLL: Final = 0.2
+_LONGEST_YOUNG_POLL: Final = 0.02
+_YOUNG_SECONDS: Final = 2.0
+_LONGEST_POLL: Final = 0.25
 
 _PATH = re.compile(r"^/mcp/(?P<gateway>[A-Za-z0-9][A-Za-z0-9_-]{0,99})/?$")
 _METADATA_PATH = re.compile(
@@ -501,7 +505,8 @@ async def _wait(
                     f"{name} is {state or 'waiting'} in Countersign",
                 )
             await anyio.sleep(min(pause, max(0.001, hold - (now - start))))
-            pause = min(pause * 2, _LONGEST_POLL)
+            young = now - start < _YOUNG_SECONDS
+            pause = min(pause * 2, _LONGEST_YOUNG_POLL if young else _LONGEST_POLL)
     except anyio.get_cancelled_exc_class():
         if cancel:
             with anyio.CancelScope(shield=True):
