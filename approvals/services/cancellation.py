@@ -117,6 +117,19 @@ def thread_pending_calls_cancel(
     return cancelled
 
 
+def _approval_cancel(
+    *, approval: ApprovalRequest, cancelled_by: User, reason: str
+) -> None:
+    """Move locked pending ``approval`` to ``cancelled``, recording who and why."""
+    approval_transition(
+        approval=approval, to=ApprovalRequest.Status.CANCELLED, save=False
+    )
+    approval.decided_by = cancelled_by
+    approval.decided_at = timezone.now()
+    approval.reason = reason
+    approval.save(update_fields=["status", "decided_by", "decided_at", "reason"])
+
+
 def _call_cancel_locked(*, call: ToolCall, cancelled_by: User, reason: str) -> bool:
     """Answer locked ``call`` as cancelled and close its pending approval; return whether it was.
 
@@ -131,13 +144,7 @@ def _call_cancel_locked(*, call: ToolCall, cancelled_by: User, reason: str) -> b
         return False
     approval = call_approval_lock(call=call)
     if approval is not None and approval.status == ApprovalRequest.Status.PENDING:
-        approval_transition(
-            approval=approval, to=ApprovalRequest.Status.CANCELLED, save=False
-        )
-        approval.decided_by = cancelled_by
-        approval.decided_at = timezone.now()
-        approval.reason = reason
-        approval.save(update_fields=["status", "decided_by", "decided_at", "reason"])
+        _approval_cancel(approval=approval, cancelled_by=cancelled_by, reason=reason)
     if not call_answer_refused(
         call=call,
         status="cancelled",
@@ -193,13 +200,7 @@ def _interrupts_cancel(*, run: Run, cancelled_by: User, reason: str) -> list[str
         _, call, approval = approval_lock(approval=pending)
         if approval.status != ApprovalRequest.Status.PENDING:
             continue
-        approval_transition(
-            approval=approval, to=ApprovalRequest.Status.CANCELLED, save=False
-        )
-        approval.decided_by = cancelled_by
-        approval.decided_at = timezone.now()
-        approval.reason = reason
-        approval.save(update_fields=["status", "decided_by", "decided_at", "reason"])
+        _approval_cancel(approval=approval, cancelled_by=cancelled_by, reason=reason)
         run_resume_record(
             run=run, entry={"interruptId": approval.interrupt_id, "status": "cancelled"}
         )

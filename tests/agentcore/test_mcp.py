@@ -663,8 +663,6 @@ async def test_elicitation_is_answered_by_the_calls_input_requester(
 
 def test_mcp_blocks_from_content_is_the_inverse_of_content_from_mcp():
     """Every MCP block type survives AG-UI content and back (the gateway's answers)."""
-    import base64
-
     from mcp_types import (
         AudioContent,
         BlobResourceContents,
@@ -678,12 +676,11 @@ def test_mcp_blocks_from_content_is_the_inverse_of_content_from_mcp():
 
     from agentcore.mcp import content_from_mcp, mcp_blocks_from_content
 
-    data = base64.b64encode(b"bytes").decode()
     result = CallToolResult(
         content=[
             TextContent(text="hi"),
-            ImageContent(data=data, mime_type="image/png"),
-            AudioContent(data=data, mime_type="audio/wav"),
+            ImageContent(data=PNG, mime_type="image/png"),
+            AudioContent(data=WAV, mime_type="audio/wav"),
             ResourceLink(
                 name="report", uri="https://x.test/r.pdf", mime_type="application/pdf"
             ),
@@ -694,7 +691,7 @@ def test_mcp_blocks_from_content_is_the_inverse_of_content_from_mcp():
             ),
             EmbeddedResource(
                 resource=BlobResourceContents(
-                    uri="file:///s.pdf", mime_type="application/pdf", blob=data
+                    uri="file:///s.pdf", mime_type="application/pdf", blob=PDF
                 )
             ),
         ]
