@@ -260,9 +260,18 @@ def gateway_call_outcome(*, tool_call_pk: int) -> GatewayOutcome | None:
 
 def gateway_call_state(*, tool_call_pk: int) -> str | None:
     """Return call ``tool_call_pk``'s state (``awaiting_approval``, ``executing``...), or ``None``."""
-    return (
-        ToolCall.objects.filter(pk=tool_call_pk).values_list("state", flat=True).first()
+    found = gateway_call_brief(tool_call_pk=tool_call_pk)
+    return found[1] if found is not None else None
+
+
+def gateway_call_brief(*, tool_call_pk: int) -> tuple[str, str] | None:
+    """Return call ``tool_call_pk``'s ``(toolCallId, state)``, or ``None`` when it is gone."""
+    row = (
+        ToolCall.objects.filter(pk=tool_call_pk)
+        .values_list("tool_call_id", "state")
+        .first()
     )
+    return (str(row[0]), str(row[1])) if row is not None else None
 
 
 def gateway_call_cancel(*, tool_call_pk: int, cancelled_by: User) -> str:

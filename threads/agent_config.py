@@ -4,7 +4,7 @@ Each entry maps an agent name to::
 
     {
         "provider": "scripted" | "openai_chat" | "openai_responses" | "anthropic"
-                    | "gemini" | "agui_http",
+                    | "gemini" | "agui_http" | "mcp_gateway",
         "model": "gpt-4.1-mini",            # not used by scripted / agui_http
         "system_prompt": "...",
         "toolsets": ["demo.tools.DEMO_TOOLS"],  # dotted paths to iterables of Tool
@@ -19,6 +19,10 @@ Each entry maps an agent name to::
         "policies": {"refund_order": {"action": "require_approval",
                      "groups": ["finance"], "approvals_required": 2}},
     }
+
+An ``mcp_gateway`` entry runs no model: it is served to MCP clients at
+``/mcp/<name>/`` (``web.mcp_gateway``) with its toolsets, MCP servers and policies,
+plus ``hold_seconds``, ``progress_seconds`` and ``description`` (docs/mcp.md).
 
 ``options`` are the adapter's own constructor options (:func:`provider_options`:
 ``id_style``, ``timeout``, ``max_retries``, ``headers``, ``parallel_tool_calls``...;

@@ -1,8 +1,9 @@
 """Writes for threads: create and archive threads, post messages, create, fail and cancel runs.
 
-:func:`run_create` is the one way a run comes into being: a posted message
-(:func:`message_post`), an AG-UI request (:func:`run_start_from_agui`) and a
-continuation (:func:`continuation_maybe_start`) all go through it. Executing a run
+:func:`run_create` is the one way a run an agent executes comes into being: a
+posted message (:func:`message_post`), an AG-UI request (:func:`run_start_from_agui`)
+and a continuation (:func:`continuation_maybe_start`) all go through it. An MCP
+gateway's call is recorded as a run no agent executes (:mod:`threads.gateway`). Executing a run
 needs the approval workflow too, so it lives above both apps, in
 :mod:`orchestration.runs`. Recording events is :mod:`threads.recording`;
 answering calls :mod:`threads.answers`. Implements DC-01, FT-06.

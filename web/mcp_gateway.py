@@ -52,6 +52,7 @@ from orchestration.gateway import (
     STATUS_TOOL,
     GatewayOutcome,
     GatewayRefused,
+    gateway_call_brief,
     gateway_call_cancel,
     gateway_call_kept,
     gateway_call_outcome,
@@ -519,14 +520,8 @@ async def _wait(
 
 async def _pending(*, tool_call_pk: int, name: str) -> types.CallToolResult:
     """Return the result that tells the model its call still waits, and how to check again."""
-    from threads.models import ToolCall
-
-    call_id = await sync_to_async(
-        lambda: ToolCall.objects.values_list("tool_call_id", flat=True).get(
-            pk=tool_call_pk
-        )
-    )()
-    state = await sync_to_async(gateway_call_state)(tool_call_pk=tool_call_pk)
+    brief = await sync_to_async(gateway_call_brief)(tool_call_pk=tool_call_pk)
+    call_id, state = brief if brief is not None else ("?", "gone")
     waiting = (
         "waits for a person's approval in Countersign"
         if state in _WAITING_STATES
