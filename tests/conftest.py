@@ -41,6 +41,7 @@ FIXTURE_MARKS: Final[dict[str, tuple[str, ...]]] = {
     "files_server": ("integration",),
     "gateway_upstream": ("integration",),
     "gateway_live": ("integration",),
+    "gateway_live_celery": ("integration", "worker"),
     "http_server": ("integration",),
     "make_source": ("integration",),
     "agui_client_js": ("integration",),

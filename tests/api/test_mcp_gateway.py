@@ -546,3 +546,33 @@ async def test_tools_list_changed_is_passed_through_and_progress_is_sent_while_w
     assert after - before == {"files__extra"}
     assert progress[0] == "files__delete_file is awaiting_approval in Countersign"
     assert [c.text for c in result.content] == ["deleted /srv/progress.txt"]
+
+
+async def test_with_a_celery_worker_an_approved_call_runs_once_and_a_retry_gets_it(
+    user, approver, gateway_live_celery, gateway_upstream
+):
+    """Production's shape: the worker executes; the held request and a retry both get it."""
+    live = gateway_live_celery
+    token = await sync_to_async(token_for)(user)
+    meta = {"io.countersign/idempotencyKey": "celery-key-1"}
+    async with official_client(gateway_url(live), token) as client:
+        read = await client.call_tool("files__read_file", {"path": "/celery"})
+        call = asyncio.create_task(
+            client.call_tool("files__delete_file", {"path": "/srv/c.txt"}, meta=meta)
+        )
+        approval = await approval_of("files__delete_file")
+        await decide(live, approver, approval.pk, "approve", {})
+        first = await call
+        again = await client.call_tool(
+            "files__delete_file", {"path": "/srv/c.txt"}, meta=meta
+        )
+
+    assert [c.text for c in read.content] == ["contents of /celery"]
+    assert [c.text for c in first.content] == ["deleted /srv/c.txt"]
+    assert [c.text for c in again.content] == ["deleted /srv/c.txt"]
+    runs = [
+        c
+        for c in upstream_calls(gateway_upstream, "delete_file")
+        if c["arguments"] == {"path": "/srv/c.txt"}
+    ]
+    assert len(runs) == 1
