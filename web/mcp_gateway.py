@@ -38,6 +38,7 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.auth import ProtectedResourceMetadata
 from mcp.shared.exceptions import MCPError
 from pydantic import AnyHttpUrl
@@ -314,7 +315,9 @@ class GatewayApp:
             on_call_tool=call_tool,
         )
         manager = StreamableHTTPSessionManager(
-            app=server, max_request_body_size=MAX_REQUEST_BYTES
+            app=server,
+            max_request_body_size=MAX_REQUEST_BYTES,
+            security_settings=_transport_security(),
         )
         entry = _Gateway(name=name, server=server, manager=manager)
         holder["entry"] = entry
@@ -367,6 +370,30 @@ async def _watch_tools(entry: _Gateway) -> None:
                     logger.info("gateway %r: session gone", entry.name, exc_info=True)
                     entry.sessions.pop(key, None)
         signature = current
+
+
+def _transport_security() -> TransportSecuritySettings | None:
+    """Return the SDK's Host/Origin checks for ``ALLOWED_HOSTS`` (DNS rebinding), or ``None``.
+
+    Django's own Host check does not see these paths, so the SDK's is turned on with
+    the same hosts (any port). ``*`` or a ``.domain`` wildcard, which the SDK cannot
+    express, leaves the check off.
+    """
+    from django.conf import settings
+
+    hosts = [str(h) for h in settings.ALLOWED_HOSTS]
+    if not hosts or any(h == "*" or h.startswith(".") for h in hosts):
+        return None
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[form for h in hosts for form in (h, f"{h}:*")],
+        allowed_origins=[
+            f"{scheme}://{h}{port}"
+            for h in hosts
+            for scheme in ("http", "https")
+            for port in ("", ":*")
+        ],
+    )
 
 
 def _settings_float(gateway: str, key: str, default: float) -> float:

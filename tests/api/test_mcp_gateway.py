@@ -358,7 +358,8 @@ async def test_authentication_and_protected_resource_metadata(user, gateway_live
 async def test_bad_input_is_a_json_rpc_error_and_nothing_is_recorded(
     user, other_user, gateway_live
 ):
-    """Unknown tool, schema failure, malformed JSON, oversize, another token's session."""
+    """Unknown tool, schema failure, malformed JSON, oversize, another token's session,
+    a Host or Origin outside ALLOWED_HOSTS (DNS rebinding)."""
     from mcp.shared.exceptions import MCPError
 
     token = await sync_to_async(token_for)(user)
@@ -405,6 +406,16 @@ async def test_bad_input_is_a_json_rpc_error_and_nothing_is_recorded(
             },
         )
 
+    async with httpx.AsyncClient(base_url=gateway_live.url, timeout=10) as http:
+        rebound = await http.post(
+            url, json=INITIALIZE, headers={**mine, "Host": "evil.example"}
+        )
+        foreign = await http.post(
+            url, json=INITIALIZE, headers={**mine, "Origin": "https://evil.example"}
+        )
+
+    assert rebound.status_code == 421
+    assert foreign.status_code == 403
     assert sse_json(malformed)["error"]["code"] == -32700
     assert oversized.status_code == 413
     assert stolen.status_code == 404
