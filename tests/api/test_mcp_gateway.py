@@ -587,3 +587,30 @@ async def test_with_a_celery_worker_an_approved_call_runs_once_and_a_retry_gets_
         if c["arguments"] == {"path": "/srv/c.txt"}
     ]
     assert len(runs) == 1
+
+
+async def test_a_2026_07_28_client_without_sessions_gets_the_same_gateway(
+    user, approver, gateway_live
+):
+    """The current revision (server/discover, no Mcp-Session-Id) lists, calls and waits too."""
+    token = await sync_to_async(token_for)(user)
+    async with official_client(gateway_url(gateway_live), token, mode="auto") as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        read = await client.call_tool("files__read_file", {"path": "/modern"})
+        call = asyncio.create_task(
+            client.call_tool("files__delete_file", {"path": "/srv/modern.txt"})
+        )
+        approval = await approval_of("files__delete_file")
+        await decide(gateway_live, approver, approval.pk, "approve", {})
+        deleted = await call
+        version = client.session.protocol_version
+
+    assert version == "2026-07-28"
+    assert "files__read_file" in names
+    assert [c.text for c in read.content] == ["contents of /modern"]
+    assert [c.text for c in deleted.content] == ["deleted /srv/modern.txt"]
+    row = await sync_to_async(ToolCall.objects.select_related("thread").get)(
+        pk=approval.tool_call_id
+    )
+    assert row.metadata["mcp"]["session"] is False
+    assert row.metadata["mcp"]["protocolVersion"] == "2026-07-28"
