@@ -614,3 +614,41 @@ async def test_a_2026_07_28_client_without_sessions_gets_the_same_gateway(
     )
     assert row.metadata["mcp"]["session"] is False
     assert row.metadata["mcp"]["protocolVersion"] == "2026-07-28"
+
+
+async def test_cancelling_a_running_call_lets_it_finish_and_audits_it(
+    user, gateway_live
+):
+    """A call already running upstream is not interrupted: it finishes, the cancel is audited."""
+    from approvals.models import AuditEntry
+
+    token = await sync_to_async(token_for)(user)
+    async with official_client(gateway_url(gateway_live), token) as client:
+        call = asyncio.create_task(client.call_tool("files__slow", {"seconds": 1.5}))
+        await wait_for(
+            lambda: ToolCall.objects.filter(
+                name="files__slow", state=ToolCall.State.EXECUTING
+            ).exists(),
+            what="the slow call executing",
+        )
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        await wait_for(
+            lambda: ToolCall.objects.filter(
+                name="files__slow", state=ToolCall.State.SUCCEEDED
+            ).exists(),
+            what="the slow call finished",
+        )
+
+    row = await sync_to_async(ToolCall.objects.get)(name="files__slow")
+    audited = await sync_to_async(
+        lambda: list(
+            AuditEntry.objects.filter(
+                action="tool_call.cancelled_after_start", target_id=str(row.pk)
+            ).values_list("after", flat=True)
+        )
+    )()
+    assert audited == [
+        {"reason": "the MCP client cancelled the request", "state": "executing"}
+    ]
