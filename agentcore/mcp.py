@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
 import json
 import logging
 import os
@@ -570,6 +569,8 @@ class McpToolSource:
         self._closed = False
         self._refresh_wanted: asyncio.Event | None = None
         self._stop: asyncio.Event | None = None
+        # Set by a call that finds no connection: the reconnect backoff ends now.
+        self._reconnect_now: asyncio.Event | None = None
         self._last_error: str | None = None
         self._protocol_version: str | None = None
         self._generation = 0
@@ -692,6 +693,7 @@ class McpToolSource:
         self._loop = loop
         self._refresh_wanted = asyncio.Event()
         self._stop = asyncio.Event()
+        self._reconnect_now = asyncio.Event()
         started.set()
         try:
             loop.run_until_complete(self._maintain())
@@ -731,8 +733,24 @@ class McpToolSource:
                 break
             delay = _RECONNECT_BACKOFF[min(attempt, len(_RECONNECT_BACKOFF) - 1)]
             attempt += 1
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), delay)
+            await self._backoff(delay)
+
+    async def _backoff(self, delay: float) -> None:
+        """Wait ``delay`` seconds before reconnecting, less if stopped or a call waits."""
+        assert self._stop is not None
+        assert self._reconnect_now is not None
+        waits = [
+            asyncio.ensure_future(self._stop.wait()),
+            asyncio.ensure_future(self._reconnect_now.wait()),
+        ]
+        try:
+            await asyncio.wait(
+                waits, timeout=delay, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for wait in waits:
+                wait.cancel()
+            self._reconnect_now.clear()
 
     def _make_client(self) -> Any:
         from mcp import Client, StdioServerParameters
@@ -1020,6 +1038,9 @@ class McpToolSource:
 
         server = self.config.name
         deadline = time.monotonic() + min(self.config.connect_timeout, timeout)
+        if self._client is None and self._reconnect_now is not None:
+            # A server that came back is tried now, not after the backoff.
+            self._reconnect_now.set()
         while self._client is None and not self._closed:
             if time.monotonic() >= deadline:
                 raise ToolUpstreamUnavailable(self._unreachable_message())
