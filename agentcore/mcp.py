@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
 import json
 import logging
 import os
@@ -440,6 +439,67 @@ def content_from_mcp(result: CallToolResult) -> tuple[Content, dict[str, Any]]:
     return (parts if parts else ""), details
 
 
+def mcp_blocks_from_content(content: Any) -> list[dict[str, Any]]:
+    """Return AG-UI result content (a string or parts) as MCP content blocks (JSON).
+
+    The inverse of :func:`content_from_mcp`, for an answer sent to an MCP client
+    (the gateway, docs/mcp.md): text parts as text (an embedded text resource
+    again when its ``metadata`` names a URI), inline image and audio as such,
+    parts with a URL source as resource links, other inline media as embedded
+    blob resources; anything else as its JSON text, never dropped. Implements TC-10.
+    """
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    blocks: list[dict[str, Any]] = []
+    for part in content if isinstance(content, list) else [content]:
+        blocks.append(_part_block(part))
+    return blocks
+
+
+def _part_block(part: Any) -> dict[str, Any]:
+    """Return the MCP content block for one AG-UI part."""
+    if not isinstance(part, dict):
+        return {"type": "text", "text": str(part)}
+    kind = part.get("type")
+    raw_source = part.get("source")
+    source: dict[str, Any] = raw_source if isinstance(raw_source, dict) else {}
+    raw_meta = part.get("metadata")
+    meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+    mime = source.get("mimeType") or meta.get("mimeType")
+    if kind == "text":
+        if meta.get("mcp") == "resource" and meta.get("uri"):
+            resource = {"uri": meta["uri"], "text": str(part.get("text", ""))}
+            if mime:
+                resource["mimeType"] = mime
+            return {"type": "resource", "resource": resource}
+        return {"type": "text", "text": str(part.get("text", ""))}
+    if source.get("type") == "url":
+        link = {"type": "resource_link", "uri": source.get("value", ""), "name": ""}
+        link["name"] = str(meta.get("name") or source.get("value", ""))
+        if mime:
+            link["mimeType"] = mime
+        return link
+    if source.get("type") == "data":
+        data = source.get("value", "")
+        if kind in ("image", "audio") and meta.get("mcp") != "resource":
+            return {
+                "type": kind,
+                "data": data,
+                "mimeType": mime or "application/octet-stream",
+            }
+        uri = str(meta.get("uri") or f"data:{mime or 'application/octet-stream'}")
+        blob = {
+            "uri": uri,
+            "blob": data,
+            "mimeType": mime or "application/octet-stream",
+        }
+        return {"type": "resource", "resource": blob}
+    return {
+        "type": "text",
+        "text": json.dumps(part, sort_keys=True, ensure_ascii=False),
+    }
+
+
 def _error_text(result: CallToolResult) -> str:
     from mcp_types import TextContent
 
@@ -509,6 +569,8 @@ class McpToolSource:
         self._closed = False
         self._refresh_wanted: asyncio.Event | None = None
         self._stop: asyncio.Event | None = None
+        # Set by a call that finds no connection: the reconnect backoff ends now.
+        self._reconnect_now: asyncio.Event | None = None
         self._last_error: str | None = None
         self._protocol_version: str | None = None
         self._generation = 0
@@ -631,6 +693,7 @@ class McpToolSource:
         self._loop = loop
         self._refresh_wanted = asyncio.Event()
         self._stop = asyncio.Event()
+        self._reconnect_now = asyncio.Event()
         started.set()
         try:
             loop.run_until_complete(self._maintain())
@@ -670,8 +733,24 @@ class McpToolSource:
                 break
             delay = _RECONNECT_BACKOFF[min(attempt, len(_RECONNECT_BACKOFF) - 1)]
             attempt += 1
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), delay)
+            await self._backoff(delay)
+
+    async def _backoff(self, delay: float) -> None:
+        """Wait ``delay`` seconds before reconnecting, less if stopped or a call waits."""
+        assert self._stop is not None
+        assert self._reconnect_now is not None
+        waits = [
+            asyncio.ensure_future(self._stop.wait()),
+            asyncio.ensure_future(self._reconnect_now.wait()),
+        ]
+        try:
+            await asyncio.wait(
+                waits, timeout=delay, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for wait in waits:
+                wait.cancel()
+            self._reconnect_now.clear()
 
     def _make_client(self) -> Any:
         from mcp import Client, StdioServerParameters
@@ -959,6 +1038,9 @@ class McpToolSource:
 
         server = self.config.name
         deadline = time.monotonic() + min(self.config.connect_timeout, timeout)
+        if self._client is None and self._reconnect_now is not None:
+            # A server that came back is tried now, not after the backoff.
+            self._reconnect_now.set()
         while self._client is None and not self._closed:
             if time.monotonic() >= deadline:
                 raise ToolUpstreamUnavailable(self._unreachable_message())

@@ -25,11 +25,22 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from threads.execution import start_embedded_beat, stop_embedded_beat  # noqa: E402
+from web.mcp_gateway import application as mcp_gateway_app  # noqa: E402
+from web.mcp_gateway import handles as mcp_gateway_handles  # noqa: E402
 from web.routing import websocket_urlpatterns  # noqa: E402
+
+
+async def http_application(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Serve HTTP: MCP gateway paths (``web.mcp_gateway``), everything else by Django."""
+    if mcp_gateway_handles(scope.get("path", "")):
+        await mcp_gateway_app(scope, receive, send)
+        return
+    await django_asgi_app(scope, receive, send)
+
 
 router = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": http_application,
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

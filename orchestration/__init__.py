@@ -12,6 +12,7 @@ Not a Django app: it has no models. See ``docs/architecture.md``.
 PUBLIC_MODULES = frozenset(
     {
         "orchestration.chat",
+        "orchestration.gateway",
         "orchestration.janitor",
         "orchestration.pipeline",
         "orchestration.resume",

@@ -39,6 +39,9 @@ FIXTURE_MARKS: Final[dict[str, tuple[str, ...]]] = {
     "slow_agent": ("integration",),
     # MCP test servers (tests/mcp_servers.py) and node's @ag-ui/client run as processes.
     "files_server": ("integration",),
+    "gateway_upstream": ("integration",),
+    "gateway_live": ("integration",),
+    "gateway_live_celery": ("integration", "worker"),
     "http_server": ("integration",),
     "make_source": ("integration",),
     "agui_client_js": ("integration",),

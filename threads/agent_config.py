@@ -4,7 +4,7 @@ Each entry maps an agent name to::
 
     {
         "provider": "scripted" | "openai_chat" | "openai_responses" | "anthropic"
-                    | "gemini" | "agui_http",
+                    | "gemini" | "agui_http" | "mcp_gateway",
         "model": "gpt-4.1-mini",            # not used by scripted / agui_http
         "system_prompt": "...",
         "toolsets": ["demo.tools.DEMO_TOOLS"],  # dotted paths to iterables of Tool
@@ -19,6 +19,10 @@ Each entry maps an agent name to::
         "policies": {"refund_order": {"action": "require_approval",
                      "groups": ["finance"], "approvals_required": 2}},
     }
+
+An ``mcp_gateway`` entry runs no model: it is served to MCP clients at
+``/mcp/<name>/`` (``web.mcp_gateway``) with its toolsets, MCP servers and policies,
+plus ``hold_seconds``, ``progress_seconds`` and ``description`` (docs/mcp.md).
 
 ``options`` are the adapter's own constructor options (:func:`provider_options`:
 ``id_style``, ``timeout``, ``max_retries``, ``headers``, ``parallel_tool_calls``...;
@@ -51,6 +55,10 @@ if TYPE_CHECKING:
     from agentcore.agents import Agent
     from agentcore.tools import Tool, Toolset
 
+#: The provider of an MCP gateway: an entry served at ``/mcp/<name>/`` whose calls come
+#: from MCP clients; no model runs, and its runs are never continued (docs/mcp.md).
+GATEWAY_PROVIDER: Final = "mcp_gateway"
+
 PROVIDERS = (
     "scripted",
     "openai_chat",
@@ -58,6 +66,7 @@ PROVIDERS = (
     "anthropic",
     "gemini",
     "agui_http",
+    GATEWAY_PROVIDER,
 )
 KEY_ENV = {
     "openai_chat": "OPENAI_API_KEY",
@@ -92,6 +101,12 @@ _LOOP_KEYS: Final[dict[str, Any]] = {
 }
 #: Keys of a remote AG-UI agent; a top-level ``headers`` predates ``options``.
 _REMOTE_KEYS: Final[dict[str, Any]] = {"url": str, "headers": dict[str, str]}
+#: Keys of an MCP gateway (docs/mcp.md "Countersign as an MCP gateway").
+_GATEWAY_KEYS: Final[dict[str, Any]] = {
+    "description": str,
+    "hold_seconds": float,
+    "progress_seconds": float,
+}
 
 
 _HINT: Final = "Give a value of the type docs/configuration.md names."
@@ -147,6 +162,11 @@ def agent_application_tools(name: str) -> list[Tool]:
 
 def agent_keys(provider: str) -> dict[str, Any]:
     """Return the top-level keys an agent of ``provider`` may have, with their types."""
+    if provider == GATEWAY_PROVIDER:
+        return {
+            **{k: v for k, v in _COMMON_KEYS.items() if k != "options"},
+            **_GATEWAY_KEYS,
+        }
     extra = _REMOTE_KEYS if provider == "agui_http" else _LOOP_KEYS
     return {**_COMMON_KEYS, **extra}
 
@@ -237,6 +257,17 @@ def _type_error(annotation: Any, value: Any) -> str | None:
     return None
 
 
+def agent_is_gateway(name: str) -> bool:
+    """Return whether ``name`` is configured as an MCP gateway (provider ``mcp_gateway``).
+
+    ``False`` for an unknown name. A gateway's calls come from MCP clients, so its
+    runs are never continued by a model (``threads.services.continuation_maybe_start``).
+    """
+    agents = getattr(settings, "COUNTERSIGN_AGENTS", {})
+    entry = agents.get(name)
+    return isinstance(entry, dict) and entry.get("provider") == GATEWAY_PROVIDER
+
+
 def agent_build(name: str) -> Agent:
     """Build the :class:`agentcore.agents.Agent` for agent ``name``.
 
@@ -249,6 +280,11 @@ def agent_build(name: str) -> Agent:
     """
     config = agent_settings(name)
     provider_name = config.get("provider", "scripted")
+    if provider_name == GATEWAY_PROVIDER:
+        raise UnknownAgent(
+            f"{name!r} is an MCP gateway, not an agent: its calls come from MCP "
+            f"clients at /mcp/{name}/; talk to another agent"
+        )
     options: dict[str, Any] = dict(config.get("options") or {})
     if provider_name == "agui_http":
         # Deferred: only the process that runs an agent imports its adapter (B6).

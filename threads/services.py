@@ -1,8 +1,9 @@
 """Writes for threads: create and archive threads, post messages, create, fail and cancel runs.
 
-:func:`run_create` is the one way a run comes into being: a posted message
-(:func:`message_post`), an AG-UI request (:func:`run_start_from_agui`) and a
-continuation (:func:`continuation_maybe_start`) all go through it. Executing a run
+:func:`run_create` is the one way a run an agent executes comes into being: a
+posted message (:func:`message_post`), an AG-UI request (:func:`run_start_from_agui`)
+and a continuation (:func:`continuation_maybe_start`) all go through it. An MCP
+gateway's call is recorded as a run no agent executes (:mod:`threads.gateway`). Executing a run
 needs the approval workflow too, so it lives above both apps, in
 :mod:`orchestration.runs`. Recording events is :mod:`threads.recording`;
 answering calls :mod:`threads.answers`. Implements DC-01, FT-06.
@@ -24,7 +25,11 @@ from agentcore.events import (
     message_from_dict,
 )
 from core.types import User
-from threads.agent_config import agent_application_tools, agent_settings
+from threads.agent_config import (
+    agent_application_tools,
+    agent_is_gateway,
+    agent_settings,
+)
 from threads.answers import (
     run_answer_dangling_calls,
     run_awaits_answers,
@@ -446,7 +451,8 @@ def continuation_maybe_start(*, run: Run) -> Run | None:
     open wire run first (:func:`threads.wire.wire_results_report`). Once every
     call is answered the one continuation starts (the one-to-one ``Run.continues``
     makes a second one impossible): a segment of the wire run still open, else a
-    client-visible run of its own; a continuation a resume already created
+    client-visible run of its own (none for an MCP gateway's run, whose client
+    reads the answer itself); a continuation a resume already created
     (:func:`threads.services.run_start_from_agui`) is enqueued again instead. While
     calls wait for a human or the client, the wire run ends
     (:func:`threads.wire.wire_run_close_if_waiting`). Its ``RunAgentInput.messages``
@@ -478,6 +484,10 @@ def continuation_maybe_start(*, run: Run) -> Run | None:
             return None
         if not run_finish_if_answered(run=locked):
             wire_run_close_if_waiting(run=locked)
+            return None
+        if agent_is_gateway(locked.agent):
+            # An MCP gateway's caller is the MCP client, which reads the answer
+            # from its tools/call response: no model to continue.
             return None
         wire = locked.wire_run if locked.managed else None
         if wire is not None and wire.wire_state == Run.WireState.OPEN:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from approvals.models import DECIDE_PERMISSION
 from approvals.services.audit import audit_append, audit_verify
 from approvals.services.cancellation import (
+    call_pending_cancel,
     client_run_cancel,
     thread_pending_calls_cancel,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "audit_append",
     "audit_verify",
     "call_answer_refused",
+    "call_pending_cancel",
     "client_run_cancel",
     "execution_create",
     "execution_outcome_record",

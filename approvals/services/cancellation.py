@@ -108,41 +108,81 @@ def thread_pending_calls_cancel(
             )
         )
         for call in calls:
-            if call.state in (
-                ToolCall.State.APPROVED,
-                ToolCall.State.EXECUTING,
-                ToolCall.State.OUTCOME_UNKNOWN,
-            ):
-                continue
-            approval = call_approval_lock(call=call)
-            if (
-                approval is not None
-                and approval.status == ApprovalRequest.Status.PENDING
-            ):
-                approval_transition(
-                    approval=approval, to=ApprovalRequest.Status.CANCELLED, save=False
-                )
-                approval.decided_by = cancelled_by
-                approval.decided_at = timezone.now()
-                approval.reason = reason
-                approval.save(
-                    update_fields=["status", "decided_by", "decided_at", "reason"]
-                )
-            if call_answer_refused(
-                call=call,
-                status="cancelled",
-                reason=reason,
-                error="cancelled",
-                state=ToolCall.State.CANCELLED,
-                actor=cancelled_by,
-            ):
+            if _call_cancel_locked(call=call, cancelled_by=cancelled_by, reason=reason):
                 cancelled.append(call.tool_call_id)
-                notify_call_changed(call, approval=approval)
         cancelled += _interrupts_cancel(
             run=run, cancelled_by=cancelled_by, reason=reason
         )
         run_finish_if_answered(run=run)
     return cancelled
+
+
+def _approval_cancel(
+    *, approval: ApprovalRequest, cancelled_by: User, reason: str
+) -> None:
+    """Move locked pending ``approval`` to ``cancelled``, recording who and why."""
+    approval_transition(
+        approval=approval, to=ApprovalRequest.Status.CANCELLED, save=False
+    )
+    approval.decided_by = cancelled_by
+    approval.decided_at = timezone.now()
+    approval.reason = reason
+    approval.save(update_fields=["status", "decided_by", "decided_at", "reason"])
+
+
+def _call_cancel_locked(*, call: ToolCall, cancelled_by: User, reason: str) -> bool:
+    """Answer locked ``call`` as cancelled and close its pending approval; return whether it was.
+
+    A call already approved, executing or of unknown outcome is left alone
+    (``False``): its execution may have started. Must run holding the call's lock.
+    """
+    if call.state in (
+        ToolCall.State.APPROVED,
+        ToolCall.State.EXECUTING,
+        ToolCall.State.OUTCOME_UNKNOWN,
+    ):
+        return False
+    approval = call_approval_lock(call=call)
+    if approval is not None and approval.status == ApprovalRequest.Status.PENDING:
+        _approval_cancel(approval=approval, cancelled_by=cancelled_by, reason=reason)
+    if not call_answer_refused(
+        call=call,
+        status="cancelled",
+        reason=reason,
+        error="cancelled",
+        state=ToolCall.State.CANCELLED,
+        actor=cancelled_by,
+    ):
+        return False
+    notify_call_changed(call, approval=approval)
+    return True
+
+
+def call_pending_cancel(*, call: ToolCall, cancelled_by: User, reason: str) -> str:
+    """Cancel one call whose caller gave up (an MCP client's cancellation); return what happened.
+
+    ``"cancelled"``: it was still waiting (for a person, or unanswered), so it is
+    answered as cancelled and its pending approval request closed, and its run
+    finishes once every call of it is answered; ``"cancelled_after_start"``: it
+    was approved or running, so it is left to finish and an audit entry
+    ``tool_call.cancelled_after_start`` records that its result goes nowhere;
+    ``"answered"``: it already had its answer. Implements FT-06, DC-04, SEC-04.
+    """
+    with transaction.atomic():
+        run = run_lock(run_pk=call.run_id, thread_pk=call.thread_id)
+        locked = calls_lock(calls=ToolCall.objects.filter(pk=call.pk))[0]
+        if ToolCall.objects.filter(pk=locked.pk).answered().exists():
+            return "answered"
+        if _call_cancel_locked(call=locked, cancelled_by=cancelled_by, reason=reason):
+            run_finish_if_answered(run=run)
+            return "cancelled"
+        audit_append(
+            actor=cancelled_by,
+            action="tool_call.cancelled_after_start",
+            target=locked,
+            after={"reason": reason, "state": locked.state},
+        )
+        return "cancelled_after_start"
 
 
 def _interrupts_cancel(*, run: Run, cancelled_by: User, reason: str) -> list[str]:
@@ -160,13 +200,7 @@ def _interrupts_cancel(*, run: Run, cancelled_by: User, reason: str) -> list[str
         _, call, approval = approval_lock(approval=pending)
         if approval.status != ApprovalRequest.Status.PENDING:
             continue
-        approval_transition(
-            approval=approval, to=ApprovalRequest.Status.CANCELLED, save=False
-        )
-        approval.decided_by = cancelled_by
-        approval.decided_at = timezone.now()
-        approval.reason = reason
-        approval.save(update_fields=["status", "decided_by", "decided_at", "reason"])
+        _approval_cancel(approval=approval, cancelled_by=cancelled_by, reason=reason)
         run_resume_record(
             run=run, entry={"interruptId": approval.interrupt_id, "status": "cancelled"}
         )

@@ -659,3 +659,50 @@ async def test_elicitation_is_answered_by_the_calls_input_requester(
     assert schema["properties"]["name"]["type"] == "string"
     assert schema["required"] == ["name"]
     assert 0 < timeout <= 30
+
+
+def test_mcp_blocks_from_content_is_the_inverse_of_content_from_mcp():
+    """Every MCP block type survives AG-UI content and back (the gateway's answers)."""
+    from mcp_types import (
+        AudioContent,
+        BlobResourceContents,
+        CallToolResult,
+        EmbeddedResource,
+        ImageContent,
+        ResourceLink,
+        TextContent,
+        TextResourceContents,
+    )
+
+    from agentcore.mcp import content_from_mcp, mcp_blocks_from_content
+
+    result = CallToolResult(
+        content=[
+            TextContent(text="hi"),
+            ImageContent(data=PNG, mime_type="image/png"),
+            AudioContent(data=WAV, mime_type="audio/wav"),
+            ResourceLink(
+                name="report", uri="https://x.test/r.pdf", mime_type="application/pdf"
+            ),
+            EmbeddedResource(
+                resource=TextResourceContents(
+                    uri="file:///n.txt", mime_type="text/plain", text="a note"
+                )
+            ),
+            EmbeddedResource(
+                resource=BlobResourceContents(
+                    uri="file:///s.pdf", mime_type="application/pdf", blob=PDF
+                )
+            ),
+        ]
+    )
+    content, _ = content_from_mcp(result)
+
+    assert (
+        mcp_blocks_from_content(content)
+        == result.model_dump(mode="json", by_alias=True, exclude_none=True)["content"]
+    )
+    assert mcp_blocks_from_content("plain") == [{"type": "text", "text": "plain"}]
+    assert mcp_blocks_from_content([{"type": "video", "source": {"type": "file"}}]) == [
+        {"type": "text", "text": '{"source": {"type": "file"}, "type": "video"}'}
+    ]

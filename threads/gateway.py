@@ -1,0 +1,118 @@
+"""An MCP gateway's calls as tool calls of a thread (docs/mcp.md "Countersign as an MCP gateway").
+
+A call an MCP client sends to ``/mcp/<gateway>/`` is recorded like a model's call:
+one run per call, through the same recorder and projection (``RUN_STARTED``,
+``TOOL_CALL_START``/``ARGS``/``END``, ``RUN_FINISHED``), in the thread of the
+client's MCP session, owned by the token's user. The run then awaits tools and
+the approval workflow dispatches its call as any other. Implements DC-01, FT-06.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from agentcore.arguments import ValidatedArguments
+from agentcore.events import (
+    RunFinishedEvent,
+    RunStartedEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+)
+from agentcore.tools import Tool
+from core.types import User
+from threads.locks import thread_lock
+from threads.models import Run, Thread, ToolCall
+from threads.recording import record_events
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayCall:
+    """What :func:`gateway_call_record` did: the call, and whether it was recorded now.
+
+    ``created`` is ``False`` when a call of that ``toolCallId`` was already in the
+    thread (a client's retry): nothing was recorded and ``call`` is the kept one.
+    """
+
+    call: ToolCall
+    created: bool
+
+
+def gateway_thread_id(*, gateway: str, owner_pk: int, session: str) -> str:
+    """Return the ``threadId`` of MCP session ``session`` of user ``owner_pk`` on ``gateway``.
+
+    ``mcp-<gateway>-<32 hex digits>``: a hash, so a session id never appears in a
+    thread id and two users' sessions never share a thread.
+    """
+    digest = hashlib.sha256(f"{gateway}\0{owner_pk}\0{session}".encode()).hexdigest()
+    return f"mcp-{gateway}-{digest[:32]}"
+
+
+def gateway_thread_get_or_create(
+    *, gateway: str, owner: User, session: str, title: str
+) -> Thread:
+    """Return the thread of MCP session ``session`` of ``owner`` on ``gateway``, creating it.
+
+    Safe under concurrent first calls of one session (the unique ``thread_id``
+    decides). ``title`` is used only when the thread is created.
+    """
+    thread_id = gateway_thread_id(gateway=gateway, owner_pk=owner.pk, session=session)
+    thread, _ = Thread.objects.get_or_create(
+        thread_id=thread_id,
+        defaults={"owner": owner, "agent": gateway, "title": title[:300]},
+    )
+    return thread
+
+
+def gateway_call_record(
+    *,
+    thread: Thread,
+    tool_call_id: str,
+    tool: Tool,
+    arguments: ValidatedArguments,
+    tool_definition: dict[str, Any],
+    metadata: dict[str, Any],
+) -> GatewayCall:
+    """Record an MCP client's call of ``tool`` as a run of ``thread`` awaiting it.
+
+    ``arguments`` were validated against ``tool`` by the caller; their canonical JSON
+    is the call's argument text. ``tool_definition`` is the tool as advertised (AG-UI
+    Tool JSON), kept as the run's input so the approval covers that schema.
+    ``metadata`` goes on the call (shown to operators: the MCP request, the client).
+    A ``tool_call_id`` the thread already holds records nothing and returns the kept
+    call (``created=False``). Must run inside a transaction; takes the thread's lock.
+    Implements DC-01, DC-04.
+    """
+    with transaction.atomic(savepoint=False):
+        locked = thread_lock(thread_pk=thread.pk)
+        kept = ToolCall.objects.filter(thread=locked, tool_call_id=tool_call_id).first()
+        if kept is not None:
+            return GatewayCall(call=kept, created=False)
+        run = Run.objects.create(
+            thread=locked,
+            agent=locked.agent,
+            parent_run=locked.runs.order_by("-created_at", "-id").first(),
+            status=Run.Status.RUNNING,
+            input={"tools": [tool_definition]},
+        )
+        record_events(
+            run=run,
+            events=[
+                RunStartedEvent(thread_id=locked.thread_id, run_id=run.run_id),
+                ToolCallStartEvent(tool_call_id=tool_call_id, tool_call_name=tool.name),
+                ToolCallArgsEvent(
+                    tool_call_id=tool_call_id, delta=arguments.canonical_json
+                ),
+                ToolCallEndEvent(tool_call_id=tool_call_id),
+                RunFinishedEvent(thread_id=locked.thread_id, run_id=run.run_id),
+            ],
+        )
+        call = ToolCall.objects.get(thread=locked, tool_call_id=tool_call_id)
+        if metadata:
+            call.metadata = {**(call.metadata or {}), **metadata}
+            call.save(update_fields=["metadata"])
+        return GatewayCall(call=call, created=True)
