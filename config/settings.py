@@ -323,6 +323,9 @@ if os.environ.get("COUNTERSIGN_NOTIFICATIONS_JSON"):
     except ValueError:
         # Kept as text, so the system check (approvals.E101) names the problem.
         COUNTERSIGN["NOTIFICATIONS"] = os.environ["COUNTERSIGN_NOTIFICATIONS_JSON"]
+# The audit chain's keys, current first (docs/audit.md): COUNTERSIGN_AUDIT_KEYS=id:secret,...
+if os.environ.get("COUNTERSIGN_AUDIT_KEYS"):
+    COUNTERSIGN["AUDIT_KEYS"] = os.environ["COUNTERSIGN_AUDIT_KEYS"]
 if os.environ.get("COUNTERSIGN_PUBLIC_URL"):
     COUNTERSIGN["PUBLIC_URL"] = os.environ["COUNTERSIGN_PUBLIC_URL"]
 

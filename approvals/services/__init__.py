@@ -20,7 +20,12 @@ Implements FT-03..FT-06, SEC-01, SEC-02, SEC-04, LP-01, LP-05..LP-08, DC-03, DC-
 from __future__ import annotations
 
 from approvals.models import DECIDE_PERMISSION
-from approvals.services.audit import audit_append, audit_verify
+from approvals.services.audit import (
+    audit_append,
+    audit_export,
+    audit_keys,
+    audit_verify,
+)
 from approvals.services.cancellation import (
     client_run_cancel,
     thread_pending_calls_cancel,
@@ -67,6 +72,8 @@ __all__ = [
     "approval_snapshot",
     "approval_undo",
     "audit_append",
+    "audit_export",
+    "audit_keys",
     "audit_verify",
     "call_answer_refused",
     "client_run_cancel",
