@@ -12,6 +12,7 @@ PUBLIC_MODULES = frozenset(
         "core.conf",
         "core.errors",
         "core.logging",
+        "core.metrics",
         "core.types",
     }
 )

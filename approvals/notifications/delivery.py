@@ -29,6 +29,7 @@ from approvals.notifications.channels import (
 )
 from approvals.notifications.targets import configured_targets, target_named
 from approvals.transitions import delivery_transition
+from core import metrics
 from core.conf import countersign_settings
 from threads.execution import Task, enqueue, enqueue_later
 
@@ -159,7 +160,14 @@ def _attempt_record(*, delivery_pk: int, error: str) -> str | None:
             delivery.delivered_at = timezone.now()
         elif error:
             delivery.last_error = error
-            if delivery.attempts >= int(countersign_settings.NOTIFY_MAX_ATTEMPTS):
+            final = delivery.attempts >= int(countersign_settings.NOTIFY_MAX_ATTEMPTS)
+            target = delivery.target
+            metrics.count_on_commit(
+                lambda: metrics.NOTIFICATION_FAILURES.labels(
+                    target, "true" if final else "false"
+                ).inc()
+            )
+            if final:
                 delivery_transition(delivery=delivery, to=_S.FAILED, save=False)
                 logger.warning(
                     "notification %s to %s failed after %s attempts: %s",

@@ -1,0 +1,106 @@
+"""Prometheus metrics: the counters every process updates, and the exposition.
+
+Built on ``prometheus-client``. Under several processes (uvicorn ``--workers``,
+Celery's prefork pool) set ``PROMETHEUS_MULTIPROC_DIR`` to an empty folder
+shared by the processes of one host (or pod) before they start: each process
+then writes its values to files there, and :func:`metrics_exposition` adds them
+up (the client's multiprocess mode). Without it, the values are this process's.
+docs/observability.md lists the metrics and their labels.
+
+Counters move after the transaction that did the work commits
+(:func:`count_on_commit`): a rolled-back step is not counted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from typing import Final
+
+from django.db import transaction
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+from prometheus_client.registry import Collector
+
+#: The media type of :func:`metrics_exposition`'s text.
+CONTENT_TYPE: Final = CONTENT_TYPE_LATEST
+
+EVENTS_APPENDED: Final = Counter(
+    "countersign_events_appended",
+    "AG-UI events appended to thread logs (rate() gives the append rate).",
+)
+TOOL_EXECUTIONS: Final = Counter(
+    "countersign_tool_executions",
+    "Tool executions settled, by outcome (succeeded, failed, outcome_unknown, resolved).",
+    ["outcome"],
+)
+DECISION_LATENCY: Final = Histogram(
+    "countersign_approval_decision_latency_seconds",
+    "Seconds from an approval request to its decision, by decision.",
+    ["decision"],
+    buckets=(5, 15, 30, 60, 120, 300, 900, 1800, 3600, 4 * 3600, 24 * 3600),
+)
+JANITOR_RECOVERIES: Final = Counter(
+    "countersign_janitor_recoveries",
+    "Items the janitor recovered, by kind (worker_lost, runs_requeued, ...).",
+    ["kind"],
+)
+NOTIFICATION_FAILURES: Final = Counter(
+    "countersign_notification_failures",
+    "Failed notification attempts, by target and whether retries were exhausted.",
+    ["target", "final"],
+)
+OPEN_STREAMS: Final = Gauge(
+    "countersign_open_streams",
+    "Open client streams, by transport (websocket, sse).",
+    ["transport"],
+    multiprocess_mode="livesum",
+)
+
+
+def count_on_commit(update: Callable[[], object]) -> None:
+    """Run the metric ``update`` once the current transaction commits (at once outside one).
+
+    A failing update is logged by Django and never fails the caller (``robust``).
+    """
+    transaction.on_commit(update, robust=True)
+
+
+def multiprocess_dir() -> str | None:
+    """Return ``PROMETHEUS_MULTIPROC_DIR`` when set (multiprocess mode), else ``None``."""
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
+
+
+def metrics_exposition(*, collectors: Iterable[Collector] = ()) -> bytes:
+    """Return every process's metrics and ``collectors``' in the Prometheus text format.
+
+    In multiprocess mode the values are read from ``PROMETHEUS_MULTIPROC_DIR``
+    (all processes of this host, live or finished; live gauges of live ones);
+    otherwise from this process. ``collectors`` (values read at scrape time,
+    such as the pending approvals) are added to this scrape only.
+    """
+    path = multiprocess_dir()
+    registry = CollectorRegistry(auto_describe=True)
+    if path is not None:
+        multiprocess.MultiProcessCollector(registry, path=path)
+    for collector in collectors:
+        registry.register(collector)
+    text = generate_latest(registry)
+    if path is None:
+        text += generate_latest(REGISTRY)
+    return text
+
+
+def process_exited(pid: int) -> None:
+    """Forget process ``pid``'s live gauges (multiprocess mode; a no-op otherwise)."""
+    path = multiprocess_dir()
+    if path is not None:
+        multiprocess.mark_process_dead(pid, path)
