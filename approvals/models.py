@@ -139,6 +139,9 @@ class ApprovalRequest(models.Model):
     step_deadline = models.DateTimeField(null=True, blank=True)
     risk_level = models.CharField(max_length=20, blank=True, default="")
     risk_reason = models.TextField(blank=True, default="")
+    #: The W3C trace context (``traceparent``...) of the span that asked for this
+    #: decision, so the decision and the execution link to it (core.tracing).
+    trace_context = models.JSONField(default=dict, blank=True)
     #: Where the policy decision came from: tool, settings, admin, fail_closed.
     policy_source = models.CharField(max_length=20, blank=True, default="")
     claimed_by = models.ForeignKey(

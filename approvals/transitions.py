@@ -25,7 +25,7 @@ from django.db.models import Model
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest, NotificationDelivery, ToolExecution
-from core import metrics
+from core import metrics, tracing
 from core.types import JSONValue, User
 from threads.models import ToolCall
 from threads.transitions import apply_transition, tool_call_transition
@@ -159,10 +159,22 @@ def approval_transition(
         save=save,
     )
     if changed and to in _DECIDED and approval.requested_at is not None:
-        waited = (timezone.now() - approval.requested_at).total_seconds()
+        now = timezone.now()
+        waited = (now - approval.requested_at).total_seconds()
         metrics.count_on_commit(
             lambda: metrics.DECISION_LATENCY.labels(to).observe(max(waited, 0.0))
         )
+        if tracing.tracing_active():
+            call = call or approval.tool_call
+            tracing.approval_wait_record(
+                tool_name=approval.tool_name,
+                tool_call_id=call.tool_call_id if call is not None else "",
+                approval_id=approval.pk,
+                decision=to,
+                requested_at=approval.requested_at,
+                decided_at=now,
+                request_context=approval.trace_context,
+            )
     _effects(moved=approval, audit=audit, call=call, approval=approval, notify=notify)
     return changed
 

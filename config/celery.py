@@ -34,3 +34,11 @@ def _check_configuration(**kwargs: object) -> None:
     from threads.checks import raise_on_configuration_errors
 
     raise_on_configuration_errors()
+
+
+@worker_init.connect(dispatch_uid="countersign.tracing")
+def _tracing(**kwargs: object) -> None:
+    """Turn traces on when OTEL_* asks (core.tracing); prefork children inherit it."""
+    from core.tracing import tracing_configure
+
+    tracing_configure()
