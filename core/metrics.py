@@ -33,6 +33,11 @@ from prometheus_client.registry import Collector
 #: The media type of :func:`metrics_exposition`'s text.
 CONTENT_TYPE: Final = CONTENT_TYPE_LATEST
 
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    # The client writes its first values as the metrics below are defined: the
+    # folder (an emptyDir's subfolder, a fresh /tmp path) must exist by then.
+    os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
+
 EVENTS_APPENDED: Final = Counter(
     "countersign_events_appended",
     "AG-UI events appended to thread logs (rate() gives the append rate).",

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Iterator
+from typing import Final
 
+import redis
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
@@ -45,6 +48,59 @@ class ApprovalQueueCollector(Collector):
         )
 
 
+#: The Celery queues (config/settings.py CELERY_TASK_ROUTES) and kombu's Redis
+#: priority lists: a queue ``q`` is the list ``q`` plus ``q\x06\x16<n>`` per priority.
+QUEUES: Final = ("runs", "tools", "countersign")
+_PRIORITY_SUFFIXES: Final = ("", "\x06\x163", "\x06\x166", "\x06\x169")
+
+
+class QueueDepthCollector(Collector):
+    """Messages waiting in each Celery queue (Redis list lengths), for autoscaling workers.
+
+    Nothing when Redis is not configured (the embedded mode); an unreachable
+    Redis leaves the metric out of the scrape (``countersign_queue_depth_up`` 0)
+    rather than failing it.
+    """
+
+    def collect(self) -> Iterator[Metric]:
+        url = str(getattr(settings, "REDIS_URL", "") or "")
+        if not url:
+            return
+        prefix = str(
+            settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("global_keyprefix", "")
+        )
+        client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+        try:
+            pipe = client.pipeline(transaction=False)
+            for queue in QUEUES:
+                for suffix in _PRIORITY_SUFFIXES:
+                    pipe.llen(f"{prefix}{queue}{suffix}")
+            lengths = pipe.execute()
+        except redis.RedisError:
+            yield GaugeMetricFamily(
+                "countersign_queue_depth_up",
+                "Whether the broker answered the queue-depth read (1) or not (0).",
+                value=0,
+            )
+            return
+        finally:
+            client.close()
+        depth = GaugeMetricFamily(
+            "countersign_queue_depth",
+            "Messages waiting in each Celery queue (not yet taken by a worker).",
+            labels=["queue"],
+        )
+        step = len(_PRIORITY_SUFFIXES)
+        for index, queue in enumerate(QUEUES):
+            depth.add_metric([queue], sum(lengths[index * step : (index + 1) * step]))
+        yield depth
+        yield GaugeMetricFamily(
+            "countersign_queue_depth_up",
+            "Whether the broker answered the queue-depth read (1) or not (0).",
+            value=1,
+        )
+
+
 def _bearer(request: HttpRequest) -> str:
     scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
     return credentials.strip() if scheme.lower() == "bearer" else ""
@@ -75,5 +131,7 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
         )
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response
-    body = metrics.metrics_exposition(collectors=[ApprovalQueueCollector()])
+    body = metrics.metrics_exposition(
+        collectors=[ApprovalQueueCollector(), QueueDepthCollector()]
+    )
     return HttpResponse(body, content_type=metrics.CONTENT_TYPE)

@@ -15,6 +15,7 @@ from tests.helpers.executors import Executor, flush_broker, use_embedded, use_re
 from threads.execution import wait_embedded
 from threads.models import Event, ToolCall
 from threads.services import message_post, thread_create
+from web.metrics import QUEUES
 
 TOKEN = "scrape-token-0123456789"
 
@@ -202,3 +203,33 @@ def test_dashboard_queries_only_metrics_the_endpoint_exposes(client, scraping):
         )
     }
     assert {"countersign_approvals_pending", "countersign_events_appended"} <= scraped
+
+
+@pytest.mark.django_db
+def test_queue_depth_counts_waiting_celery_messages_per_queue(
+    client, settings, scraping, redis_url, monkeypatch
+):
+    """Messages sent to a queue no worker consumes show as its depth (autoscaling input)."""
+    from config.celery import app
+
+    flush_broker(redis_url)
+    use_redis(settings, redis_url)
+    # As config/settings.py reads CELERY_BROKER_PREFIX (set after it, for the tests).
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = app.conf.broker_transport_options
+    with app.connection_for_write() as connection:
+        for queue, count in (("tools", 3), ("runs", 1)):
+            for _ in range(count):
+                app.send_task(
+                    "tests.never_consumed", queue=queue, connection=connection
+                )
+    samples = _scrape(client)
+    depths = {q: _value(samples, "countersign_queue_depth", queue=q) for q in QUEUES}
+    assert depths == {"runs": 1, "tools": 3, "countersign": 0}
+    assert _value(samples, "countersign_queue_depth_up") == 1
+    flush_broker(redis_url)
+
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"
+    down = _scrape(client)
+    assert ("countersign_queue_depth_up", ()) in down
+    assert _value(down, "countersign_queue_depth_up") == 0
+    assert not any(name == "countersign_queue_depth" for name, _ in down)
