@@ -47,6 +47,9 @@ SECRET_KEY = os.environ.get("SECRET_KEY") or (
     "insecure-dev-key-set-SECRET_KEY-in-production" if DEBUG else ""
 )
 ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
+if os.environ.get("POD_IP"):
+    # Kubernetes (the downward API): Prometheus scrapes each web pod by its address.
+    ALLOWED_HOSTS.append(os.environ["POD_IP"])
 CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [

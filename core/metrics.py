@@ -13,9 +13,13 @@ Counters move after the transaction that did the work commits
 
 from __future__ import annotations
 
+import hmac
 import os
+import threading
 from collections.abc import Callable, Iterable
-from typing import Final
+from socketserver import ThreadingMixIn
+from typing import Any, Final
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from django.db import transaction
 from prometheus_client import (
@@ -109,3 +113,57 @@ def process_exited(pid: int) -> None:
     path = multiprocess_dir()
     if path is not None:
         multiprocess.mark_process_dead(pid, path)
+
+
+def metrics_authorized(*, authorization: str, token: str) -> bool:
+    """Return whether an ``Authorization`` header value is ``Bearer <token>`` (``token`` non-empty)."""
+    scheme, _, credentials = authorization.partition(" ")
+    given = credentials.strip() if scheme.lower() == "bearer" else ""
+    return bool(token and given) and hmac.compare_digest(given.encode(), token.encode())
+
+
+class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Scrapes are not logged (one line every few seconds per scraper)."""
+
+
+def metrics_server_start(*, port: int, token: str, host: str = "0.0.0.0") -> WSGIServer:
+    """Serve ``GET /metrics`` (this host's processes, bearer ``token``) on a daemon thread.
+
+    For processes without the web endpoint: a Celery worker's main process starts
+    it (``COUNTERSIGN_WORKER_METRICS_PORT``, config/celery.py) and its pool's
+    children's values are read from ``PROMETHEUS_MULTIPROC_DIR``. An empty
+    ``token`` answers 404 (off), a wrong one 401, like the web's ``/metrics``.
+    Returns the server (``server_port`` is the bound port; ``shutdown()`` stops it).
+    Raises ``OSError`` when the port cannot be bound.
+    """
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        if environ.get("PATH_INFO") != "/metrics" or not token:
+            start_response("404 Not Found", [("Content-Type", "text/plain")])
+            return [b"not found\n"]
+        if not metrics_authorized(
+            authorization=str(environ.get("HTTP_AUTHORIZATION", "")), token=token
+        ):
+            start_response(
+                "401 Unauthorized",
+                [
+                    ("Content-Type", "text/plain"),
+                    ("WWW-Authenticate", 'Bearer realm="metrics"'),
+                ],
+            )
+            return [b"send Authorization: Bearer <COUNTERSIGN_METRICS_TOKEN>\n"]
+        start_response("200 OK", [("Content-Type", CONTENT_TYPE)])
+        return [metrics_exposition()]
+
+    server = make_server(
+        host, port, app, server_class=_ThreadingServer, handler_class=_QuietHandler
+    )
+    threading.Thread(
+        target=server.serve_forever, name="metrics-server", daemon=True
+    ).start()
+    return server

@@ -9,7 +9,6 @@ docs/observability.md.
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Iterator
 from typing import Final
 
@@ -101,11 +100,6 @@ class QueueDepthCollector(Collector):
         )
 
 
-def _bearer(request: HttpRequest) -> str:
-    scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
-    return credentials.strip() if scheme.lower() == "bearer" else ""
-
-
 @never_cache
 @require_GET
 def metrics_view(request: HttpRequest) -> HttpResponse:
@@ -120,8 +114,9 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
             },
             status=404,
         )
-    given = _bearer(request)
-    if not given or not hmac.compare_digest(given.encode(), token.encode()):
+    if not metrics.metrics_authorized(
+        authorization=request.headers.get("Authorization", ""), token=token
+    ):
         response = JsonResponse(
             {
                 "type": "not_authenticated",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
+import httpx
 import pytest
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
@@ -35,6 +37,12 @@ def _scrape(client) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         for sample in family.samples:
             samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
     return samples
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def _value(samples, name: str, **labels: str) -> float:
@@ -116,7 +124,12 @@ def test_prefork_worker_counters_are_scraped_in_multiprocess_mode(
     use_redis(settings, redis_url)
     worker = celery_worker_factory()
     worker.pool = "prefork"
-    worker.start(PROMETHEUS_MULTIPROC_DIR=str(folder))
+    port = _free_port()
+    worker.start(
+        PROMETHEUS_MULTIPROC_DIR=str(folder),
+        COUNTERSIGN_WORKER_METRICS_PORT=str(port),
+        COUNTERSIGN_METRICS_TOKEN=TOKEN,
+    )
     executor = Executor(mode="celery", worker=worker)
     here_before = REGISTRY.get_sample_value("countersign_events_appended_total") or 0
     try:
@@ -138,13 +151,29 @@ def test_prefork_worker_counters_are_scraped_in_multiprocess_mode(
             REGISTRY.get_sample_value("countersign_events_appended_total") - here_before
         )
         logged = Event.objects.count()
+        # The worker's own endpoint (its main process) serves its children's values.
+        served = httpx.get(
+            f"http://127.0.0.1:{port}/metrics",
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            timeout=10,
+        )
+        assert served.status_code == 200
+        from_worker = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(served.text)
+            for s in f.samples
+        }
+        refused = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10)
+        assert (refused.status_code, refused.headers["WWW-Authenticate"]) == (
+            401,
+            'Bearer realm="metrics"',
+        )
     finally:
         worker.stop()
 
-    # Only the worker's processes wrote there (this test process keeps its own values).
+    # The pool's children wrote there (this test process keeps its own values).
     pids = {int(path.stem.rsplit("_", 1)[1]) for path in folder.glob("*.db")}
-    assert pids
-    assert master not in pids
+    assert pids - {master}
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(folder))
     samples = _scrape(client)
     assert (
@@ -153,6 +182,11 @@ def test_prefork_worker_counters_are_scraped_in_multiprocess_mode(
     )
     # Every event the log holds was counted once: by a worker child or by this process.
     assert _value(samples, "countersign_events_appended_total") == logged - here > 0
+    assert _value(from_worker, "countersign_events_appended_total") == logged - here
+    assert (
+        _value(from_worker, "countersign_tool_executions_total", outcome="succeeded")
+        == succeeded
+    )
 
 
 @pytest.mark.django_db
