@@ -109,36 +109,30 @@ def tracing_configure(
         return True
 
 
-def instrumentations_install() -> None:
-    """Instrument Django (server spans), Celery (task spans, context in messages), psycopg and httpx."""
+def _instrumentors() -> tuple[Any, ...]:
     from opentelemetry.instrumentation.celery import CeleryInstrumentor
     from opentelemetry.instrumentation.django import DjangoInstrumentor
     from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
     from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
 
-    for instrumentor in (
+    return (
         DjangoInstrumentor(),
         CeleryInstrumentor(),
         PsycopgInstrumentor(),
         HTTPXClientInstrumentor(),
-    ):
+    )
+
+
+def instrumentations_install() -> None:
+    """Instrument Django (server spans), Celery (task spans, context in messages), psycopg and httpx."""
+    for instrumentor in _instrumentors():
         if not instrumentor.is_instrumented_by_opentelemetry:
             instrumentor.instrument()
 
 
 def instrumentations_remove() -> None:
     """Undo :func:`instrumentations_install` (tests)."""
-    from opentelemetry.instrumentation.celery import CeleryInstrumentor
-    from opentelemetry.instrumentation.django import DjangoInstrumentor
-    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
-    from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
-
-    for instrumentor in (
-        DjangoInstrumentor(),
-        CeleryInstrumentor(),
-        PsycopgInstrumentor(),
-        HTTPXClientInstrumentor(),
-    ):
+    for instrumentor in _instrumentors():
         if instrumentor.is_instrumented_by_opentelemetry:
             instrumentor.uninstrument()
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import httpx
@@ -14,6 +13,7 @@ from approvals.models import ApprovalRequest, ToolExecution
 from orchestration.pipeline import approval_decide
 from tests.helpers.api import pending_refund_thread
 from tests.helpers.executors import Executor, flush_broker, use_embedded, use_redis
+from tests.helpers.prod import free_port
 from threads.execution import wait_embedded
 from threads.models import Event, ToolCall
 from threads.services import message_post, thread_create
@@ -37,12 +37,6 @@ def _scrape(client) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         for sample in family.samples:
             samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
     return samples
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _value(samples, name: str, **labels: str) -> float:
@@ -124,7 +118,7 @@ def test_prefork_worker_counters_are_scraped_in_multiprocess_mode(
     use_redis(settings, redis_url)
     worker = celery_worker_factory()
     worker.pool = "prefork"
-    port = _free_port()
+    port = free_port()
     worker.start(
         PROMETHEUS_MULTIPROC_DIR=str(folder),
         COUNTERSIGN_WORKER_METRICS_PORT=str(port),
@@ -267,3 +261,52 @@ def test_queue_depth_counts_waiting_celery_messages_per_queue(
     assert ("countersign_queue_depth_up", ()) in down
     assert _value(down, "countersign_queue_depth_up") == 0
     assert not any(name == "countersign_queue_depth" for name, _ in down)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_janitor_recoveries_and_notification_failures_are_counted(
+    client, settings, scraping, user
+):
+    """A lost run the janitor requeues and a delivery to a dead webhook move their counters."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from orchestration.janitor import runs_reap
+    from threads.models import Run
+
+    use_embedded(settings)
+    settings.COUNTERSIGN = {
+        **settings.COUNTERSIGN,
+        "NOTIFICATIONS": [
+            {
+                "name": "dead-hook",
+                "kind": "webhook",
+                "events": ["requested"],
+                "url": f"http://127.0.0.1:{free_port()}/nobody-listens",
+                "secret": "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+            }
+        ],
+        "NOTIFY_MAX_ATTEMPTS": 1,
+        "NOTIFY_TIMEOUT_SECONDS": 2.0,
+    }
+    before = _scrape(client)
+
+    thread = thread_create(owner=user, title="lost")
+    run = Run.objects.create(thread=thread, status=Run.Status.QUEUED)
+    Run.objects.filter(pk=run.pk).update(
+        created_at=timezone.now() - timedelta(minutes=5)
+    )
+    assert runs_reap()["runs_requeued"] == 1
+    pending_refund_thread(user, thread_id="t-notify")
+    wait_embedded()
+
+    after = _scrape(client)
+    recoveries = "countersign_janitor_recoveries_total"
+    assert _value(after, recoveries, kind="runs_requeued") == (
+        _value(before, recoveries, kind="runs_requeued") + 1
+    )
+    failures = "countersign_notification_failures_total"
+    assert _value(after, failures, target="dead-hook", final="true") == (
+        _value(before, failures, target="dead-hook", final="true") + 1
+    )

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
+from tests.helpers.prod import free_port
+
 pytestmark = pytest.mark.django_db
-
-
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def test_readyz_ok_in_the_embedded_mode(client, settings):
@@ -27,7 +21,7 @@ def test_readyz_ok_in_the_embedded_mode(client, settings):
 
 
 def test_readyz_is_503_naming_an_unreachable_broker(client, settings):
-    settings.REDIS_URL = f"redis://127.0.0.1:{_closed_port()}/0"
+    settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
     response = client.get("/readyz")
     assert response.status_code == 503
     assert response.json() == {

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -26,7 +27,9 @@ from opentelemetry.trace import SpanKind, StatusCode
 from agentcore.providers.agui_http import RemoteAgent
 from approvals.models import ApprovalRequest
 from core import tracing
-from tests.helpers.executors import Executor, use_embedded
+from orchestration.pipeline import approval_decide
+from tests.helpers.api import pending_refund_thread
+from tests.helpers.executors import Executor, flush_broker, use_embedded, use_redis
 from threads.models import ToolCall
 from threads.services import message_post, thread_create
 
@@ -204,3 +207,60 @@ def test_otel_environment_decides_whether_tracing_is_requested(monkeypatch):
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
     assert tracing.tracing_requested() is False
+
+
+def _console_spans(text: str) -> list[dict[str, Any]]:
+    """The spans a ConsoleSpanExporter printed into a worker's log (one JSON object each)."""
+    found = []
+    for block in re.findall(r"^\{\n    \"name\": .*?^\}$", text, flags=re.M | re.S):
+        try:
+            found.append(json.loads(block))
+        except ValueError:
+            continue
+    return found
+
+
+@pytest.mark.django_db(transaction=True)
+def test_prefork_worker_continues_the_decisions_trace_through_celery(
+    spans, settings, user, nonstaff_approver, redis_url, celery_worker_factory
+):
+    """The decision's context travels in the Celery message; the worker's child spans join it."""
+    flush_broker(redis_url)
+    use_redis(settings, redis_url)
+    worker = celery_worker_factory()
+    worker.pool = "prefork"
+    worker.start(
+        OTEL_TRACES_EXPORTER="console",
+        OTEL_BSP_SCHEDULE_DELAY="50",
+        OTEL_SERVICE_NAME="countersign-worker",
+    )
+    executor = Executor(mode="celery", worker=worker)
+    try:
+        pending_refund_thread(user, thread_id="t-traced")
+        approval = ApprovalRequest.objects.get()
+        with tracing._tracer().start_as_current_span("decision") as decision:
+            approval_decide(
+                approval=approval, decided_by=nonstaff_approver, decision="approve"
+            )
+        trace_id = f"0x{decision.get_span_context().trace_id:032x}"
+
+        def executed() -> list[dict[str, Any]]:
+            return [
+                s
+                for s in _console_spans(worker.log_path.read_text())
+                if s["name"] == "execute_tool refund_order"
+            ]
+
+        [span] = executor.wait_for(executed)
+    finally:
+        worker.stop()
+    assert span["context"]["trace_id"] == trace_id
+    assert span["resource"]["attributes"]["service.name"] == "countersign-worker"
+    assert span["attributes"]["gen_ai.tool.call.id"] == approval.tool_call.tool_call_id
+    by_id = {
+        s["context"]["span_id"]: s for s in _console_spans(worker.log_path.read_text())
+    }
+    # Its parent is the Celery task's span (the instrumentation), in the same trace.
+    parent = by_id[span["parent_id"]]
+    assert parent["name"] == "run/approvals.tasks.execute_tool_call"
+    assert parent["context"]["trace_id"] == trace_id
