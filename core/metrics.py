@@ -108,13 +108,6 @@ def metrics_exposition(*, collectors: Iterable[Collector] = ()) -> bytes:
     return text
 
 
-def process_exited(pid: int) -> None:
-    """Forget process ``pid``'s live gauges (multiprocess mode; a no-op otherwise)."""
-    path = multiprocess_dir()
-    if path is not None:
-        multiprocess.mark_process_dead(pid, path)
-
-
 def metrics_authorized(*, authorization: str, token: str) -> bool:
     """Return whether an ``Authorization`` header value is ``Bearer <token>`` (``token`` non-empty)."""
     scheme, _, credentials = authorization.partition(" ")

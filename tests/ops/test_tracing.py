@@ -191,6 +191,29 @@ def test_tracing_stays_off_without_otel_variables():
     assert done.stdout.split() == ["False", "False"]
 
 
+def test_an_unknown_exporter_stops_the_process_with_its_name():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["OTEL_TRACES_EXPORTER"] = "zipkin"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from core.tracing import tracing_configure; tracing_configure()",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=Path(__file__).resolve().parents[2],
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        "ValueError: OTEL_TRACES_EXPORTER='zipkin' is not supported; use otlp, "
+        "console or none"
+    )
+
+
 def test_otel_environment_decides_whether_tracing_is_requested(monkeypatch):
     for name in (
         "OTEL_SDK_DISABLED",
