@@ -287,3 +287,31 @@ def test_prefork_worker_continues_the_decisions_trace_through_celery(
     parent = by_id[span["parent_id"]]
     assert parent["name"] == "run/approvals.tasks.execute_tool_call"
     assert parent["context"]["trace_id"] == trace_id
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_psycopg_queries_are_spans_under_the_current_one(spans):
+    """With PostgreSQL (psycopg 3), each query of a connection opened after setup is a span."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL: set DATABASE_URL=postgres://...")
+    # Connections opened before tracing was configured are not instrumented; a
+    # process configures tracing before its first connection.
+    connection.close()
+    with tracing._tracer().start_as_current_span("parent") as parent:
+        assert ApprovalRequest.objects.count() == 0
+    queries = [
+        s
+        for s in spans.get_finished_spans()
+        if s.parent is not None
+        and s.parent.span_id == parent.get_span_context().span_id
+    ]
+    assert queries, [s.name for s in spans.get_finished_spans()]
+    assert all(s.kind is SpanKind.CLIENT for s in queries)
+    assert any(
+        "approvals_approvalrequest" in str(s.attributes.get("db.statement", ""))
+        or "approvals_approvalrequest" in str(s.attributes.get("db.query.text", ""))
+        for s in queries
+    )
