@@ -97,6 +97,10 @@ def test_workers_per_queue_probes_requests_and_non_root_pods():
             pods[f"countersign-worker-{queue}"]["containers"][0]["command"]
         )
         assert f"worker -Q {queue} --pool prefork" in command
+        # The node name the liveness probe pings (Celery expands %h, the pod's name).
+        assert command.endswith(f"-n {queue}@%h")
+        probe = pods[f"countersign-worker-{queue}"]["containers"][0]["livenessProbe"]
+        assert f"ping -d {queue}@$HOSTNAME" in probe["exec"]["command"][-1]
     beat = pods["countersign-beat"]["containers"][0]["command"]
     assert beat[:4] == ["celery", "-A", "config", "beat"]
     [deployment] = [r for r in resources if r["metadata"]["name"] == "countersign-beat"]
