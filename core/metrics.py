@@ -79,8 +79,13 @@ def count_on_commit(update: Callable[[], object]) -> None:
     """Run the metric ``update`` once the current transaction commits (at once outside one).
 
     A failing update is logged by Django and never fails the caller (``robust``).
+    Outside a transaction the update runs at once, without touching the
+    database connection (a transition applied to an unsaved row has none).
     """
-    transaction.on_commit(update, robust=True)
+    if transaction.get_connection().in_atomic_block:
+        transaction.on_commit(update, robust=True)
+    else:
+        update()
 
 
 def multiprocess_dir() -> str | None:
