@@ -21,6 +21,7 @@ RUN mkdir -p config agentcore threads approvals demo \
 COPY . .
 RUN pip install --no-deps . \
     && useradd --system --uid 10001 --home-dir /app countersign \
+    && mkdir -p /tmp/prometheus && chown countersign /tmp/prometheus \
     && DEBUG=0 SECRET_KEY=collectstatic-only STATIC_MANIFEST=1 \
        python manage.py collectstatic --noinput -v 0 \
     && chown -R countersign /app/staticfiles

@@ -650,7 +650,13 @@ class ToolExecutionAdmin(ReadOnlyAdmin):
 
 @admin.register(AuditEntry)
 class AuditEntryAdmin(ReadOnlyAdmin):
-    """The audit trail, newest first, times to the second, each target linked."""
+    """The audit trail, newest first, times to the second, each target linked.
+
+    ``verify/`` checks the chain (``approvals.services.audit_verify``) and names
+    its first broken link; the list links to it.
+    """
+
+    change_list_template = "admin/approvals/auditentry/change_list.html"
 
     list_display = (
         "created_at_seconds",
@@ -675,6 +681,42 @@ class AuditEntryAdmin(ReadOnlyAdmin):
         url = audit_target_url(entry)
         label = f"{entry.target_type} #{entry.target_id}"
         return format_html('<a href="{}">{}</a>', url, label) if url else label
+
+    def get_urls(self) -> list[Any]:
+        return [
+            path(
+                "verify/",
+                self.admin_site.admin_view(self.verify_view),
+                name="approvals_auditentry_verify",
+            ),
+            *super().get_urls(),
+        ]
+
+    def verify_view(self, request: HttpRequest) -> HttpResponse:
+        """Check the whole chain and show the first broken link (SEC-04)."""
+        from approvals.services import audit_verify
+
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        result = audit_verify()
+        link = result.first_broken
+        broken_url = ""
+        if link is not None and link.entry_id is not None:
+            broken_url = reverse(
+                "admin:approvals_auditentry_change", args=[link.entry_id]
+            )
+        return TemplateResponse(
+            request,
+            "admin/approvals/auditentry/verify.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": "Audit chain verification",
+                "result": result,
+                "link": link,
+                "broken_url": broken_url,
+                "opts": self.model._meta,
+            },
+        )
 
 
 @admin.register(JanitorSweep)

@@ -14,6 +14,13 @@ Notifications:
 A ``slack`` target's token, signing secret, channel, group channels and API URL
 are checked under ``approvals.E102`` (docs/slack.md); no message quotes a secret.
 
+Audit (docs/audit.md):
+
+- ``approvals.E110``: ``COUNTERSIGN["AUDIT_KEYS"]`` is malformed (the message names
+  the item), so no audit entry could be written;
+- ``approvals.W111`` (``check --deploy``): no audit key is set, so the chain is
+  keyed with ``SECRET_KEY`` and rotating it makes the chain unverifiable.
+
 Governance (ids in the ``threads`` range of the agents' settings):
 
 - ``approvals.E070``: a static policy in ``COUNTERSIGN_AGENTS[agent]["policies"]``
@@ -178,3 +185,43 @@ def check_policies(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                     )
                 )
     return errors
+
+
+@checks.register()
+def check_audit_keys(
+    app_configs: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """Check that ``COUNTERSIGN["AUDIT_KEYS"]`` parses (SEC-04)."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from approvals.services.audit import audit_keys
+
+    try:
+        audit_keys()
+    except ImproperlyConfigured as error:
+        return [
+            checks.Error(
+                str(error),
+                hint="Set COUNTERSIGN_AUDIT_KEYS to id:secret[,id:secret...], the "
+                "current key first (docs/audit.md).",
+                id="approvals.E110",
+            )
+        ]
+    return []
+
+
+@checks.register(checks.Tags.security, deploy=True)
+def check_audit_keys_deploy(
+    app_configs: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """Warn when the audit chain is keyed with ``SECRET_KEY`` (SEC-04)."""
+    if countersign_settings.AUDIT_KEYS:
+        return []
+    return [
+        checks.Warning(
+            "The audit chain is keyed with SECRET_KEY: rotating SECRET_KEY would "
+            "make every audit entry unverifiable.",
+            hint="Set COUNTERSIGN_AUDIT_KEYS=id:secret (docs/audit.md).",
+            id="approvals.W111",
+        )
+    ]

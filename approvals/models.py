@@ -8,8 +8,6 @@ entries chained by hash and never updated. Implements DC-03, DC-04, SEC-02.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
 
 from django.conf import settings
@@ -20,19 +18,6 @@ from threads.models import Run, Thread, ToolCall
 
 #: The permission an operator needs to decide, resolve or cancel tool calls.
 DECIDE_PERMISSION = "approvals.decide_approvalrequest"
-
-
-def audit_entry_sha256(body: dict[str, Any]) -> str:
-    """Return the SHA-256 hex digest of an audit entry's ``body`` (sorted, compact JSON).
-
-    The audit chain's own digest, kept apart from the arguments' and schemas'
-    (``agentcore.arguments.canonical_sha256``): entries already written are
-    verified with it, so its form never changes.
-    """
-    canonical = json.dumps(
-        body, sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    )
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 class ApprovalRequest(models.Model):
@@ -154,6 +139,9 @@ class ApprovalRequest(models.Model):
     step_deadline = models.DateTimeField(null=True, blank=True)
     risk_level = models.CharField(max_length=20, blank=True, default="")
     risk_reason = models.TextField(blank=True, default="")
+    #: The W3C trace context (``traceparent``...) of the span that asked for this
+    #: decision, so the decision and the execution link to it (core.tracing).
+    trace_context = models.JSONField(default=dict, blank=True)
     #: Where the policy decision came from: tool, settings, admin, fail_closed.
     policy_source = models.CharField(max_length=20, blank=True, default="")
     claimed_by = models.ForeignKey(
@@ -283,9 +271,17 @@ class ToolExecution(models.Model):
 
 
 class AuditChainHead(models.Model):
-    """A single row holding the last audit hash; locked to append in order."""
+    """A single row holding the chain's length and last hash; locked to append in order.
+
+    ``mac`` is the HMAC of both under the key ``key_id``
+    (``approvals.auditchain.head_digest``): deleting entries at the tail, or
+    rewriting the head to hide it, is detected.
+    """
 
     last_hash = models.CharField(max_length=64, default="0" * 64)
+    length = models.BigIntegerField(default=0)
+    key_id = models.CharField(max_length=64, blank=True, default="")
+    mac = models.CharField(max_length=64, blank=True, default="")
 
     def __str__(self) -> str:
         return f"audit chain head {self.last_hash[:12]}"
@@ -294,6 +290,8 @@ class AuditChainHead(models.Model):
 class AuditEntry(models.Model):
     """An append-only audit record; ``hash`` covers the record and ``prev_hash``.
 
+    ``hash`` is the HMAC-SHA256 under the key ``key_id`` (empty: a plain SHA-256,
+    entries written before the chain was keyed); ``approvals.auditchain``.
     Changing or deleting any entry breaks the chain, which
     ``approvals.services.audit_verify`` detects.
     """
@@ -314,6 +312,7 @@ class AuditEntry(models.Model):
     created_at = models.DateTimeField()
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64, unique=True)
+    key_id = models.CharField(max_length=64, blank=True, default="")
 
     class Meta:
         ordering = ["id"]
@@ -332,9 +331,10 @@ class AuditEntry(models.Model):
     def delete(self, *args: Any, **kwargs: Any) -> Any:
         raise ValueError("audit entries are append-only and cannot be deleted")
 
-    def compute_hash(self) -> str:
-        """Return the hash of this entry's content chained to ``prev_hash``."""
-        body = {
+    def chain_fields(self) -> dict[str, Any]:
+        """Return what the chain covers (``approvals.auditchain.CONTENT_FIELDS``)."""
+        return {
+            "id": self.pk,
             "actor": self.actor_label,
             "action": self.action,
             "target_type": self.target_type,
@@ -343,8 +343,9 @@ class AuditEntry(models.Model):
             "after": self.after,
             "created_at": self.created_at.isoformat(),
             "prev_hash": self.prev_hash,
+            "hash": self.hash,
+            "key_id": self.key_id,
         }
-        return audit_entry_sha256(body)
 
 
 class JanitorSweep(models.Model):

@@ -549,3 +549,27 @@ def approvals_past_expiry(*, now: datetime) -> list[ApprovalRequest]:
             status=ApprovalRequest.Status.PENDING, expires_at__lte=now
         )
     )
+
+
+def approvals_pending_summary() -> tuple[dict[tuple[str, str], int], datetime | None]:
+    """Return the pending requests counted by ``(group, risk level)``, and the oldest's request time.
+
+    A request routed to several groups counts once under each; one any decider
+    may take counts under the group ``""``. The risk level is
+    :func:`approval_risk`'s. The time is ``None`` when nothing is pending. For the
+    metrics endpoint (docs/observability.md): reads every pending request.
+    """
+    counts: dict[tuple[str, str], int] = {}
+    oldest: datetime | None = None
+    pending = (
+        ApprovalRequest.objects.filter(status=ApprovalRequest.Status.PENDING)
+        .select_related("run")
+        .prefetch_related("approver_groups")
+    )
+    for approval in pending.iterator(chunk_size=500):
+        level = str(approval_risk(approval)["level"])
+        for group in [g.name for g in approval.approver_groups.all()] or [""]:
+            counts[(group, level)] = counts.get((group, level), 0) + 1
+        if oldest is None or approval.requested_at < oldest:
+            oldest = approval.requested_at
+    return counts, oldest

@@ -22,8 +22,10 @@ from dataclasses import dataclass
 from typing import Final
 
 from django.db.models import Model
+from django.utils import timezone
 
 from approvals.models import ApprovalRequest, NotificationDelivery, ToolExecution
+from core import metrics, tracing
 from core.types import JSONValue, User
 from threads.models import ToolCall
 from threads.transitions import apply_transition, tool_call_transition
@@ -31,6 +33,11 @@ from threads.transitions import apply_transition, tool_call_transition
 _A = ApprovalRequest.Status
 _E = ToolExecution.State
 _D = NotificationDelivery.Status
+
+#: Moves that end a request's wait for a person (decision latency, docs/observability.md).
+_DECIDED: Final = frozenset({_A.APPROVED, _A.REJECTED, _A.EXPIRED})
+#: An execution's outcomes (executions by outcome).
+_SETTLED: Final = frozenset({_E.SUCCEEDED, _E.FAILED, _E.OUTCOME_UNKNOWN, _E.RESOLVED})
 
 APPROVAL_TRANSITIONS: Final[Mapping[str, frozenset[str]]] = {
     # an operator decides, the deadline passes, or the call is cancelled (FT-06)
@@ -151,6 +158,23 @@ def approval_transition(
         to=to,
         save=save,
     )
+    if changed and to in _DECIDED and approval.requested_at is not None:
+        now = timezone.now()
+        waited = (now - approval.requested_at).total_seconds()
+        metrics.count_on_commit(
+            lambda: metrics.DECISION_LATENCY.labels(to).observe(max(waited, 0.0))
+        )
+        if tracing.tracing_active():
+            call = call or approval.tool_call
+            tracing.approval_wait_record(
+                tool_name=approval.tool_name,
+                tool_call_id=call.tool_call_id if call is not None else "",
+                approval_id=approval.pk,
+                decision=to,
+                requested_at=approval.requested_at,
+                decided_at=now,
+                request_context=approval.trace_context,
+            )
     _effects(moved=approval, audit=audit, call=call, approval=approval, notify=notify)
     return changed
 
@@ -178,6 +202,8 @@ def execution_transition(
         to=to,
         save=save,
     )
+    if changed and to in _SETTLED:
+        metrics.count_on_commit(lambda: metrics.TOOL_EXECUTIONS.labels(to).inc())
     _effects(moved=execution, audit=audit)
     return changed
 

@@ -14,6 +14,12 @@ from typing import Any
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+from core.tracing import tracing_configure
+
+# Before the handler is built: the Django instrumentation adds its middleware.
+# Does nothing without OTEL_* variables (docs/observability.md).
+tracing_configure()
 django_asgi_app = get_asgi_application()
 
 from threads.checks import raise_on_configuration_errors  # noqa: E402

@@ -34,3 +34,27 @@ def _check_configuration(**kwargs: object) -> None:
     from threads.checks import raise_on_configuration_errors
 
     raise_on_configuration_errors()
+
+
+@worker_init.connect(dispatch_uid="countersign.metrics_server")
+def _metrics_server(**kwargs: object) -> None:
+    """Serve this worker's metrics (its pool's children included) when asked to.
+
+    ``COUNTERSIGN_WORKER_METRICS_PORT`` set: ``GET /metrics`` on that port, behind
+    ``COUNTERSIGN_METRICS_TOKEN``, from ``PROMETHEUS_MULTIPROC_DIR`` (core.metrics).
+    """
+    port = os.environ.get("COUNTERSIGN_WORKER_METRICS_PORT")
+    if not port:
+        return
+    from core.conf import countersign_settings
+    from core.metrics import metrics_server_start
+
+    metrics_server_start(port=int(port), token=str(countersign_settings.METRICS_TOKEN))
+
+
+@worker_init.connect(dispatch_uid="countersign.tracing")
+def _tracing(**kwargs: object) -> None:
+    """Turn traces on when OTEL_* asks (core.tracing); prefork children inherit it."""
+    from core.tracing import tracing_configure
+
+    tracing_configure()

@@ -47,6 +47,9 @@ SECRET_KEY = os.environ.get("SECRET_KEY") or (
     "insecure-dev-key-set-SECRET_KEY-in-production" if DEBUG else ""
 )
 ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
+if os.environ.get("POD_IP"):
+    # Kubernetes (the downward API): Prometheus scrapes each web pod by its address.
+    ALLOWED_HOSTS.append(os.environ["POD_IP"])
 CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
@@ -323,6 +326,11 @@ if os.environ.get("COUNTERSIGN_NOTIFICATIONS_JSON"):
     except ValueError:
         # Kept as text, so the system check (approvals.E101) names the problem.
         COUNTERSIGN["NOTIFICATIONS"] = os.environ["COUNTERSIGN_NOTIFICATIONS_JSON"]
+# The audit chain's keys, current first (docs/audit.md): COUNTERSIGN_AUDIT_KEYS=id:secret,...
+if os.environ.get("COUNTERSIGN_AUDIT_KEYS"):
+    COUNTERSIGN["AUDIT_KEYS"] = os.environ["COUNTERSIGN_AUDIT_KEYS"]
+if os.environ.get("COUNTERSIGN_METRICS_TOKEN"):
+    COUNTERSIGN["METRICS_TOKEN"] = os.environ["COUNTERSIGN_METRICS_TOKEN"]
 if os.environ.get("COUNTERSIGN_PUBLIC_URL"):
     COUNTERSIGN["PUBLIC_URL"] = os.environ["COUNTERSIGN_PUBLIC_URL"]
 
@@ -387,7 +395,8 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT != "json"
 # 127.0.0.1 (``make prod-like``). Behind a TLS-terminating proxy, run uvicorn with
 # ``--proxy-headers`` and FORWARDED_ALLOW_IPS set to the proxy's address.
 SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", not DEBUG)
-SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # probes speak plain HTTP inside the network
+# Probes and the Prometheus scraper speak plain HTTP inside the network.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 SESSION_COOKIE_SECURE = _env_bool("SESSION_COOKIE_SECURE", not DEBUG)
 CSRF_COOKIE_SECURE = _env_bool("CSRF_COOKIE_SECURE", not DEBUG)
 SECURE_HSTS_SECONDS = int(

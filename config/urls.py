@@ -8,6 +8,7 @@ from django.urls import include, path, re_path
 
 from web import agui, chat, health
 from web.api.threads import api_not_found
+from web.metrics import metrics_view
 from web.ui import approvals as approval_views
 
 # Outside DEBUG, errors Django answers itself are JSON for the API and AG-UI paths.
@@ -17,6 +18,8 @@ handler500 = "web.exception_handler.server_error_view"
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/", include("web.api.urls")),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),

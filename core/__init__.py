@@ -3,7 +3,8 @@
 ``core`` sits below every other package (``agentcore`` excepted, which has no Django
 and takes its configuration as arguments) and imports none of them:
 :mod:`core.conf` (``countersign_settings``), :mod:`core.errors` (the base of every
-domain error) and :mod:`core.types` (the user type).
+domain error), :mod:`core.types` (the user type), and what every process reports:
+:mod:`core.metrics` (Prometheus) and :mod:`core.tracing` (OpenTelemetry).
 """
 
 #: The modules other packages may import (tests/test_architecture.py).
@@ -12,6 +13,8 @@ PUBLIC_MODULES = frozenset(
         "core.conf",
         "core.errors",
         "core.logging",
+        "core.metrics",
+        "core.tracing",
         "core.types",
     }
 )

@@ -93,6 +93,13 @@ DEFAULTS: Final[dict[str, Any]] = {
     "NOTIFY_TIMEOUT_SECONDS": 10.0,
     # How long the signed link in a notification opens its request.
     "NOTIFY_LINK_MAX_AGE_SECONDS": 7 * 24 * 3600,
+    # The audit chain's HMAC keys (approvals.services.audit, docs/audit.md): a dict
+    # {key id: secret} or "id:secret,id:secret", the current (signing) key first,
+    # older ones kept to verify what they signed. Empty: SECRET_KEY, id "secret-key".
+    "AUDIT_KEYS": "",
+    # The bearer token Prometheus sends to GET /metrics; empty: the endpoint is off
+    # (404). docs/observability.md.
+    "METRICS_TOKEN": "",
     # The site's address as people reach it, for links in notifications.
     "PUBLIC_URL": "http://127.0.0.1:8000",
 }

@@ -53,6 +53,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from approvals.models import JanitorSweep, ToolExecution
+from core import metrics
 from core.conf import countersign_settings
 from core.logging import log_context
 from orchestration.pipeline import pending_calls_dispatch
@@ -247,6 +248,9 @@ def runs_reap(
     _lost_messages(sweep, queued_seconds=queued_seconds)
     _expired_leases(sweep)
     sweep.record()
+    for kind, recovered in sweep.counts.items():
+        if recovered:
+            metrics.JANITOR_RECOVERIES.labels(kind).inc(recovered)
     return dict(sweep.counts)
 
 

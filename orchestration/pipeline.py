@@ -74,6 +74,7 @@ from approvals.services.execution import (
     execution_outcome_resolve,
     execution_reserve,
 )
+from core import tracing
 from core.types import JSONValue, User
 from orchestration.runs import run_claim, run_drive
 from orchestration.supervision import (
@@ -331,16 +332,32 @@ def tool_run(reserved: Reserved) -> ToolResult:
     request = ToolCallRequest(
         tool_call_id=call.tool_call_id, name=call.name, arguments=execution.arguments
     )
-    # Checked under the reservation's lock (hash and schema): no ladder again.
-    return asyncio.run(
-        execute_call(
-            request,
-            tool=reserved.tool,
-            toolset=reserved.toolset,
-            context=context,
-            validated=reserved.arguments,
+    request_context = None
+    if tracing.tracing_active():
+        request_context = (
+            ApprovalRequest.objects.filter(tool_call=call)
+            .order_by("-id")
+            .values_list("trace_context", flat=True)
+            .first()
         )
-    )
+    with tracing.tool_span(
+        tool_name=call.name,
+        tool_call_id=call.tool_call_id,
+        description=reserved.tool.description,
+        request_context=request_context,
+    ) as span:
+        # Checked under the reservation's lock (hash and schema): no ladder again.
+        result = asyncio.run(
+            execute_call(
+                request,
+                tool=reserved.tool,
+                toolset=reserved.toolset,
+                context=context,
+                validated=reserved.arguments,
+            )
+        )
+        tracing.tool_span_outcome(span, error=result.error)
+    return result
 
 
 def execution_resolve(

@@ -16,6 +16,7 @@ from typing import Any
 
 from django.db import transaction
 
+from core import metrics
 from threads.locks import thread_seq_advance, thread_seq_lock
 from threads.models import Event, Run
 from threads.realtime import publish_events
@@ -58,6 +59,8 @@ def log_append(
         ]
         thread_seq_advance(thread_pk=thread_pk, next_seq=first + len(rows))
         Event.objects.bulk_create(rows)
+        if rows:
+            metrics.count_on_commit(lambda: metrics.EVENTS_APPENDED.inc(len(rows)))
         if publish and rows:
             transaction.on_commit(
                 lambda: publish_events(

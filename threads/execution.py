@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from django.conf import settings
 from django.db import close_old_connections, connections, transaction
 
+from core import tracing
 from core.conf import countersign_settings
 
 
@@ -123,7 +124,10 @@ def enqueue(task: Task, **kwargs: Any) -> None:
                     kwargs,
                 )
         else:
-            future = _embedded_pool().submit(_run_embedded, task, kwargs)
+            # The trace goes on in the pool's thread (core.tracing).
+            future = _embedded_pool().submit(
+                tracing.context_carry(_run_embedded), task, kwargs
+            )
             _inflight.add(future)
             future.add_done_callback(_inflight.discard)
 

@@ -61,6 +61,7 @@ from channels.utils import await_many_dispatch
 
 from approvals.models import ApprovalRequest
 from approvals.services import APPROVALS_GROUP, approval_snapshot
+from core import metrics
 from core.conf import countersign_settings
 from core.types import AnyUser
 from threads.logreader import log_after
@@ -205,8 +206,19 @@ class CountersignConsumer(AsyncJsonWebsocketConsumer):
         sources = [receive]
         if self.channel_layer is not None:
             sources.append(self.channel_receive)
-        with contextlib.suppress(StopConsumer):
-            await await_many_dispatch(sources, self.dispatch)
+        try:
+            with contextlib.suppress(StopConsumer):
+                await await_many_dispatch(sources, self.dispatch)
+        finally:
+            if getattr(self, "counted", False):
+                metrics.OPEN_STREAMS.labels("websocket").dec()
+
+    async def accept(self, subprotocol: str | None = None, headers: Any = None) -> None:
+        """Accept the handshake and count the socket as open until it ends."""
+        await super().accept(subprotocol=subprotocol, headers=headers)
+        if not getattr(self, "counted", False):
+            self.counted = True
+            metrics.OPEN_STREAMS.labels("websocket").inc()
 
     async def join_group(self, group: str) -> bool:
         """Join ``group`` on the channel layer; return whether that worked."""

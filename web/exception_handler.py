@@ -180,7 +180,7 @@ def json_error_response(
 
 
 #: Paths whose clients read JSON: Django's own error pages are JSON there.
-JSON_PREFIXES: Final = ("/api/", "/agui/", "/healthz")
+JSON_PREFIXES: Final = ("/api/", "/agui/", "/healthz", "/readyz", "/metrics")
 
 
 def not_found_view(

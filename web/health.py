@@ -1,4 +1,4 @@
-"""``GET /healthz``: is this process able to serve (database reachable, Redis reachable)?
+"""``GET /healthz`` and ``GET /readyz``: can this process serve (database and Redis reachable)?
 
 Answers ``200 {"status": "ok", "database": "ok", "redis": "ok"}`` (``"redis":
 "not configured"`` in the embedded mode without ``REDIS_URL``), or ``503`` with
@@ -55,13 +55,29 @@ def _check_redis() -> str:
     return "ok"
 
 
-@never_cache
-@require_GET
-def healthz(request: HttpRequest) -> JsonResponse:
-    """Return the health of the database and Redis as JSON (200 or 503)."""
-    checks = {"database": _check_database(), "redis": _check_redis()}
+def _report(checks: dict[str, str]) -> JsonResponse:
     failed = [name for name, value in checks.items() if value.startswith("error")]
     body: dict[str, object] = {"status": "error" if failed else "ok", **checks}
     if failed:
         body["failed"] = failed
     return JsonResponse(body, status=503 if failed else 200)
+
+
+@never_cache
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    """Return the health of the database and Redis as JSON (200 or 503)."""
+    return _report({"database": _check_database(), "redis": _check_redis()})
+
+
+@never_cache
+@require_GET
+def readyz(request: HttpRequest) -> JsonResponse:
+    """Return whether this process may take traffic: database and broker reachable (200 or 503).
+
+    ``{"status": "ok", "database": "ok", "broker": "ok"}`` (``"broker": "not
+    configured"`` in the embedded mode), or 503 naming the failed dependency's
+    exception class, as :func:`healthz`. Kubernetes' readiness probe
+    (docs/deploy.md): a pod that cannot reach them gets no requests until it can.
+    """
+    return _report({"database": _check_database(), "broker": _check_redis()})

@@ -16,6 +16,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
 from agentcore.events import EventEncoder, event_from_dict
+from core import metrics
 from core.conf import countersign_settings
 from threads.logreader import log_after
 from threads.models import Run, Thread
@@ -97,6 +98,7 @@ async def follow_log(
     last = after
     mine: set[int] = {run.pk} if run is not None else set()
     silent_for = 0.0
+    metrics.OPEN_STREAMS.labels("sse").inc()
     try:
         yield KEEPALIVE
         while True:
@@ -121,6 +123,7 @@ async def follow_log(
                 silent_for = 0.0
                 yield KEEPALIVE
     finally:
+        metrics.OPEN_STREAMS.labels("sse").dec()
         if channel is not None:
             try:
                 await layer.group_discard(group, channel)

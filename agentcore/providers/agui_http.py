@@ -43,6 +43,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 import httpx
+from opentelemetry import propagate
 
 from agentcore.agents import (
     TERMINAL_EVENT_TYPES,
@@ -244,6 +245,9 @@ class RemoteAgent(Agent):
             "Content-Type": "application/json",
             "Accept": "text/event-stream",
         }
+        # The run's trace goes on at the remote agent (W3C traceparent/tracestate);
+        # nothing is added when no span is recording.
+        propagate.inject(headers)
         timeout = httpx.Timeout(self.timeout, connect=min(self.timeout, 30.0))
         responded = False
         attempt = 0

@@ -34,6 +34,7 @@ from approvals.notifications.targets import (
     target_named,
 )
 from approvals.transitions import delivery_transition
+from core import metrics
 from core.conf import countersign_settings
 from threads.execution import Task, enqueue, enqueue_later
 
@@ -221,7 +222,14 @@ def _attempt_record(
             delivery.delivered_at = timezone.now()
         elif error:
             delivery.last_error = error
-            if delivery.attempts >= int(countersign_settings.NOTIFY_MAX_ATTEMPTS):
+            final = delivery.attempts >= int(countersign_settings.NOTIFY_MAX_ATTEMPTS)
+            target = delivery.target
+            metrics.count_on_commit(
+                lambda: metrics.NOTIFICATION_FAILURES.labels(
+                    target, "true" if final else "false"
+                ).inc()
+            )
+            if final:
                 delivery_transition(delivery=delivery, to=_S.FAILED, save=False)
                 logger.warning(
                     "notification %s to %s failed after %s attempts: %s",

@@ -20,7 +20,12 @@ Implements FT-03..FT-06, SEC-01, SEC-02, SEC-04, LP-01, LP-05..LP-08, DC-03, DC-
 from __future__ import annotations
 
 from approvals.models import DECIDE_PERMISSION
-from approvals.services.audit import audit_append, audit_verify
+from approvals.services.audit import (
+    audit_append,
+    audit_export,
+    audit_keys,
+    audit_verify,
+)
 from approvals.services.cancellation import (
     call_pending_cancel,
     client_run_cancel,
@@ -68,6 +73,8 @@ __all__ = [
     "approval_snapshot",
     "approval_undo",
     "audit_append",
+    "audit_export",
+    "audit_keys",
     "audit_verify",
     "call_answer_refused",
     "call_pending_cancel",

@@ -1,17 +1,36 @@
-"""The audit chain: every decision and execution step, hash-chained (SEC-04)."""
+"""The audit chain: every decision and execution step, HMAC-chained (SEC-04).
+
+Entries are keyed with the current audit key (``COUNTERSIGN["AUDIT_KEYS"]``,
+docs/audit.md) and checked by :mod:`approvals.auditchain`, the same code an
+exported bundle carries for offline verification.
+"""
 
 from __future__ import annotations
 
+import json
+import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.db.models import Model
 from django.utils import timezone
 
+from approvals import auditchain
+from approvals.auditchain import (
+    Verification,
+    chain_verify,
+    entry_digest,
+    head_digest,
+    keys_parse,
+)
 from approvals.locks import audit_head_lock
 from approvals.models import AuditChainHead, AuditEntry
+from core.conf import countersign_settings
 from core.types import JSONValue, User
 from threads.locks import transaction_memo_get, transaction_memo_set
 
@@ -24,6 +43,53 @@ class _Batch:
     """Entries appended in :func:`audit_batch`, in order, not yet chained nor written."""
 
     entries: list[AuditEntry] = field(default_factory=list)
+
+
+#: The key id used when ``COUNTERSIGN["AUDIT_KEYS"]`` is empty: ``SECRET_KEY``.
+SECRET_KEY_ID = "secret-key"
+
+
+def audit_keys() -> dict[str, str]:
+    """Return the audit keys ``{key id: secret}``, the current (signing) key first.
+
+    From ``COUNTERSIGN["AUDIT_KEYS"]``: a dict, or ``"id:secret,id:secret"``
+    (the ``COUNTERSIGN_AUDIT_KEYS`` variable). Empty: ``SECRET_KEY`` under the id
+    ``secret-key``. Keys after the first only verify older entries (rotation,
+    docs/audit.md). Raises ``ImproperlyConfigured`` naming a malformed item.
+    Implements SEC-04.
+    """
+    configured = countersign_settings.AUDIT_KEYS
+    try:
+        if isinstance(configured, str):
+            keys = keys_parse(configured)
+        elif isinstance(configured, dict):
+            keys = {str(k): str(v) for k, v in configured.items() if str(v)}
+        else:
+            raise ValueError(
+                f"AUDIT_KEYS must be a dict or 'id:secret,...', not {type(configured).__name__}"
+            )
+    except ValueError as error:
+        raise ImproperlyConfigured(f"COUNTERSIGN['AUDIT_KEYS']: {error}") from error
+    return keys or {SECRET_KEY_ID: str(settings.SECRET_KEY)}
+
+
+def _sign(entry: AuditEntry, keys: dict[str, str]) -> None:
+    entry.key_id = next(iter(keys))
+    entry.hash = entry_digest(entry.chain_fields(), key_id=entry.key_id, keys=keys)
+
+
+def _head_advance(
+    head: AuditChainHead, entry: AuditEntry, keys: dict[str, str]
+) -> None:
+    head.last_hash = entry.hash
+    head.length += 1
+    head.key_id = next(iter(keys))
+    head.mac = head_digest(
+        length=head.length, last_hash=head.last_hash, key_id=head.key_id, keys=keys
+    )
+
+
+_HEAD_FIELDS = ["last_hash", "length", "key_id", "mac"]
 
 
 def _kept_key(entry: AuditEntry) -> tuple[str, int]:
@@ -44,12 +110,13 @@ def _flush(batch: _Batch) -> None:
     head: AuditChainHead | None = transaction_memo_get(_HEAD)
     if head is None:
         head = audit_head_lock()
+    keys = audit_keys()
     for entry in kept:
         entry.prev_hash = head.last_hash
-        entry.hash = entry.compute_hash()
-        head.last_hash = entry.hash
+        _sign(entry, keys)
+        _head_advance(head, entry, keys)
     AuditEntry.objects.bulk_create(kept)
-    head.save(update_fields=["last_hash"])
+    head.save(update_fields=_HEAD_FIELDS)
     transaction_memo_set(_HEAD, head)
 
 
@@ -127,21 +194,90 @@ def audit_append(
             transaction_memo_set(_kept_key(entry), True)
             batch.entries.append(entry)
             return entry
-        entry.hash = entry.compute_hash()
+        keys = audit_keys()
+        _sign(entry, keys)
         entry.save()
-        head.last_hash = entry.hash
-        head.save(update_fields=["last_hash"])
+        _head_advance(head, entry, keys)
+        head.save(update_fields=_HEAD_FIELDS)
         # Set again here: in a savepoint, rolling it back forgets this hash.
         transaction_memo_set(_HEAD, head)
     return entry
 
 
-def audit_verify() -> list[int]:
-    """Return the ids of audit entries whose hash or chain link does not match (empty = intact)."""
-    broken: list[int] = []
-    previous = "0" * 64
-    for entry in AuditEntry.objects.order_by("id"):
-        if entry.prev_hash != previous or entry.compute_hash() != entry.hash:
-            broken.append(entry.pk)
-        previous = entry.hash
-    return broken
+def audit_verify() -> Verification:
+    """Check the whole chain and its head; return the entries read and the first broken link.
+
+    Holds the chain head's lock while it reads, so appends wait and the head
+    and the entries are one consistent state. ``Verification.ok`` is true for an
+    intact chain; otherwise ``first_broken`` names the entry (or the head), its
+    position and what is wrong: a rewritten entry, one deleted in the middle or
+    at the tail, or a key missing from ``COUNTERSIGN["AUDIT_KEYS"]``. Raises
+    ``ImproperlyConfigured`` for malformed keys. Implements SEC-04.
+    """
+    keys = audit_keys()
+    with transaction.atomic():
+        head = audit_head_lock()
+        entries = (
+            entry.chain_fields()
+            for entry in AuditEntry.objects.order_by("id").iterator(chunk_size=2000)
+        )
+        return chain_verify(entries, head=_head_fields(head), keys=keys)
+
+
+def _head_fields(head: AuditChainHead | None) -> dict[str, JSONValue] | None:
+    if head is None:
+        return None
+    return {
+        "length": head.length,
+        "last_hash": head.last_hash,
+        "key_id": head.key_id,
+        "mac": head.mac,
+    }
+
+
+_VERIFY_MD = """# Countersign audit export
+
+- `entries.jsonl`: the audit entries in chain order, one JSON object a line.
+- `head.json`: the chain head: number of entries, last hash, key id and mac.
+- `verify.py`: the verifier (Python 3.11+, standard library only).
+
+Each entry's `hash` is the HMAC-SHA256, under the key its `key_id` names, of its
+content and `prev_hash` (the previous entry's `hash`); entries without a
+`key_id` predate keying and carry a SHA-256. The head's `mac` covers the length
+and the last hash, so deleted entries at the tail are detected too.
+
+Verify it, with the audit keys the deployment used (`COUNTERSIGN_AUDIT_KEYS`;
+`secret-key:<SECRET_KEY>` when none were set), on any machine:
+
+    COUNTERSIGN_AUDIT_KEYS='id:secret' python verify.py this-bundle.zip
+
+It prints `intact: N entries` (exit 0) or the first broken link (exit 1).
+Keep this bundle: a later export whose chain does not start with these
+entries, in this order, shows history was rewritten.
+"""
+
+
+def audit_export(*, output: Path) -> int:
+    """Write the chain to the zip ``output`` for offline verification; return the entry count.
+
+    The bundle holds ``entries.jsonl`` (chain order), ``head.json``, ``VERIFY.md``
+    and ``verify.py`` (:mod:`approvals.auditchain`'s source). Reads under the head's
+    lock, so the entries and the head are one state (appends wait). Nothing
+    secret is written: the auditor brings the keys. Raises ``OSError`` when
+    ``output`` cannot be written. Implements SEC-04.
+    """
+    count = 0
+    with (
+        transaction.atomic(),
+        zipfile.ZipFile(output, "x", compression=zipfile.ZIP_DEFLATED) as bundle,
+    ):
+        head = audit_head_lock()
+        with bundle.open("entries.jsonl", "w") as stream:
+            for entry in AuditEntry.objects.order_by("id").iterator(chunk_size=2000):
+                line = json.dumps(entry.chain_fields(), ensure_ascii=False)
+                stream.write(line.encode("utf-8") + b"\n")
+                count += 1
+        bundle.writestr("head.json", json.dumps(_head_fields(head), indent=2))
+        bundle.writestr("VERIFY.md", _VERIFY_MD)
+        bundle.writestr("verify.py", Path(auditchain.__file__).read_text("utf-8"))
+    return count

@@ -30,6 +30,7 @@ from approvals.services.grants import grant_find
 from approvals.services.notify import notify_approval_changed, notify_call_changed
 from approvals.signals import approval_requested, send_on_commit
 from approvals.transitions import AuditFact, call_transition, execution_transition
+from core import tracing
 from core.conf import countersign_settings
 from core.types import User
 from threads.agent_config import agent_toolset
@@ -185,16 +186,20 @@ def approval_request_open(
                 action="require_approval", requester_may_approve=True
             )
     routing, groups = approval_routing(decision=decision, tool=tool)
-    approval = ApprovalRequest.objects.create(
-        tool_call=call,
-        thread_id=call.thread_id,
-        run=call.run,
-        tool_name=tool.name,
-        is_destructive=bool(tool.is_destructive),
-        requested_by=call.thread.owner,
-        proposed_arguments=arguments,
-        **{"schema_valid": True, **routing, **fields},
-    )
+    with tracing.approval_request_span(
+        tool_name=tool.name, tool_call_id=call.tool_call_id
+    ) as trace_context:
+        approval = ApprovalRequest.objects.create(
+            tool_call=call,
+            thread_id=call.thread_id,
+            run=call.run,
+            tool_name=tool.name,
+            is_destructive=bool(tool.is_destructive),
+            requested_by=call.thread.owner,
+            proposed_arguments=arguments,
+            trace_context=trace_context,
+            **{"schema_valid": True, **routing, **fields},
+        )
     approval.approver_groups.set(groups)
     send_on_commit(approval_requested, approval)
     return approval

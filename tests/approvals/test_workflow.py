@@ -111,7 +111,7 @@ def test_dc03_admin_approval_executes_once_and_continues(
     )
     call.refresh_from_db()
     assert call.state == "succeeded"
-    assert audit_verify() == []
+    assert audit_verify().ok
     actions = list(AuditEntry.objects.values_list("action", flat=True))
     assert "approval.approved" in actions
     assert "execution.reserved" in actions

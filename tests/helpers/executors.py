@@ -70,6 +70,8 @@ class WorkerProcess:
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
+    #: ``threads`` (fast to start) or ``prefork`` (production's pool: child processes).
+    pool: str = "threads"
 
     def start(self, **extra_env: str) -> None:
         """Start the worker (``extra_env`` adds variables, e.g. test hooks) and wait until ready."""
@@ -83,8 +85,8 @@ class WorkerProcess:
                 "-A",
                 "config",
                 "worker",
-                "--pool=threads",
-                "--concurrency=4",
+                f"--pool={self.pool}",
+                "--concurrency=4" if self.pool == "threads" else "--concurrency=2",
                 "-Q",
                 "runs,tools,countersign",
                 "--without-gossip",
