@@ -106,6 +106,16 @@ class Run(models.Model):
         blank=True,
         related_name="continuation",
     )
+    #: The run whose dead worker this run repeats (a retried turn, one retry per
+    #: lost run), and which attempt of that turn it is (1: the first).
+    retry_of = models.OneToOneField(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="retry",
+    )
+    attempt = models.PositiveSmallIntegerField(default=1)
     #: How this run appears on the AG-UI wire (:class:`WireState`); moved only by
     #: :func:`threads.transitions.run_wire_transition`.
     wire_state = models.CharField(

@@ -608,3 +608,20 @@ def tool_list(*, agent: str | None = None) -> list[dict[str, Any]]:
                 }
             )
     return tools
+
+
+#: What a run whose worker died had done (``worker_lost``'s phase): nothing from
+#: its agent recorded yet, or part of the agent's output.
+LostPhase = Literal["before_output", "streaming"]
+
+
+def run_lost_phase(*, run: Run) -> LostPhase:
+    """Return how far ``run`` got before its worker died: :data:`LostPhase`.
+
+    ``before_output``: the run was claimed, but the log holds none of its
+    agent's events (only what Countersign wrote for it: a client-visible run's
+    ``RUN_STARTED`` and the results it reports); ``streaming``: some of the
+    agent's output was recorded. Implements ER-01.
+    """
+    agent_output = run.events.exclude(type__in=("RUN_STARTED", "TOOL_CALL_RESULT"))
+    return "streaming" if agent_output.exists() else "before_output"
