@@ -30,7 +30,11 @@ from django.utils import timezone
 
 from approvals.exceptions import ApprovalClaimed, ApprovalNotAuthorized
 from approvals.governance import user_in_groups
-from approvals.models import DECIDE_PERMISSION, ApprovalRequest
+from approvals.models import (
+    DECIDE_ANY_GROUP_PERMISSION,
+    DECIDE_PERMISSION,
+    ApprovalRequest,
+)
 from core.conf import countersign_settings
 from core.types import AnyUser
 from threads.agent_config import agent_toolset
@@ -154,7 +158,10 @@ def _governed(
         return users, groups
     routed = list(approval.approver_groups.all())
     if routed:
-        users = users.filter(Q(groups__in=routed) | Q(is_superuser=True)).distinct()
+        anywhere = get_user_model().objects.with_perm(DECIDE_ANY_GROUP_PERMISSION)
+        users = users.filter(
+            Q(groups__in=routed) | Q(pk__in=anywhere.values("pk"))
+        ).distinct()
         groups = groups.filter(pk__in=[g.pk for g in routed])
     if not approval.requester_may_approve and approval.requested_by_id is not None:
         users = users.exclude(pk=approval.requested_by_id)

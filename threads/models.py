@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     from core.types import JSONValue
 
 
+#: Who may read every thread, not only their own (:func:`threads.selectors.thread_visible_to`).
+VIEW_ANY_THREAD_PERMISSION = "threads.view_any_thread"
+
+
 def new_public_id() -> str:
     """Return a new opaque public id (a UUID4 string)."""
     return str(uuid.uuid4())
@@ -46,6 +50,9 @@ class Thread(models.Model):
 
     class Meta:
         ordering = ["-updated_at"]
+        #: Reading every user's threads (their messages, runs, events): an
+        #: auditor's or a lead's right, never implied by ``is_staff``.
+        permissions = [("view_any_thread", "Can read every user's threads")]
 
     def __str__(self) -> str:
         return self.title or self.thread_id

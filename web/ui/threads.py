@@ -214,8 +214,12 @@ def _visible_thread(request: HttpRequest, thread_id: str) -> Thread:
 
 
 def _administrators(limit: int = 3) -> list[str]:
-    """Return the usernames of up to ``limit`` active superusers (who can grant permissions)."""
-    users = get_user_model().objects.filter(is_active=True, is_superuser=True)
+    """Return the usernames of up to ``limit`` active users who can grant permissions.
+
+    Those who may change users in the admin (``auth.change_user``; superusers
+    hold every permission).
+    """
+    users = get_user_model().objects.with_perm("auth.change_user", is_active=True)
     return [u.get_username() for u in users.order_by("username")[:limit]]
 
 
