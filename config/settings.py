@@ -20,6 +20,7 @@ Environment:
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -61,6 +62,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
+    # Login lockouts (web.ratelimit); its access attempts are in the admin.
+    "axes",
     "threads",
     "approvals",
     "demo",
@@ -76,7 +79,29 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "web.middleware.ContentSecurityPolicyMiddleware",
+    # Last, as django-axes requires: turns a locked-out login into its 429 page.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# django-axes checks each login against its lockouts first (web.ratelimit).
+AUTHENTICATION_BACKENDS = [
+    "web.ratelimit.LoginLockoutBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Login lockout: LOGIN_FAILURE_LIMIT wrong passwords for one username, or from one
+# client address, lock that username or address out for LOGIN_LOCKOUT_SECONDS
+# (429 with Retry-After, and an audit entry); a successful login resets them.
+AXES_FAILURE_LIMIT = int(os.environ.get("LOGIN_FAILURE_LIMIT") or 5)
+AXES_COOLOFF_TIME = timedelta(
+    seconds=float(os.environ.get("LOGIN_LOCKOUT_SECONDS") or 900)
+)
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "web.ratelimit.login_lockout_response"
+# The address is REMOTE_ADDR: behind a proxy, let the ASGI server set it from
+# X-Forwarded-For (uvicorn --forwarded-allow-ips).
+AXES_CLIENT_IP_CALLABLE = "web.ratelimit.client_address"
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "config.urls"
 ASGI_APPLICATION = "config.asgi.application"
@@ -255,7 +280,7 @@ REST_FRAMEWORK = {
     # as ``Token <key>`` or ``Bearer <key>``; sessions for the operator UI, with
     # DRF's CSRF check.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "web.authentication.TokenAuthentication",
         "web.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
@@ -264,10 +289,15 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["web.parsers.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "web.exception_handler.api_exception_handler",
-    # Message posting per token (web.api.threads.MessageRateThrottle); the default
-    # cache (LocMemCache, per process) holds the counters.
+    # Rate limits (web.ratelimit), counted in the "ratelimit" cache: every request
+    # per token, message posting per token, AG-UI requests per token, and requests
+    # with an unknown token per client address. 429 with Retry-After beyond them.
+    "DEFAULT_THROTTLE_CLASSES": ["web.ratelimit.ApiRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {
-        "messages": os.environ.get("API_MESSAGE_RATE", "30/min")
+        "api": os.environ.get("API_RATE") or "600/min",
+        "messages": os.environ.get("API_MESSAGE_RATE") or "30/min",
+        "agui": os.environ.get("AGUI_RATE") or "120/min",
+        "auth_failures": os.environ.get("API_AUTH_FAILURE_RATE") or "20/min",
     },
 }
 
@@ -399,3 +429,23 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
+
+# The "ratelimit" cache holds the rate limits' counters (web.ratelimit): Redis when
+# REDIS_URL is set, so every server process counts together; else this process's
+# memory. Nothing else is cached.
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "ratelimit": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "countersign-ratelimit",
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
+        if REDIS_URL
+        else {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": "ratelimit",
+        }
+    ),
+}

@@ -98,3 +98,11 @@ def pytest_collection_modifyitems(
         for name in sorted(marks):
             if item.get_closest_marker(name) is None:
                 item.add_marker(name)
+
+
+@pytest.fixture(autouse=True)
+def _rate_limits_reset() -> None:
+    """Start each test with no request counted (``web.ratelimit``'s counters outlive tests)."""
+    from django.core.cache import caches
+
+    caches["ratelimit"].clear()
