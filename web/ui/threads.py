@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import AnonymousUser
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -27,7 +26,7 @@ from django.templatetags.static import static
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET
 
-from approvals.authorization import approval_authorization
+from approvals.authorization import approval_authorization, users_with_permission
 from approvals.labels import approval_label
 from approvals.models import DECIDE_PERMISSION, ApprovalRequest
 from approvals.selectors import VIEW_PERMISSION, approval_context, can_see_queue
@@ -219,7 +218,7 @@ def _administrators(limit: int = 3) -> list[str]:
     Those who may change users in the admin (``auth.change_user``; superusers
     hold every permission).
     """
-    users = get_user_model().objects.with_perm("auth.change_user", is_active=True)
+    users = users_with_permission("auth.change_user")
     return [u.get_username() for u in users.order_by("username")[:limit]]
 
 
