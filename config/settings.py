@@ -394,7 +394,11 @@ LOG_FORMAT = os.environ.get("LOG_FORMAT") or ("text" if DEBUG else "json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"context": {"()": "core.logging.ContextFilter"}},
+    "filters": {
+        "context": {"()": "core.logging.ContextFilter"},
+        # Credentials in logged URLs (?token=...) are replaced (core.logging).
+        "redact": {"()": "core.logging.RedactFilter"},
+    },
     "formatters": {
         "json": {"()": "core.logging.JsonFormatter"},
         "text": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
@@ -402,7 +406,7 @@ LOGGING = {
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
-            "filters": ["context"],
+            "filters": ["redact", "context"],
             "formatter": "json" if LOG_FORMAT == "json" else "text",
         }
     },

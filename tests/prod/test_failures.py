@@ -409,3 +409,38 @@ def test_sse_and_websocket_streams_survive_a_redis_stop_and_start(stack, operato
     assert not [r for r in records if "ASGI" in r["message"]]
     failures = {r["logger"] for r in records if "exc" in r}
     assert failures <= {"channels_redis.pubsub"}, failures
+
+
+@pytest.mark.timeout(60)
+def test_tokens_in_query_strings_are_in_no_log_line_of_the_web_process(stack, operator):
+    """uvicorn's access log and Django's request log, as JSON lines: no key, REDACTED instead."""
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    # given the web process as deployed (uvicorn --log-config, LOG_LEVEL INFO)
+    base = stack.web()
+    key = operator["token"]
+
+    # when clients put the real token in URLs
+    for path in (
+        f"/api/threads/?token={key}",
+        f"/api/threads/?after=1&access_token={key}",
+        f"/agui/threads/t1/events?access_token={key}",
+        f"/api/approvals/?Token={key}&x=1",
+    ):
+        assert httpx.get(base + path, timeout=10).status_code == 401, path
+    ws = base.replace("http://", "ws://")
+    with pytest.raises((InvalidStatus, OSError)):
+        with connect(f"{ws}/ws/threads/t1/?after=0&token={key}", open_timeout=5) as s:
+            s.recv(timeout=5)
+
+    # then the access log has each request, its token replaced, and no line
+    # of the process holds the key
+    log = stack.procs[0].text()
+    lines = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+    access = [r["message"] for r in lines if r["logger"] == "uvicorn.access"]
+    assert any("/api/threads/?token=REDACTED" in m for m in access), access
+    assert any("/api/threads/?after=1&access_token=REDACTED" in m for m in access)
+    assert any("/agui/threads/t1/events?access_token=REDACTED" in m for m in access)
+    assert any(r["logger"] == "django.request" for r in lines)
+    assert key not in log
