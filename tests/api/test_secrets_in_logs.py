@@ -11,6 +11,7 @@ formatter catch anything else. The same over real uvicorn processes is in
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 
 import pytest
@@ -140,4 +141,30 @@ def test_the_redact_filter_rewrites_a_record_before_any_handler_formats_it():
     assert RedactFilter().filter(record) is True
     assert record.getMessage() == (
         '127.0.0.1:5000 - "GET /api/threads/?token=REDACTED HTTP/1.1" 401'
+    )
+
+
+def test_the_json_formatter_redacts_extras_and_stays_json():
+    """An ``extra=`` value logged as its repr (a request's holds its URL): redacted, valid JSON."""
+
+    class Request:
+        def __repr__(self) -> str:
+            return "<ASGIRequest: GET '/api/threads/?token=k3y\\\"x'>"
+
+    record = logging.LogRecord(
+        "django.request",
+        logging.WARNING,
+        __file__,
+        1,
+        "Unauthorized: %s",
+        ("/api/threads/",),
+        None,
+    )
+    record.request = Request()
+
+    line = JsonFormatter().format(record)
+
+    assert "k3y" not in line
+    assert json.loads(line)["request"].startswith(
+        "<ASGIRequest: GET '/api/threads/?token=REDACTED"
     )

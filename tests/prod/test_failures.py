@@ -430,9 +430,9 @@ def test_tokens_in_query_strings_are_in_no_log_line_of_the_web_process(stack, op
     ):
         assert httpx.get(base + path, timeout=10).status_code == 401, path
     ws = base.replace("http://", "ws://")
-    with pytest.raises((InvalidStatus, OSError)):
-        with connect(f"{ws}/ws/threads/t1/?after=0&token={key}", open_timeout=5) as s:
-            s.recv(timeout=5)
+    url = f"{ws}/ws/threads/t1/?after=0&token={key}"
+    with pytest.raises((InvalidStatus, OSError)), connect(url, open_timeout=5) as s:
+        s.recv(timeout=5)
 
     # then the access log has each request, its token replaced, and no line
     # of the process holds the key
