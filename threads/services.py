@@ -42,7 +42,7 @@ from threads.execution import enqueue, enqueue_later
 from threads.ids import new_message_id as mint_message_id
 from threads.locks import run_lock, thread_lock, thread_lock_by_id
 from threads.models import Message, Run, Thread, ToolCall, new_public_id
-from threads.projection import message_create_from_agui
+from threads.projection import messages_create_from_agui
 from threads.recording import (
     RunRecorder,
     record_terminal_error,
@@ -419,16 +419,21 @@ def run_start_from_agui(
                 wire_input=wire_input,
             )
         known = set(thread.messages.values_list("message_id", flat=True))
+        new: list[dict[str, Any]] = []
         for message in run_input.messages:
             data = message.model_dump(mode="json", by_alias=True, exclude_none=True)
             if data.get("id") in known or data.get("role") not in Message.Role.values:
                 continue
-            if data["role"] == Message.Role.TOOL:
-                _check_client_tool_answer(thread=thread, data=data)
-            message_create_from_agui(
-                thread=thread, data=data, run=None, position=thread.next_seq
-            )
+            new.append(data)
             known.add(data["id"])
+        messages_create_from_agui(
+            thread=thread,
+            messages=new,
+            position=thread.next_seq,
+            tool_answer_check=lambda data: _check_client_tool_answer(
+                thread=thread, data=data
+            ),
+        )
         if run is None:
             run = _run_create_after_history(
                 thread=thread,
