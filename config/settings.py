@@ -329,6 +329,8 @@ for _name in (
     "RUN_HEARTBEAT_SECONDS",
     "RUN_STALE_SECONDS",
     "QUEUED_STALE_SECONDS",
+    "RUN_RETRY_ATTEMPTS",
+    "RUN_RETRY_BACKOFF_SECONDS",
     "DECISION_UNDO_SECONDS",
     # notification retries and thresholds (docs/notifications.md)
     "NOTIFY_EXPIRING_SECONDS",
