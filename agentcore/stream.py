@@ -320,6 +320,16 @@ class RunStream:
 
     # -- public API -------------------------------------------------------------------
 
+    def message_ids_forget(self, message_ids: Iterable[str]) -> None:
+        """Stop counting ``message_ids`` as used by earlier runs of the thread.
+
+        For a machine replaying a run's log whose ``TOOL_CALL_RESULT`` events
+        report tool messages an earlier run's calls received (a continuation's
+        results, written right after its ``RUN_STARTED``): the result is where
+        the id first appears on the wire. Implements the run lifecycle.
+        """
+        self._thread_message_ids.difference_update(message_ids)
+
     @property
     def pending_tool_call_ids(self) -> list[str]:
         """Return the calls this run started and no ``TOOL_CALL_RESULT`` answered.

@@ -26,10 +26,16 @@ class ApprovalsConfig(AppConfig):
         # Deferred: these import models, importable only once the registry is ready.
         # The registry is a leaf module: threads.wire would import the recording
         # stack and the protocol models into every process's setup (bench B6).
+        from axes.signals import user_locked_out
+
         from approvals import checks  # noqa: F401  (registers system checks)
         from approvals.notifications import receivers  # noqa: F401  (connects signals)
+        from approvals.services.logins import login_lockout_audit
         from threads.interrupt_sources import interrupt_source_register
 
         # A wire run held for an operator ends with the run's approval requests
         # as interrupts (IR-01); threads cannot import approvals, so it is handed in.
         interrupt_source_register(_run_interrupts)
+        user_locked_out.connect(
+            login_lockout_audit, dispatch_uid="approvals.login_lockout_audit"
+        )

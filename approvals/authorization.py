@@ -30,7 +30,11 @@ from django.utils import timezone
 
 from approvals.exceptions import ApprovalClaimed, ApprovalNotAuthorized
 from approvals.governance import user_in_groups
-from approvals.models import DECIDE_PERMISSION, ApprovalRequest
+from approvals.models import (
+    DECIDE_ANY_GROUP_PERMISSION,
+    DECIDE_PERMISSION,
+    ApprovalRequest,
+)
 from core.conf import countersign_settings
 from core.types import AnyUser
 from threads.agent_config import agent_toolset
@@ -90,6 +94,21 @@ class Authorization:
         }
 
 
+#: The backend that holds permissions (the lockout backend before it holds none).
+PERMISSION_BACKEND = "django.contrib.auth.backends.ModelBackend"
+
+
+def users_with_permission(dotted: str, *, is_active: bool = True) -> QuerySet[Any]:
+    """Return the users holding permission ``dotted`` (``app_label.codename``).
+
+    Directly, through a group, or as superusers: Django's ``with_perm`` on the
+    model backend (it must be named: django-axes' backend comes first).
+    """
+    return get_user_model().objects.with_perm(
+        dotted, is_active=is_active, backend=PERMISSION_BACKEND
+    )
+
+
 def approval_tool(approval: ApprovalRequest) -> Tool | None:
     """Return the agent's tool ``approval`` names, or ``None`` when it is not configured.
 
@@ -136,9 +155,7 @@ def who_can_authorize(
     if approval is not None:
         users, groups = _governed(approval, users, groups)
     for dotted in permissions:
-        users = users.filter(
-            pk__in=get_user_model().objects.with_perm(dotted).values("pk")
-        )
+        users = users.filter(pk__in=users_with_permission(dotted).values("pk"))
         permission = Permission.objects.filter(_permission_q(dotted)).first()
         groups = groups.filter(permissions=permission) if permission else groups.none()
     names = users.order_by("username").values_list("username", flat=True)
@@ -154,7 +171,10 @@ def _governed(
         return users, groups
     routed = list(approval.approver_groups.all())
     if routed:
-        users = users.filter(Q(groups__in=routed) | Q(is_superuser=True)).distinct()
+        anywhere = users_with_permission(DECIDE_ANY_GROUP_PERMISSION)
+        users = users.filter(
+            Q(groups__in=routed) | Q(pk__in=anywhere.values("pk"))
+        ).distinct()
         groups = groups.filter(pk__in=[g.pk for g in routed])
     if not approval.requester_may_approve and approval.requested_by_id is not None:
         users = users.exclude(pk=approval.requested_by_id)

@@ -30,7 +30,12 @@ from agentcore.policy import (
     policy_evaluate,
 )
 from agentcore.tools import Tool
-from approvals.models import DECIDE_PERMISSION, ApprovalRequest, ToolPolicy
+from approvals.models import (
+    DECIDE_ANY_GROUP_PERMISSION,
+    DECIDE_PERMISSION,
+    ApprovalRequest,
+    ToolPolicy,
+)
 from core.conf import countersign_settings
 from core.types import AnyUser
 from threads.agent_config import agent_settings
@@ -149,8 +154,12 @@ def groups_named(names: Iterable[str]) -> list[Group]:
 
 
 def user_in_groups(*, user: AnyUser, groups: list[Group]) -> bool:
-    """Return whether ``user`` is a member of one of ``groups`` (any user when empty; superusers always)."""
-    if not groups or getattr(user, "is_superuser", False):
+    """Return whether ``user`` is a member of one of ``groups``.
+
+    Any user when ``groups`` is empty; a holder of ``approvals.decide_any_group``
+    (superusers hold every permission) always.
+    """
+    if not groups or user.has_perm(DECIDE_ANY_GROUP_PERMISSION):
         return True
     ids = {g.pk for g in groups}
     return user.groups.filter(pk__in=ids).exists()
@@ -162,7 +171,8 @@ def assigned_to(
     """Return the pending requests of ``approvals`` assigned to ``user``.
 
     Claimed by ``user``, or routed to one of ``user``'s groups (any group for a
-    superuser; no group for a holder of the decide permission) and not held by
+    holder of ``approvals.decide_any_group``; no group for a holder of the
+    decide permission) and not held by
     anyone else's live claim (a claim lapses after
     ``COUNTERSIGN["APPROVAL_CLAIM_SECONDS"]``, as in
     :func:`approvals.authorization.claim_refusal`); never requests ``user`` made
@@ -170,7 +180,7 @@ def assigned_to(
     """
     if not getattr(user, "is_authenticated", False):
         return approvals.none()
-    if getattr(user, "is_superuser", False):
+    if user.has_perm(DECIDE_ANY_GROUP_PERMISSION):
         routed = Q()
     else:
         routed = Q(approver_groups__in=user.groups.all())

@@ -18,6 +18,13 @@ from threads.models import Run, Thread, ToolCall
 
 #: The permission an operator needs to decide, resolve or cancel tool calls.
 DECIDE_PERMISSION = "approvals.decide_approvalrequest"
+#: Release a claim another operator holds (:func:`approvals.services.claims.approval_release`).
+RELEASE_ANY_CLAIM_PERMISSION = "approvals.release_any_claim"
+#: Cancel the pending calls of a thread one does not own
+#: (:func:`approvals.services.cancellation.thread_pending_calls_cancel`).
+CANCEL_ANY_PENDING_PERMISSION = "approvals.cancel_any_pending"
+#: Decide a request whatever group it is routed to (:mod:`approvals.governance`).
+DECIDE_ANY_GROUP_PERMISSION = "approvals.decide_any_group"
 
 
 class ApprovalRequest(models.Model):
@@ -155,7 +162,12 @@ class ApprovalRequest(models.Model):
 
     class Meta:
         ordering = ["requested_at", "id"]
-        permissions = [("decide_approvalrequest", "Can approve or reject tool calls")]
+        permissions = [
+            ("decide_approvalrequest", "Can approve or reject tool calls"),
+            ("release_any_claim", "Can release another operator's claim"),
+            ("cancel_any_pending", "Can cancel pending calls on anyone's thread"),
+            ("decide_any_group", "Can decide requests routed to any group"),
+        ]
         indexes = [
             models.Index(fields=["status", "expires_at"]),
             models.Index(fields=["status", "step_deadline"]),

@@ -35,6 +35,7 @@ def can_see_queue(user: AnyUser) -> bool:
 
     The one check the queue page, the thread page's queue link and the admin's
     read-only request pages share (staff without either see only their own).
+    Implements SEC-06.
     """
     return bool(user.has_perm(DECIDE_PERMISSION) or user.has_perm(VIEW_PERMISSION))
 
@@ -42,8 +43,9 @@ def can_see_queue(user: AnyUser) -> bool:
 def approval_visible_to(*, user: AnyUser) -> QuerySet[ApprovalRequest]:
     """Return the requests ``user`` may see.
 
-    Staff and holders of the decide or view permission see every request; other
-    users see the requests on their own threads.
+    Holders of the decide or view permission see every request; other users
+    (staff included: ``is_staff`` only opens the admin) see the requests on the
+    threads they may read. Implements SEC-06.
     """
     approvals = ApprovalRequest.objects.select_related(
         "tool_call",
@@ -56,7 +58,7 @@ def approval_visible_to(*, user: AnyUser) -> QuerySet[ApprovalRequest]:
     ).prefetch_related("approver_groups", "votes__voter")
     if not getattr(user, "is_authenticated", False):
         return approvals.none()
-    if user.is_staff or can_see_queue(user):
+    if can_see_queue(user):
         return approvals
     return approvals.filter(thread__in=thread_visible_to(user=user))
 
@@ -522,9 +524,7 @@ def grant_list(
     grants = ApprovalGrant.objects.select_related(
         "thread", "user", "granted_by", "revoked_by"
     )
-    if not getattr(user, "is_authenticated", False) or not (
-        user.is_staff or can_see_queue(user)
-    ):
+    if not getattr(user, "is_authenticated", False) or not (can_see_queue(user)):
         return grants.none()
     if tool is not None:
         grants = grants.filter(tool_name=tool)

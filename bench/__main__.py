@@ -26,6 +26,7 @@ BENCHES = {
     "b6": "bench.cold_start",
     "b7": "bench.throughput",
     "b8": "bench.mcp_gateway",
+    "b9": "bench.big_history",
 }
 
 

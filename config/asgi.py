@@ -30,6 +30,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from core.logging import query_redact  # noqa: E402
 from threads.execution import start_embedded_beat, stop_embedded_beat  # noqa: E402
 from web.mcp_gateway import application as mcp_gateway_app  # noqa: E402
 from web.mcp_gateway import handles as mcp_gateway_handles  # noqa: E402
@@ -61,9 +62,16 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     embedded default, ``make run``) approvals still expire and abandoned runs are
     still reaped, on the server's own pool. ``shutdown`` stops it. With Celery
     :func:`start_embedded_beat` does nothing (Celery beat runs the schedule).
-    HTTP and WebSocket scopes go to ``router`` unchanged.
+    HTTP and WebSocket scopes go to ``router`` with credentials removed from
+    their query string (``?token=``, ``?access_token=``...:
+    :func:`core.logging.query_redact`) first, so no log line (the server's
+    access log, Django's request log) ever holds one; tokens are accepted only
+    in the ``Authorization`` header.
     """
     if scope["type"] != "lifespan":
+        if scope.get("query_string"):
+            # In place: the server logs the request from this same scope object.
+            scope["query_string"] = query_redact(scope["query_string"])
         await router(scope, receive, send)
         return
     while True:

@@ -20,6 +20,7 @@ Environment:
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -64,6 +65,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
+    # Login lockouts (web.ratelimit); its access attempts are in the admin.
+    "axes",
     "threads",
     "approvals",
     "demo",
@@ -79,7 +82,29 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "web.middleware.ContentSecurityPolicyMiddleware",
+    # Last, as django-axes requires: turns a locked-out login into its 429 page.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# django-axes checks each login against its lockouts first (web.ratelimit).
+AUTHENTICATION_BACKENDS = [
+    "web.ratelimit.LoginLockoutBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Login lockout: LOGIN_FAILURE_LIMIT wrong passwords for one username, or from one
+# client address, lock that username or address out for LOGIN_LOCKOUT_SECONDS
+# (429 with Retry-After, and an audit entry); a successful login resets them.
+AXES_FAILURE_LIMIT = int(os.environ.get("LOGIN_FAILURE_LIMIT") or 5)
+AXES_COOLOFF_TIME = timedelta(
+    seconds=float(os.environ.get("LOGIN_LOCKOUT_SECONDS") or 900)
+)
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "web.ratelimit.login_lockout_response"
+# The address is REMOTE_ADDR: behind a proxy, let the ASGI server set it from
+# X-Forwarded-For (uvicorn --forwarded-allow-ips).
+AXES_CLIENT_IP_CALLABLE = "web.ratelimit.client_address"
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "config.urls"
 ASGI_APPLICATION = "config.asgi.application"
@@ -258,7 +283,7 @@ REST_FRAMEWORK = {
     # as ``Token <key>`` or ``Bearer <key>``; sessions for the operator UI, with
     # DRF's CSRF check.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "web.authentication.TokenAuthentication",
         "web.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
@@ -267,10 +292,15 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["web.parsers.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "web.exception_handler.api_exception_handler",
-    # Message posting per token (web.api.threads.MessageRateThrottle); the default
-    # cache (LocMemCache, per process) holds the counters.
+    # Rate limits (web.ratelimit), counted in the "ratelimit" cache: every request
+    # per token, message posting per token, AG-UI requests per token, and requests
+    # with an unknown token per client address. 429 with Retry-After beyond them.
+    "DEFAULT_THROTTLE_CLASSES": ["web.ratelimit.ApiRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {
-        "messages": os.environ.get("API_MESSAGE_RATE", "30/min")
+        "api": os.environ.get("API_RATE") or "600/min",
+        "messages": os.environ.get("API_MESSAGE_RATE") or "30/min",
+        "agui": os.environ.get("AGUI_RATE") or "120/min",
+        "auth_failures": os.environ.get("API_AUTH_FAILURE_RATE") or "20/min",
     },
 }
 
@@ -302,6 +332,8 @@ for _name in (
     "RUN_HEARTBEAT_SECONDS",
     "RUN_STALE_SECONDS",
     "QUEUED_STALE_SECONDS",
+    "RUN_RETRY_ATTEMPTS",
+    "RUN_RETRY_BACKOFF_SECONDS",
     "DECISION_UNDO_SECONDS",
     # notification retries and thresholds (docs/notifications.md)
     "NOTIFY_EXPIRING_SECONDS",
@@ -372,7 +404,11 @@ LOG_FORMAT = os.environ.get("LOG_FORMAT") or ("text" if DEBUG else "json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"context": {"()": "core.logging.ContextFilter"}},
+    "filters": {
+        "context": {"()": "core.logging.ContextFilter"},
+        # Credentials in logged URLs (?token=...) are replaced (core.logging).
+        "redact": {"()": "core.logging.RedactFilter"},
+    },
     "formatters": {
         "json": {"()": "core.logging.JsonFormatter"},
         "text": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
@@ -380,7 +416,7 @@ LOGGING = {
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
-            "filters": ["context"],
+            "filters": ["redact", "context"],
             "formatter": "json" if LOG_FORMAT == "json" else "text",
         }
     },
@@ -408,3 +444,23 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
+
+# The "ratelimit" cache holds the rate limits' counters (web.ratelimit): Redis when
+# REDIS_URL is set, so every server process counts together; else this process's
+# memory. Nothing else is cached.
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "ratelimit": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "countersign-ratelimit",
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
+        if REDIS_URL
+        else {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": "ratelimit",
+        }
+    ),
+}

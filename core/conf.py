@@ -67,6 +67,13 @@ DEFAULTS: Final[dict[str, Any]] = {
     # threads.checks (threads.E030-E032); docs/recovery.md.
     "JANITOR_INTERVAL_SECONDS": 10.0,
     "QUEUED_STALE_SECONDS": 15.0,
+    # A continuation run whose worker died (worker_lost) after every result it
+    # continues from was recorded is started again, at most RUN_RETRY_ATTEMPTS
+    # times per turn, the first after RUN_RETRY_BACKOFF_SECONDS and each next one
+    # after twice the previous delay (orchestration.pipeline.run_worker_lost;
+    # docs/recovery.md). 0 attempts turns the retry off.
+    "RUN_RETRY_ATTEMPTS": 2,
+    "RUN_RETRY_BACKOFF_SECONDS": 1.0,
     # Approvals decided in the operator UI (queue, thread page, admin) execute
     # this many seconds later; until then the decision can be undone (the call
     # returns to pending). REST and AG-UI resume decisions are immediate unless

@@ -18,12 +18,38 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Final
+from urllib.parse import unquote_plus
 
 CONTEXT_KEYS: Final = ("run", "thread", "toolCallId")
+
+#: Query parameters whose values are credentials: never written to a log. A
+#: client that sends its API token in the URL (``?token=``, ``?access_token=``)
+#: is refused (tokens go in the ``Authorization`` header), but the URL is logged.
+SECRET_PARAMS: Final = frozenset(
+    {
+        "token",
+        "access_token",
+        "id_token",
+        "refresh_token",
+        "api_key",
+        "apikey",
+        "password",
+        "secret",
+        "client_secret",
+    }
+)
+#: What a secret's value is replaced by.
+REDACTED: Final = "REDACTED"
+_SECRET_IN_TEXT: Final = re.compile(
+    r"(?i)(?<![\w-])("
+    + "|".join(sorted(SECRET_PARAMS, key=len, reverse=True))
+    + r")=[^&;\s\\\"'#<>]+"
+)
 
 _context: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
     "countersign_log_context", default=None
@@ -56,6 +82,45 @@ def log_context(**values: Any) -> Iterator[dict[str, str]]:
         yield merged
     finally:
         _context.reset(token)
+
+
+def query_redact(query: bytes) -> bytes:
+    """Return the raw query string ``query`` with every :data:`SECRET_PARAMS` value replaced.
+
+    ``b"after=3&token=abc"`` -> ``b"after=3&token=REDACTED"``; names compare
+    case-insensitively, percent-decoded. Everything else is kept byte for byte.
+    """
+    if b"=" not in query:
+        return query
+    parts = query.split(b"&")
+    changed = False
+    for index, part in enumerate(parts):
+        name, sep, _ = part.partition(b"=")
+        decoded = unquote_plus(name.decode("latin-1")).lower()
+        if sep and decoded in SECRET_PARAMS:
+            parts[index] = name + b"=" + REDACTED.encode()
+            changed = True
+    return b"&".join(parts) if changed else query
+
+
+def text_redact(text: str) -> str:
+    """Return ``text`` with the value of every ``<secret param>=<value>`` replaced."""
+    return _SECRET_IN_TEXT.sub(lambda m: f"{m.group(1)}={REDACTED}", text)
+
+
+class RedactFilter(logging.Filter):
+    """Replace credentials in a record's message (``?token=...`` in a logged URL).
+
+    The second line of defence: the ASGI application already removes them from
+    every request's query string before anything logs it (``config.asgi``).
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = text_redact(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        return True
 
 
 class ContextFilter(logging.Filter):
@@ -97,4 +162,5 @@ class JsonFormatter(logging.Formatter):
             data["exc"] = self.formatException(record.exc_info)
         if record.stack_info:
             data["stack"] = self.formatStack(record.stack_info)
-        return json.dumps(data, default=repr, ensure_ascii=False)
+        # Extras are logged as their repr (a request's shows its URL).
+        return text_redact(json.dumps(data, default=repr, ensure_ascii=False))

@@ -5,8 +5,10 @@
 recovers, in this order:
 
 - ``running`` runs whose worker, child or master, died: ended with
-  ``RUN_ERROR`` ``worker_lost`` through :func:`threads.services.run_fail`, so
-  the thread can take a new message (``worker_lost``);
+  ``RUN_ERROR`` ``worker_lost`` naming the phase the run was in, and a
+  continuation started again with bounded attempts and backoff, through
+  :func:`orchestration.pipeline.run_worker_lost` (``worker_lost``; its entry
+  carries ``phase`` and, when retried, ``retry``);
 - ``awaiting_tools`` runs with calls still ``pending`` (the worker died between
   the run's last event and dispatching its calls): dispatched now,
   idempotently (``dispatched``);
@@ -56,7 +58,7 @@ from approvals.models import JanitorSweep, ToolExecution
 from core import metrics
 from core.conf import countersign_settings
 from core.logging import log_context
-from orchestration.pipeline import pending_calls_dispatch
+from orchestration.pipeline import pending_calls_dispatch, run_worker_lost
 from orchestration.supervision import (
     HEARTBEAT_DEAD_INTERVALS,
     heartbeat_read,
@@ -65,7 +67,6 @@ from orchestration.supervision import (
 )
 from threads.execution import enqueue
 from threads.models import Run, ToolCall
-from threads.services import run_fail
 
 logger = logging.getLogger(__name__)
 
@@ -216,19 +217,23 @@ def runs_reap(
         if run.status != Run.Status.RUNNING:
             continue
         with log_context(run=run.run_id, thread=run.thread.thread_id):
+            since = _last_activity(run)
+            lost = run_worker_lost(run=run)
+            retry = {"retry": lost.retry.run_id} if lost.retry is not None else {}
             sweep.note(
                 "worker_lost",
-                _last_activity(run),
-                f"run {run.run_id}'s worker is gone ({reason}); ending it",
+                since,
+                f"run {run.run_id}'s worker is gone ({reason}, {lost.phase}); "
+                + (
+                    f"ended it, retrying as run {lost.retry.run_id}"
+                    if lost.retry is not None
+                    else "ended it"
+                ),
                 reason=reason,
                 run=run.run_id,
                 thread=run.thread.thread_id,
-            )
-            run_fail(
-                run=run,
-                code="worker_lost",
-                message="The worker executing this run stopped before it finished; "
-                "post the message again to retry.",
+                phase=lost.phase,
+                **retry,
             )
     for pk, reason in found["undispatched"].items():
         run = Run.objects.select_related("thread").get(pk=pk)

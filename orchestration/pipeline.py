@@ -44,7 +44,9 @@ Implements FT-06, DC-04, LP-01, LP-05, LP-07, LP-08, SEC-02, BC32, BC34.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -75,6 +77,7 @@ from approvals.services.execution import (
     execution_reserve,
 )
 from core import tracing
+from core.conf import countersign_settings
 from core.types import JSONValue, User
 from orchestration.runs import run_claim, run_drive
 from orchestration.supervision import (
@@ -85,7 +88,10 @@ from orchestration.supervision import (
 from threads.execution import enqueue, enqueue_later, uses_celery
 from threads.mcp_servers import agent_mcp_refresh
 from threads.models import Run, ToolCall
-from threads.services import continuation_maybe_start
+from threads.selectors import LostPhase, run_lost_phase, thread_unanswered_calls
+from threads.services import continuation_maybe_start, run_fail, run_retry_create
+
+logger = logging.getLogger(__name__)
 
 # 1. Paused with calls.
 
@@ -111,6 +117,9 @@ def run_execute(*, run_pk: int) -> Run:
         # The heartbeat beats only once this delivery owns the run (the claim
         # writes it first), so a duplicate tells the owner's from its own.
         with run_heartbeat(run_pk=run_pk):
+            if claimed is False and not run.cancel_requested:
+                # Found running with no live worker: the one before died.
+                return run_worker_lost(run=run).run
             run = run_drive(run=run, claimed=claimed)
             if run.status == Run.Status.AWAITING_TOOLS:
                 crashpoints.crash_point("after_run_recorded")
@@ -383,6 +392,68 @@ def execution_resolve(
         )
         run_continue(run=tool_call.run)
     return execution
+
+
+# Recovery: a run whose worker died.
+
+
+@dataclass(frozen=True)
+class Lost:
+    """What :func:`run_worker_lost` did: the ended run, its phase, and its retry."""
+
+    run: Run
+    phase: LostPhase
+    #: The run repeating the turn, or ``None`` (not a continuation, out of
+    #: attempts, someone posted since, or another sweep retried it first).
+    retry: Run | None
+
+
+def run_worker_lost(*, run: Run) -> Lost:
+    """End ``run``, whose worker died, with ``RUN_ERROR`` ``worker_lost``; retry a continuation.
+
+    The error's message names the phase (:func:`threads.selectors.run_lost_phase`:
+    ``before_output`` or ``streaming``) and what happens next. A continuation
+    (a run continuing answered calls, or a retry of one) is started again once
+    every call on the thread has its answer, with the lost run's calls answered
+    as interrupted: at most ``RUN_RETRY_ATTEMPTS`` times per turn, the first
+    after ``RUN_RETRY_BACKOFF_SECONDS``, each next one after twice the previous
+    delay (:func:`threads.services.run_retry_create`). Model turns are
+    at-least-once; tools stay exactly-once, since the new run's calls are new
+    calls that go through dispatch and policy again. Idempotent: a run that
+    already ended is left as it is (and retried at most once). Called by the
+    janitor and by a redelivery that finds the run abandoned. Implements FT-06,
+    ER-01.
+    """
+    phase = run_lost_phase(run=run)
+    attempts = int(countersign_settings.RUN_RETRY_ATTEMPTS)
+    continuation = run.continues_id is not None or run.retry_of_id is not None
+    retrying = continuation and run.attempt <= attempts
+    message = (
+        f"The worker executing this run stopped before it finished ({phase}); "
+        + (
+            f"Countersign starts the turn again (attempt {run.attempt + 1} of "
+            f"{attempts + 1})."
+            if retrying
+            else "post the message again to retry."
+        )
+    )
+    ended = run_fail(run=run, code="worker_lost", message=message)
+    retry = None
+    if retrying and not thread_unanswered_calls(thread=ended.thread):
+        delay = float(countersign_settings.RUN_RETRY_BACKOFF_SECONDS) * 2 ** (
+            run.attempt - 1
+        )
+        retry = run_retry_create(run=ended, countdown=delay)
+    if retry is not None:
+        logger.warning(
+            "run %s lost (%s); retrying as run %s (attempt %d) in %.1f s",
+            ended.run_id,
+            phase,
+            retry.run_id,
+            retry.attempt,
+            delay,
+        )
+    return Lost(run=ended, phase=phase, retry=retry)
 
 
 # 7. Answered: continue the run.

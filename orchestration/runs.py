@@ -76,7 +76,8 @@ def run_drive(*, run: Run, claimed: bool) -> Run:
     """Run the claimed ``run``'s agent and record every event; return the run, reloaded.
 
     ``claimed`` is :func:`run_claim`'s answer: ``False`` ends the run with a
-    ``worker_lost`` (or ``cancelled``) error instead. Agent failures end the run
+    ``cancelled`` error instead (a run found abandoned without a cancellation
+    is the pipeline's: ``orchestration.pipeline.run_worker_lost``). Agent failures end the run
     with ``RUN_ERROR``; nothing already recorded is lost. A run that ended with an
     error or cancelled gets its calls answered as interrupted; one that ended
     awaiting tools is returned as it is (the caller dispatches its calls). Must
@@ -85,11 +86,8 @@ def run_drive(*, run: Run, claimed: bool) -> Run:
     if not claimed:
         return run_fail(
             run=run,
-            code="worker_lost" if not run.cancel_requested else "cancelled",
-            message="The worker executing this run stopped before it finished; "
-            "post the message again to retry."
-            if not run.cancel_requested
-            else "The run was cancelled before it started.",
+            code="cancelled",
+            message="The run was cancelled before it started.",
         )
     crashpoints.crash_point("after_run_claimed")
     recorder = RunRecorder(run)

@@ -28,9 +28,13 @@ After each trial: exactly one refund for an approved call and none for a rejecte
 one (the demo ledger, by the execution's idempotency key), one tool message and
 one ``TOOL_CALL_RESULT`` per call, the thread settled (no run queued, running or
 awaiting tools; every call in a final state) within ``CHAOS_STUCK_SECONDS`` (150) of
-the decisions, and the recovery time (decisions sent -> thread settled). Prints a
-table per fault and decision and a total; writes ``chaos-results.json`` in the run
-directory; exits 1 on any duplicate, missing answer, stuck thread or 5xx answer.
+the decisions, the thread ending with the agent's final answer (its last run
+finished, its last message the assistant's text; not owed while a call's outcome is
+unknown), the ``code`` of every ``RUN_ERROR`` in its log, and the recovery time
+(decisions sent -> thread settled). Prints a table per fault and decision, a total
+and the RUN_ERROR codes seen; writes ``chaos-results.json`` in the run directory;
+exits 1 on any duplicate, missing answer, stuck thread, 5xx answer or trial without
+its final answer.
 ``CHAOS_FAULTS`` (a comma list) limits the faults drawn. ``CHAOS_SECONDS`` (300) bounds the run: no batch starts after it (trials not run
 are reported).
 """
@@ -106,7 +110,18 @@ class Trial:
     server_errors: int = 0
     outcome_unknown: int = 0
     recovery: float = 0.0
+    #: The ``code`` of every ``RUN_ERROR`` in the thread's log, in order.
+    error_codes: list[str] = field(default_factory=list)
+    #: Whether the thread ends with the agent's answer: its last run finished and
+    #: its last message is the assistant's text (not owed when a call's outcome is
+    #: unknown: an operator resolves it first).
+    answered: bool = False
     note: str = ""
+
+    @property
+    def unanswered(self) -> bool:
+        """Whether the trial settled without the agent's final answer it was owed."""
+        return not self.stuck and not self.outcome_unknown and not self.answered
 
 
 def port_free(port: int) -> bool:
@@ -396,6 +411,17 @@ class Chaos:
         # A stuck thread is counted as stuck only; missing is a settled thread's gap.
         if not trial.stuck:
             trial.missing = sum(answers[c] == 0 for c in ids) + int(lost_refund)
+        trial.error_codes = [
+            str(payload.get("code"))
+            for payload in Event.objects.filter(
+                thread__thread_id=thread, type="RUN_ERROR"
+            )
+            .order_by("seq")
+            .values_list("payload", flat=True)
+        ]
+        trial.answered = final_answer(thread)
+        if trial.unanswered and not trial.note:
+            trial.note = f"no final answer; RUN_ERROR codes {trial.error_codes}"
         if approval.status == "rejected" and trial.refunds:
             trial.duplicates += trial.refunds
             trial.note = "refunded although rejected"
@@ -459,6 +485,30 @@ class Chaos:
         return f"runs {runs} calls {calls}"
 
 
+def final_answer(thread_id: str) -> bool:
+    """Return whether ``thread_id`` ends with the agent's answer.
+
+    Its latest run finished, and its last message is the assistant's non-empty
+    text (the reply to the last tool result, not a call).
+    """
+    from threads.models import Message, Run, ToolCall
+
+    run = Run.objects.filter(thread__thread_id=thread_id).order_by("id").last()
+    last = (
+        Message.objects.filter(thread__thread_id=thread_id).order_by("position").last()
+    )
+    return (
+        run is not None
+        and run.status == "finished"
+        and last is not None
+        and last.role == "assistant"
+        and bool(last.content)
+        and not ToolCall.objects.filter(
+            thread__thread_id=thread_id, parent_message_id=last.message_id
+        ).exists()
+    )
+
+
 def api_token(username: str) -> str:
     """Create (or reuse) superuser ``username`` without a password; return its API token."""
     from django.contrib.auth import get_user_model
@@ -480,7 +530,10 @@ def free_port() -> int:
 
 def summary(trials: list[Trial]) -> list[str]:
     """Return the table: one row per fault, per decision, and the total."""
-    rows = ["group                 trials  dup  missing  stuck  5xx  unknown  worst s"]
+    rows = [
+        "group                 trials  dup  missing  stuck  5xx  unknown  "
+        "no answer  worst s"
+    ]
 
     def row(name: str, group: list[Trial]) -> str:
         worst = max((t.recovery for t in group), default=0.0)
@@ -488,7 +541,8 @@ def summary(trials: list[Trial]) -> list[str]:
             f"{name:21} {len(group):6} {sum(t.duplicates for t in group):4} "
             f"{sum(t.missing for t in group):8} {sum(t.stuck for t in group):6} "
             f"{sum(t.server_errors for t in group):4} "
-            f"{sum(t.outcome_unknown for t in group):8} {worst:8.1f}"
+            f"{sum(t.outcome_unknown for t in group):8} "
+            f"{sum(t.unanswered for t in group):10} {worst:8.1f}"
         )
 
     for name in FAULTS:
@@ -496,6 +550,14 @@ def summary(trials: list[Trial]) -> list[str]:
     for name in DECISIONS:
         rows.append(row(name, [t for t in trials if t.decision == name]))
     rows.append(row("TOTAL", trials))
+    codes: dict[str, int] = defaultdict(int)
+    for trial in trials:
+        for code in trial.error_codes:
+            codes[code] += 1
+    rows.append(
+        "RUN_ERROR codes: "
+        + (", ".join(f"{code} {n}" for code, n in sorted(codes.items())) or "none")
+    )
     return rows
 
 
@@ -533,7 +595,9 @@ def main() -> int:
             ]
             chaos.batch(batch, fault)
             trials.extend(batch)
-            bad = [t for t in batch if t.duplicates or t.missing or t.stuck]
+            bad = [
+                t for t in batch if t.duplicates or t.missing or t.stuck or t.unanswered
+            ]
             print(
                 f"chaos: {len(trials):5} trials, {time.monotonic() - began:6.0f} s, "
                 f"fault {fault:13} worst {max(t.recovery for t in batch):5.1f} s"
@@ -569,7 +633,9 @@ def main() -> int:
     )
     print(f"chaos: details in {chaos.directory / 'chaos-results.json'}; load {load}")
     failed = [
-        t for t in trials if t.duplicates or t.missing or t.stuck or t.server_errors
+        t
+        for t in trials
+        if t.duplicates or t.missing or t.stuck or t.server_errors or t.unanswered
     ]
     if not trials:
         print("chaos: FAILED: no trial ran")

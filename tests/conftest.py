@@ -122,3 +122,11 @@ def pytest_collection_modifyitems(
                 path,
             )
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.fixture(autouse=True)
+def _rate_limits_reset() -> None:
+    """Start each test with no request counted (``web.ratelimit``'s counters outlive tests)."""
+    from django.core.cache import caches
+
+    caches["ratelimit"].clear()

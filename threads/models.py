@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     from core.types import JSONValue
 
 
+#: Who may read every thread, not only their own (:func:`threads.selectors.thread_visible_to`).
+VIEW_ANY_THREAD_PERMISSION = "threads.view_any_thread"
+
+
 def new_public_id() -> str:
     """Return a new opaque public id (a UUID4 string)."""
     return str(uuid.uuid4())
@@ -46,6 +50,9 @@ class Thread(models.Model):
 
     class Meta:
         ordering = ["-updated_at"]
+        #: Reading every user's threads (their messages, runs, events): an
+        #: auditor's or a lead's right, never implied by ``is_staff``.
+        permissions = [("view_any_thread", "Can read every user's threads")]
 
     def __str__(self) -> str:
         return self.title or self.thread_id
@@ -106,6 +113,16 @@ class Run(models.Model):
         blank=True,
         related_name="continuation",
     )
+    #: The run whose dead worker this run repeats (a retried turn, one retry per
+    #: lost run), and which attempt of that turn it is (1: the first).
+    retry_of = models.OneToOneField(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="retry",
+    )
+    attempt = models.PositiveSmallIntegerField(default=1)
     #: How this run appears on the AG-UI wire (:class:`WireState`); moved only by
     #: :func:`threads.transitions.run_wire_transition`.
     wire_state = models.CharField(

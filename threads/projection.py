@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jsonpatch
@@ -495,6 +495,60 @@ def _project_input_messages(
         known.add(data["id"])
 
 
+#: Plain messages written per INSERT by :func:`messages_create_from_agui`.
+HISTORY_BATCH = 1000
+
+
+def messages_create_from_agui(
+    *,
+    thread: Thread,
+    messages: Sequence[dict[str, Any]],
+    position: int,
+    tool_answer_check: Callable[[dict[str, Any]], None] | None = None,
+) -> int:
+    """Create the Messages of AG-UI ``messages`` (camelCase JSON), in order; return how many.
+
+    A client's history (a 10,000-message conversation, B8) is mostly plain
+    messages: those (no ``toolCalls``, not a tool result) are written
+    :data:`HISTORY_BATCH` to an INSERT; a message with calls or a tool result
+    goes through :func:`message_create_from_agui` (its ToolCall rows, the call it
+    answers), the plain ones before it written first, so rows keep the input's
+    order. ``tool_answer_check`` sees each tool message once every message
+    before it is written, and may raise to refuse it. Raises
+    :class:`django.db.IntegrityError` on a duplicate id.
+    """
+    plain: list[Message] = []
+
+    def write() -> None:
+        Message.objects.bulk_create(plain, batch_size=HISTORY_BATCH)
+        plain.clear()
+
+    for data in messages:
+        role = data["role"]
+        if role == Message.Role.TOOL or (
+            role == Message.Role.ASSISTANT and data.get("toolCalls")
+        ):
+            write()
+            if role == Message.Role.TOOL and tool_answer_check is not None:
+                tool_answer_check(data)
+            message_create_from_agui(
+                thread=thread, data=data, run=None, position=position
+            )
+            continue
+        plain.append(
+            Message(
+                thread=thread,
+                message_id=data["id"],
+                role=role,
+                content=data.get("content") if data.get("content") is not None else "",
+                name=data.get("name") or "",
+                position=position,
+            )
+        )
+    write()
+    return len(messages)
+
+
 def message_create_from_agui(
     *, thread: Thread, data: dict[str, Any], run: Run | None, position: int
 ) -> Message:
@@ -528,10 +582,12 @@ def message_create_from_agui(
                 call=call,
                 to=ToolCall.State.FAILED if row.error else ToolCall.State.SUCCEEDED,
             )
-    owner_run = run or thread.runs.order_by("-created_at", "-id").first()
     # Only an assistant message's toolCalls are typed (AG-UI ToolCall objects); on
     # any other role the key is an untyped extra field and names no call.
     calls = data.get("toolCalls") if role == Message.Role.ASSISTANT else None
+    owner_run = (
+        (run or thread.runs.order_by("-created_at", "-id").first()) if calls else None
+    )
     for index, call_data in enumerate(calls or []):
         if owner_run is None:
             break

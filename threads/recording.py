@@ -560,6 +560,16 @@ def recorder_resume(*, run: Run) -> RunRecorder:
         recorder.stream.feed(
             RunStartedEvent(thread_id=run.thread.thread_id, run_id=run.run_id)
         )
+    # A client-visible continuation's log reports, right after its RUN_STARTED,
+    # the results Countersign wrote for the run it continues (threads.wire): those
+    # tool messages belong to that earlier run, so the machine must not take their
+    # ids for ids this run reuses (it would break at the first row, and a dead
+    # worker's run would end as a protocol violation instead of worker_lost).
+    recorder.stream.message_ids_forget(
+        str(row.payload.get("messageId"))
+        for row in rows
+        if row.type == EventType.TOOL_CALL_RESULT.value
+    )
     for row in rows:
         try:
             recorder.stream.feed(event_from_dict(row.payload))

@@ -30,7 +30,14 @@ from agentcore.tools import Tool
 from core.types import AnyUser
 from threads.agent_config import agent_settings, agent_toolset
 from threads.exceptions import ThreadNotOwned, UnknownAgent
-from threads.models import Event, Message, Run, Thread, ToolCall
+from threads.models import (
+    VIEW_ANY_THREAD_PERMISSION,
+    Event,
+    Message,
+    Run,
+    Thread,
+    ToolCall,
+)
 from threads.snapshots import REMOTE_ID
 
 ThreadStatus = Literal[
@@ -41,15 +48,17 @@ ThreadStatus = Literal[
 def thread_visible_to(*, user: AnyUser) -> QuerySet[Thread]:
     """Return the threads ``user`` may see.
 
-    Their own; every thread for staff; and, for operators holding
-    ``approvals.decide_approvalrequest``, every thread with an approval request,
-    so an approver can read the conversation behind a call before deciding it.
+    Their own; every thread for holders of ``threads.view_any_thread``
+    (:data:`threads.models.VIEW_ANY_THREAD_PERMISSION`; ``is_staff`` alone grants
+    nothing here); and, for operators holding ``approvals.decide_approvalrequest``,
+    every thread with an approval request, so an approver can read the
+    conversation behind a call before deciding it. Implements SEC-06.
     """
     threads = Thread.objects.all()
-    if getattr(user, "is_staff", False):
-        return threads
-    if isinstance(user, AnonymousUser):
+    if isinstance(user, AnonymousUser) or not getattr(user, "is_active", False):
         return threads.none()
+    if user.has_perm(VIEW_ANY_THREAD_PERMISSION):
+        return threads
     if user.has_perm("approvals.decide_approvalrequest"):
         # Through the reverse relation the approvals app declares: threads never
         # import approvals (docs/architecture.md, layers).
@@ -61,7 +70,7 @@ def thread_visible_to(*, user: AnyUser) -> QuerySet[Thread]:
 def thread_write_check(*, user: AnyUser, thread: Thread) -> None:
     """Refuse ``user`` writing to ``thread`` unless they own it.
 
-    Approvers and staff may read threads that are not theirs (:func:`thread_visible_to`),
+    Approvers and readers of every thread may read threads that are not theirs (:func:`thread_visible_to`),
     but only the owner posts messages, runs agents on it or archives it: a message
     starts a run on the owner's behalf and makes the owner the requester of its calls,
     so anyone else writing could request a call and then approve it themselves
@@ -608,3 +617,20 @@ def tool_list(*, agent: str | None = None) -> list[dict[str, Any]]:
                 }
             )
     return tools
+
+
+#: What a run whose worker died had done (``worker_lost``'s phase): nothing from
+#: its agent recorded yet, or part of the agent's output.
+LostPhase = Literal["before_output", "streaming"]
+
+
+def run_lost_phase(*, run: Run) -> LostPhase:
+    """Return how far ``run`` got before its worker died: :data:`LostPhase`.
+
+    ``before_output``: the run was claimed, but the log holds none of its
+    agent's events (only what Countersign wrote for it: a client-visible run's
+    ``RUN_STARTED`` and the results it reports); ``streaming``: some of the
+    agent's output was recorded. Implements ER-01.
+    """
+    agent_output = run.events.exclude(type__in=("RUN_STARTED", "TOOL_CALL_RESULT"))
+    return "streaming" if agent_output.exists() else "before_output"

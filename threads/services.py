@@ -12,6 +12,7 @@ answering calls :mod:`threads.answers`. Implements DC-01, FT-06.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from django.db import transaction
@@ -42,11 +43,11 @@ from threads.exceptions import (
     ThreadNotFound,
     ThreadsError,
 )
-from threads.execution import enqueue
+from threads.execution import enqueue, enqueue_later
 from threads.ids import new_message_id as mint_message_id
 from threads.locks import run_lock, thread_lock, thread_lock_by_id
 from threads.models import Message, Run, Thread, ToolCall, new_public_id
-from threads.projection import message_create_from_agui
+from threads.projection import messages_create_from_agui
 from threads.recording import (
     RunRecorder,
     record_terminal_error,
@@ -74,6 +75,18 @@ def _run_enqueue(*, run_pk: int) -> None:
     from threads.tasks import run_agent
 
     enqueue(run_agent, run_pk=run_pk)
+
+
+def _run_enqueue_later(*, run_pk: int, countdown: float) -> None:
+    """Hand run ``run_pk`` to a worker ``countdown`` seconds after commit."""
+    from threads.tasks import run_agent
+
+    # A message lost on the way (broker down) leaves the run queued: the
+    # janitor enqueues it again after QUEUED_STALE_SECONDS.
+    transaction.on_commit(
+        partial(enqueue_later, run_agent, countdown=countdown, run_pk=run_pk),
+        robust=True,
+    )
 
 
 def thread_create(
@@ -213,6 +226,8 @@ def run_create(
     outer: Run | None = None,
     wire_input: dict[str, Any] | None = None,
     managed: bool = True,
+    retry_of: Run | None = None,
+    countdown: float = 0.0,
 ) -> Run:
     """Create a queued run on ``thread`` and enqueue its execution after commit.
 
@@ -225,6 +240,8 @@ def run_create(
     ``outer``, or, without ``outer``, a client-visible run of its own whose
     ``RUN_STARTED`` (echoing ``wire_input``, what the client sent) is written now;
     ``managed=False`` keeps the unmanaged shape of the run it continues.
+    ``retry_of`` names the lost run whose turn this one repeats (its attempt is
+    the next); ``countdown`` delays its execution by that many seconds.
     Must be called inside a transaction holding the thread's row lock
     (:func:`threads.locks.thread_lock`), with ``continues`` read in it.
     """
@@ -234,6 +251,9 @@ def run_create(
         fields["run_id"] = run_id
     if client_input is not None:
         fields["input"] = {"client": client_input}
+    if retry_of is not None:
+        fields["retry_of"] = retry_of
+        fields["attempt"] = retry_of.attempt + 1
     wire_state = Run.WireState.UNMANAGED
     if outer is not None:
         fields["outer"] = outer
@@ -262,8 +282,50 @@ def run_create(
         # A resume's continuation waits for its calls' answers: the answer that
         # completes them enqueues it (continuation_maybe_start), once; a second
         # delivery of a running run would be taken for a dead worker's.
-        _run_enqueue(run_pk=run.pk)
+        if countdown > 0:
+            _run_enqueue_later(run_pk=run.pk, countdown=countdown)
+        else:
+            _run_enqueue(run_pk=run.pk)
     return run
+
+
+def run_retry_create(*, run: Run, countdown: float) -> Run | None:
+    """Start the turn of lost ``run`` again in a new run; return it, or ``None``.
+
+    ``run`` ended with ``RUN_ERROR`` ``worker_lost`` (its worker died). The new
+    run is a client-visible run of its own (its ``RUN_STARTED`` written now)
+    with the lost run's agent and client tools, ``retry_of`` the lost run and
+    the next ``attempt``; its execution starts ``countdown`` seconds after
+    commit. The thread's history is what it is: what the lost run recorded
+    stays, its calls answered as interrupted, and calls the new run proposes
+    are new calls that go through policy like any other (model turns are
+    at-least-once, tools exactly-once). Returns ``None``, creating nothing,
+    when ``run`` did not end ``worker_lost``, was retried already (one retry per
+    lost run, a database constraint), or is no longer the thread's latest run
+    (someone posted since). Implements FT-06, ER-01.
+    """
+    with transaction.atomic():
+        locked = run_lock(run_pk=run.pk, thread_pk=run.thread_id)
+        if (
+            locked.status != Run.Status.ERROR
+            or locked.error_code != "worker_lost"
+            or Run.objects.filter(retry_of=locked).exists()
+            or locked.thread.runs.filter(pk__gt=locked.pk).exists()
+        ):
+            return None
+        lost_input = locked.input or {}
+        return run_create(
+            thread=locked.thread,
+            agent=locked.agent,
+            client_input={
+                key: lost_input[key]
+                for key in ("tools", "context", "forwardedProps")
+                if key in lost_input
+            },
+            managed=locked.managed,
+            retry_of=locked,
+            countdown=countdown,
+        )
 
 
 #: The longest title :func:`thread_title_from` makes, in characters.
@@ -362,16 +424,21 @@ def run_start_from_agui(
                 wire_input=wire_input,
             )
         known = set(thread.messages.values_list("message_id", flat=True))
+        new: list[dict[str, Any]] = []
         for message in run_input.messages:
             data = message.model_dump(mode="json", by_alias=True, exclude_none=True)
             if data.get("id") in known or data.get("role") not in Message.Role.values:
                 continue
-            if data["role"] == Message.Role.TOOL:
-                _check_client_tool_answer(thread=thread, data=data)
-            message_create_from_agui(
-                thread=thread, data=data, run=None, position=thread.next_seq
-            )
+            new.append(data)
             known.add(data["id"])
+        messages_create_from_agui(
+            thread=thread,
+            messages=new,
+            position=thread.next_seq,
+            tool_answer_check=lambda data: _check_client_tool_answer(
+                thread=thread, data=data
+            ),
+        )
         if run is None:
             run = _run_create_after_history(
                 thread=thread,

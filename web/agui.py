@@ -42,6 +42,12 @@ from threads.models import Thread
 from threads.selectors import thread_visible_to, thread_write_check
 from threads.validation import MAX_ID_LENGTH, PUBLIC_ID, JSONInputError, parse_json
 from web.exception_handler import integrity_conflict
+from web.ratelimit import (
+    agui_wait,
+    auth_failure_record,
+    auth_failure_wait,
+    retry_after,
+)
 from web.sse import follow_log
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -52,16 +58,62 @@ def error_response(status: int, type_: str, detail: str, **extra: Any) -> JsonRe
     return JsonResponse({"type": type_, "detail": detail, **extra}, status=status)
 
 
+def _throttled(wait: float | None, why: str) -> JsonResponse:
+    """Return the 429 answer of a rate limit, with ``Retry-After``."""
+    response = error_response(
+        429,
+        "throttled",
+        f"{why}; retry after the Retry-After header's seconds",
+    )
+    response["Retry-After"] = retry_after(wait)
+    return response
+
+
+def _admit(request: HttpRequest) -> tuple[Any, JsonResponse | None]:
+    """Return ``(user, refusal)``: :func:`_authenticate`, then the AG-UI rate limits.
+
+    Refusals: 401 (403 for a failed CSRF check) without valid credentials; 429
+    with ``Retry-After`` when the client's address sent too many unknown tokens
+    or the token (or session) made too many AG-UI requests (``web.ratelimit``).
+    """
+    user, failure = _authenticate(request)
+    if failure == _TOO_MANY_FAILURES:
+        return None, _throttled(auth_failure_wait(request), failure)
+    if failure:
+        status = 403 if "CSRF" in failure else 401
+        return None, error_response(status, "not_authenticated", failure)
+    token_key = _token_key(request)
+    wait = agui_wait(user=user, token_key=token_key)
+    if wait is not None:
+        return None, _throttled(wait, "too many AG-UI requests for this token")
+    return user, None
+
+
+_TOO_MANY_FAILURES = "too many requests with an unknown token from this address"
+
+
+def _token_key(request: HttpRequest) -> str | None:
+    parts = request.headers.get("Authorization", "").split()
+    return parts[1] if len(parts) == 2 else None
+
+
 def _authenticate(request: HttpRequest) -> tuple[Any, str | None]:
-    """Return ``(user, failure)``: token auth first, then session auth with CSRF."""
+    """Return ``(user, failure)``: token auth first, then session auth with CSRF.
+
+    An unknown token counts against the client's address (``web.ratelimit``);
+    past the rate every token from it fails with :data:`_TOO_MANY_FAILURES`.
+    """
     header = request.headers.get("Authorization", "")
     if header:
         parts = header.split()
         if len(parts) != 2 or parts[0] not in ("Token", "Bearer"):
             return None, "Authorization header must be 'Token <key>' or 'Bearer <key>'"
-
+        if auth_failure_wait(request) is not None:
+            return None, _TOO_MANY_FAILURES
         token = Token.objects.select_related("user").filter(key=parts[1]).first()
         if token is None or not token.user.is_active:
+            if auth_failure_record(request) is not None:
+                return None, _TOO_MANY_FAILURES
             return None, "invalid token"
         return token.user, None
     user = getattr(request, "user", None)
@@ -192,11 +244,9 @@ async def agui_run(request: HttpRequest, agent: str) -> HttpResponseBase:
         return error_response(
             405, "method_not_allowed", "POST a RunAgentInput JSON object"
         )
-    user, failure = await sync_to_async(_authenticate)(request)
-    if failure:
-        return error_response(
-            401 if "CSRF" not in failure else 403, "not_authenticated", failure
-        )
+    user, refusal = await sync_to_async(_admit)(request)
+    if refusal is not None:
+        return refusal
     try:
         raw = request.body
     except RequestDataTooBig:
@@ -238,11 +288,11 @@ async def agui_run(request: HttpRequest, agent: str) -> HttpResponseBase:
     if problem is not None:
         field, detail = problem
         return error_response(400, "invalid_input", detail, fields={field: detail})
-    refusal = await sync_to_async(_id_problem)(user=user, run_input=run_input)
-    if refusal is not None:
-        field = getattr(refusal, "field", "messages")
+    taken = await sync_to_async(_id_problem)(user=user, run_input=run_input)
+    if taken is not None:
+        field = getattr(taken, "field", "messages")
         return error_response(
-            refusal.status, refusal.code, str(refusal), fields={field: str(refusal)}
+            taken.status, taken.code, str(taken), fields={field: str(taken)}
         )
     try:
         thread, run, start = await sync_to_async(agui_run_start)(
@@ -297,9 +347,9 @@ async def agui_capabilities(request: HttpRequest, agent: str) -> HttpResponseBas
     """``GET /agui/<agent>/capabilities``: the agent's ``AgentCapabilities`` as JSON."""
     if request.method != "GET":
         return error_response(405, "method_not_allowed", "GET the capabilities")
-    _, failure = await sync_to_async(_authenticate)(request)
-    if failure:
-        return error_response(401, "not_authenticated", failure)
+    _, refusal = await sync_to_async(_admit)(request)
+    if refusal is not None:
+        return refusal
     try:
         body = await sync_to_async(capabilities_for)(agent)
     except CountersignError as error:
@@ -309,9 +359,9 @@ async def agui_capabilities(request: HttpRequest, agent: str) -> HttpResponseBas
 
 async def agui_thread_events(request: HttpRequest, thread_id: str) -> HttpResponseBase:
     """Follow ``thread_id``'s event log as SSE from ``?after=<seq>`` or ``Last-Event-ID``."""
-    user, failure = await sync_to_async(_authenticate)(request)
-    if failure:
-        return error_response(401, "not_authenticated", failure)
+    user, refusal = await sync_to_async(_admit)(request)
+    if refusal is not None:
+        return refusal
     raw = request.GET.get("after") or request.headers.get("Last-Event-ID") or "0"
     try:
         after = int(raw)

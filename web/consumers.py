@@ -37,14 +37,14 @@ socket stays open; nothing a client sends drops it abnormally.
 
 While the channel layer is unreachable (Redis down) a thread socket is still
 accepted and served from the log: without doorbells it re-reads the log every
-``SOCKET_POLL_SECONDS``, until the client reconnects. Implements DC-02, SEC-06.
+``SOCKET_POLL_SECONDS``, and it joins its group again once Redis is back
+(:mod:`web.doorbell`). Implements DC-02, SEC-06.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import logging
 import random
@@ -56,7 +56,6 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
-from channels.layers import get_channel_layer
 from channels.utils import await_many_dispatch
 
 from approvals.models import ApprovalRequest
@@ -73,6 +72,7 @@ from threads.realtime import (
 )
 from threads.selectors import thread_visible_to
 from threads.validation import JSONInputError, parse_json
+from web.doorbell import Doorbell
 
 if TYPE_CHECKING:
     from threads.models import Thread
@@ -86,8 +86,6 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_UNAVAILABLE = 4503
 #: Longest client frame read, in characters (client messages are a few bytes).
 MAX_FRAME_CHARS: Final = 64 * 1024
-#: Seconds to wait for the channel layer when a socket opens.
-LAYER_TIMEOUT: Final = 2.0
 APPROVAL_WATCH_PERMISSIONS = (
     "approvals.decide_approvalrequest",
     "approvals.view_approvalrequest",
@@ -174,38 +172,25 @@ def _query_int(scope: dict[str, Any], name: str, default: int = 0) -> int | None
 class CountersignConsumer(AsyncJsonWebsocketConsumer):
     """A JSON consumer that survives its client and its channel layer.
 
-    - The channel layer is joined with a timeout; when it is unreachable the consumer
-      runs without it (``self.channel_layer is None``), rather than failing the
-      handshake with HTTP 500.
+    - The channel layer is reached through a :class:`web.doorbell.Doorbell`: when
+      it is unreachable, at the handshake or later, the socket is served from the
+      log (polling) rather than failing with HTTP 500 or an ASGI exception, and
+      joins its group again once the broker is back.
     - Client frames are parsed by :func:`threads.validation.parse_json`; anything
       unreadable gets an error frame (:meth:`send_error`).
     """
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        # AsyncConsumer.__call__, with the channel layer made optional at runtime.
+        # AsyncConsumer.__call__, with the channel layer behind a Doorbell: a
+        # broker that is away (at the handshake or later) is never an error.
         self.scope = scope
         self.base_send = send
-        self.channel_layer = None
-        layer = get_channel_layer(self.channel_layer_alias)
-        if layer is not None:
-            try:
-                self.channel_name = await asyncio.wait_for(
-                    layer.new_channel(), LAYER_TIMEOUT
-                )
-            except Exception as error:  # any broker failure: serve without it
-                logger.warning(
-                    "socket %s: channel layer unavailable (%r); serving without it",
-                    scope.get("path"),
-                    error,
-                )
-            else:
-                self.channel_layer = layer
-                self.channel_receive = functools.partial(
-                    layer.receive, self.channel_name
-                )
+        self.bell = Doorbell(self.channel_layer_alias)
+        self.channel_layer = self.bell.layer
         sources = [receive]
-        if self.channel_layer is not None:
-            sources.append(self.channel_receive)
+        if self.bell.layer is not None:
+            await self.bell.open()
+            sources.append(self._channel_receive)
         try:
             with contextlib.suppress(StopConsumer):
                 await await_many_dispatch(sources, self.dispatch)
@@ -220,32 +205,24 @@ class CountersignConsumer(AsyncJsonWebsocketConsumer):
             self.counted = True
             metrics.OPEN_STREAMS.labels("websocket").inc()
 
+    async def _channel_receive(self) -> dict[str, Any]:
+        message = await self.bell.receive(None)
+        assert message is not None  # no timeout: only a message returns
+        return message
+
     async def join_group(self, group: str) -> bool:
-        """Join ``group`` on the channel layer; return whether that worked."""
-        if self.channel_layer is None:
-            return False
-        try:
-            await asyncio.wait_for(
-                self.channel_layer.group_add(group, self.channel_name), LAYER_TIMEOUT
-            )
-        except Exception as error:  # any broker failure: the log is the truth
-            logger.warning("socket: could not join %s (%r)", group, error)
-            return False
-        self.group = group
-        return True
+        """Join ``group`` on the channel layer; return whether that worked now.
+
+        When it did not (the broker is away) the socket joins once it is back.
+        """
+        joined = await self.bell.join(group)
+        if not joined:
+            logger.warning("socket: could not join %s yet; following the log", group)
+        return joined
 
     async def leave_group(self) -> None:
         """Leave the group joined by :meth:`join_group`, if any; never raises."""
-        group = getattr(self, "group", None)
-        if group is None or self.channel_layer is None:
-            return
-        try:
-            await asyncio.wait_for(
-                self.channel_layer.group_discard(group, self.channel_name),
-                LAYER_TIMEOUT,
-            )
-        except Exception as error:  # the broker forgets the subscription anyway
-            logger.warning("socket: could not leave %s (%r)", group, error)
+        await self.bell.leave()
 
     async def send_shared(
         self, message: dict[str, Any], part: str, build: Callable[[], Any]

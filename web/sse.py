@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
 
 from agentcore.events import EventEncoder, event_from_dict
 from core import metrics
@@ -21,6 +20,7 @@ from core.conf import countersign_settings
 from threads.logreader import log_after
 from threads.models import Run, Thread
 from threads.realtime import register_server_loop, thread_group_name
+from web.doorbell import Doorbell
 
 logger = logging.getLogger(__name__)
 
@@ -43,21 +43,18 @@ async def _wire_runs(run: Run) -> set[int]:
     return await sync_to_async(read)()
 
 
-async def _doorbell(layer: Any, channel: str, wait: float) -> bool:
-    """Wait up to ``wait`` seconds for a doorbell on ``channel``; return whether one rang.
+async def _doorbell(bell: Doorbell, wait: float) -> bool:
+    """Wait up to ``wait`` seconds for a doorbell; return whether one rang.
 
     Previews (``thread.preview``, events not written yet) are not doorbells: AG-UI
     clients get only log rows, so they are skipped without a read of the log.
+    While the broker is away no doorbell rings and the caller re-reads the log.
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
     while True:
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            return False
-        try:
-            message = await asyncio.wait_for(layer.receive(channel), timeout=remaining)
-        except TimeoutError:
+        message = await bell.receive(max(deadline - loop.time(), 0.0))
+        if message is None:
             return False
         if message.get("type") != "thread.preview":
             return True
@@ -90,11 +87,8 @@ async def follow_log(
         else countersign_settings.SSE_KEEPALIVE_SECONDS
     )
     poll = float(countersign_settings.SOCKET_POLL_SECONDS)
-    layer = get_channel_layer()
-    channel = await layer.new_channel() if layer is not None else None
-    group = thread_group_name(thread.pk)
-    if channel is not None:
-        await layer.group_add(group, channel)
+    bell = Doorbell()
+    await bell.join(thread_group_name(thread.pk))
     last = after
     mine: set[int] = {run.pk} if run is not None else set()
     silent_for = 0.0
@@ -113,19 +107,12 @@ async def follow_log(
                 if run is not None and row.type in ("RUN_FINISHED", "RUN_ERROR"):
                     return
             wait = min(poll, interval)
-            if channel is not None:
-                if await _doorbell(layer, channel, wait):
-                    continue
-            else:
-                await asyncio.sleep(wait)
+            if await _doorbell(bell, wait):
+                continue
             silent_for += wait
             if silent_for >= interval:
                 silent_for = 0.0
                 yield KEEPALIVE
     finally:
         metrics.OPEN_STREAMS.labels("sse").dec()
-        if channel is not None:
-            try:
-                await layer.group_discard(group, channel)
-            except Exception:
-                logger.debug("group_discard failed", exc_info=True)
+        await bell.leave()

@@ -8,7 +8,11 @@ from django.utils import timezone
 
 from approvals.exceptions import ApprovalPermissionDenied
 from approvals.locks import approval_lock, call_approval_lock
-from approvals.models import DECIDE_PERMISSION, ApprovalRequest
+from approvals.models import (
+    CANCEL_ANY_PENDING_PERMISSION,
+    DECIDE_PERMISSION,
+    ApprovalRequest,
+)
 from approvals.services.audit import audit_append
 from approvals.services.dispatch import call_answer_refused
 from approvals.services.notify import notify_approval_changed, notify_call_changed
@@ -81,11 +85,12 @@ def thread_pending_calls_cancel(
     (FT-06: the next run still gets one tool message per call); pending approval
     requests become ``cancelled``; calls already executing are left to finish.
     No continuation run starts: the user moves on with a new message. The thread's
-    owner, staff, or a holder of the decide permission may do this; others get
-    :class:`ApprovalPermissionDenied`. Implements FT-06, BC20, BC21.
+    owner, a holder of the decide permission or of ``approvals.cancel_any_pending``
+    may do this (``is_staff`` alone may not); others get
+    :class:`ApprovalPermissionDenied`. Implements FT-06, BC20, BC21, SEC-06.
     """
     allowed = (
-        getattr(cancelled_by, "is_staff", False)
+        cancelled_by.has_perm(CANCEL_ANY_PENDING_PERMISSION)
         or cancelled_by.has_perm(DECIDE_PERMISSION)
         or thread.owner_id == getattr(cancelled_by, "pk", None)
     )

@@ -15,7 +15,7 @@ from django.utils import timezone
 from approvals.authorization import authorization_require
 from approvals.exceptions import ApprovalAlreadyDecided, ApprovalClaimed
 from approvals.locks import approval_lock
-from approvals.models import ApprovalRequest
+from approvals.models import RELEASE_ANY_CLAIM_PERMISSION, ApprovalRequest
 from approvals.services.audit import audit_append
 from approvals.services.notify import notify_approval_changed
 from core.types import User
@@ -43,20 +43,25 @@ def approval_claim(*, approval: ApprovalRequest, user: User) -> ApprovalRequest:
 
 
 def approval_release(*, approval: ApprovalRequest, user: User) -> ApprovalRequest:
-    """Release ``user``'s claim on ``approval`` (staff may release anyone's); return it.
+    """Release ``user``'s claim on ``approval``; return it.
 
-    Raises :class:`ApprovalClaimed` when the claim is someone else's and ``user``
-    is not staff; releasing an unclaimed request changes nothing.
+    A holder of ``approvals.release_any_claim`` may release anyone's claim
+    (``is_staff`` alone may not). Raises :class:`ApprovalClaimed` when the claim
+    is someone else's and ``user`` lacks that permission; releasing an unclaimed
+    request changes nothing. Implements SEC-06.
     """
     with transaction.atomic():
         _, call, locked = approval_lock(approval=approval)
         if locked.claimed_by_id is None:
             return locked
-        if locked.claimed_by_id != user.pk and not getattr(user, "is_staff", False):
+        if locked.claimed_by_id != user.pk and not user.has_perm(
+            RELEASE_ANY_CLAIM_PERMISSION
+        ):
             raise ApprovalClaimed(
                 f"approval {locked.pk!r} is claimed by "
-                f"{getattr(locked.claimed_by, 'username', None)!r}; only they (or "
-                "staff) may release it"
+                f"{getattr(locked.claimed_by, 'username', None)!r}; only they, or a "
+                f"holder of the {RELEASE_ANY_CLAIM_PERMISSION!r} permission, may "
+                "release it"
             )
         holder = getattr(locked.claimed_by, "username", None)
         locked.claimed_by = None

@@ -189,17 +189,20 @@ def test_an_invalid_cursor_answers_404(api):
     assert response.json() == {"type": "not_found", "detail": "Invalid cursor"}
 
 
-def test_staff_see_every_thread_and_filter_by_owner(staff_user, user, other_user):
-    """Staff list every owner's threads; ``?owner=`` narrows to one."""
+def test_readers_of_every_thread_list_every_owner_and_filter_by_owner(
+    thread_reader, staff_user, user, other_user
+):
+    """``threads.view_any_thread`` lists every owner's threads; ``is_staff`` alone lists none."""
     mine = Thread.objects.create(owner=user, title="olivia's")
     theirs = Thread.objects.create(owner=other_user, title="mallory's")
-    staff = token_client(staff_user)
+    reader = token_client(thread_reader)
 
-    everyone = staff.get("/api/threads/").json()["results"]
-    only_mallory = staff.get("/api/threads/?owner=mallory").json()["results"]
+    everyone = reader.get("/api/threads/").json()["results"]
+    only_mallory = reader.get("/api/threads/?owner=mallory").json()["results"]
 
     assert [t["threadId"] for t in everyone] == [theirs.thread_id, mine.thread_id]
     assert [t["threadId"] for t in only_mallory] == [theirs.thread_id]
+    assert token_client(staff_user).get("/api/threads/").json()["results"] == []
 
 
 def test_status_filter_and_list_status_match_thread_status(api, user):

@@ -8,9 +8,12 @@ thread WebSocket with a session cookie, as integrations and browsers use them.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 from tests.helpers.prod import (
@@ -21,6 +24,7 @@ from tests.helpers.prod import (
     thread_start,
 )
 from tests.prod.client import EventWatcher, api_client, session_cookie, wait_until
+from threads.recording import RunRecorder
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
@@ -285,3 +289,158 @@ def test_approve_while_redis_is_down_answers_200_and_the_execution_waits_queued(
         tool_call__tool_call_id=approval["toolCallId"]
     )
     assert execution.state == ToolExecution.State.QUEUED
+
+
+class _SSEFollower(threading.Thread):
+    """Read ``GET /agui/threads/<id>/events`` in a background thread; keep every frame's seq."""
+
+    def __init__(self, base: str, token: str, thread_id: str) -> None:
+        super().__init__(name=f"sse-{thread_id}", daemon=True)
+        self.url = f"{base}/agui/threads/{thread_id}/events"
+        self.token = token
+        self.seqs: list[int] = []
+        self.status = 0
+        self.error = ""
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        try:
+            with httpx.stream(
+                "GET",
+                self.url,
+                headers={"Authorization": f"Token {self.token}"},
+                timeout=httpx.Timeout(5, read=30),
+            ) as response:
+                self.status = response.status_code
+                for line in response.iter_lines():
+                    if line.startswith("id: "):
+                        self.seqs.append(int(line[4:]))
+                    if self._halt.is_set():
+                        return
+        except httpx.HTTPError as error:
+            self.error = f"{type(error).__name__}: {error}"
+
+    def stop(self) -> None:
+        self._halt.set()
+
+
+def _group_subscribers(stack: Any, thread_pk: int) -> int:
+    """Return how many subscriptions Redis holds for thread ``thread_pk``'s group channel.
+
+    One per server process that has a stream following the thread (the layer
+    shares one Redis subscription among a process's streams).
+    """
+    import redis
+
+    client = redis.Redis(port=stack.redis.port)
+    names = client.pubsub_channels(f"*__group__thread.{thread_pk}")
+    return sum(n for _, n in client.pubsub_numsub(*names)) if names else 0
+
+
+def test_sse_and_websocket_streams_survive_a_redis_stop_and_start(stack, operator):
+    """Redis down: streams poll the log, new ones open; Redis back: doorbells again, no ASGI error."""
+    from django.contrib.auth import get_user_model
+
+    from threads.models import Run, Thread
+
+    # given an SSE stream and a WebSocket following a thread
+    base = stack.web()
+    cookie = session_cookie(base, operator["username"], operator["password"])
+    ws = base.replace("http://", "ws://")
+    owner = get_user_model().objects.get(username=operator["username"])
+    thread = Thread.objects.create(thread_id="t-broker", owner=owner, agent="demo")
+    run = Run.objects.create(thread=thread, run_id="r-broker", status="running")
+    before = _SSEFollower(base, operator["token"], thread.thread_id)
+    watcher = EventWatcher(ws, thread.thread_id, cookie=cookie, origin=base)
+    before.start()
+    watcher.start()
+    assert watcher.connected.wait(10)
+    wait_until(
+        lambda: _group_subscribers(stack, thread.pk) == 1,
+        timeout=10,
+        what="the streams subscribed",
+    )
+
+    # when Redis stops: a row written meanwhile, and new streams opened meanwhile
+    stack.redis.shutdown_nosave()
+    recorder = RunRecorder(run, publish=False)
+    recorder.record(
+        [{"type": "RUN_STARTED", "threadId": "t-broker", "runId": "r-broker"}]
+    )
+    recorder.flush()
+    during = _SSEFollower(base, operator["token"], thread.thread_id)
+    during.start()
+    opened_down = EventWatcher(ws, thread.thread_id, cookie=cookie, origin=base)
+    opened_down.start()
+    assert opened_down.connected.wait(10), opened_down.errors
+    for seqs in (lambda: before.seqs, lambda: during.seqs):
+        wait_until(lambda s=seqs: s() == [1], timeout=15, what="row 1 by polling")
+    for follower in (watcher, opened_down):
+        follower.wait_for(lambda w: w.last_seq == 1, timeout=15, what="row 1 (ws)")
+    assert during.status == 200
+
+    # then, Redis back, every stream joins its group again and gets the next row
+    stack.redis.start()
+    wait_until(
+        lambda: _group_subscribers(stack, thread.pk) == 1,
+        timeout=20,
+        what=f"the streams subscribed again\n{stack.logs()}",
+    )
+    recorder.record(
+        [{"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"}]
+    )
+    recorder.flush()
+    for seqs in (lambda: before.seqs, lambda: during.seqs):
+        wait_until(lambda s=seqs: s() == [1, 2], timeout=15, what="row 2 (sse)")
+    for follower in (watcher, opened_down):
+        follower.wait_for(lambda w: w.last_seq == 2, timeout=15, what="row 2 (ws)")
+        follower.stop()
+    before.stop()
+    during.stop()
+    assert before.error == during.error == "", (before.error, during.error)
+    # and no exception reached ASGI: the only tracebacks logged are the Redis
+    # layer's own reconnection attempts in its background reader
+    records = [
+        json.loads(line)
+        for line in stack.procs[0].text().splitlines()
+        if line.startswith("{")
+    ]
+    assert records
+    assert not [r for r in records if "ASGI" in r["message"]]
+    failures = {r["logger"] for r in records if "exc" in r}
+    assert failures <= {"channels_redis.pubsub"}, failures
+
+
+@pytest.mark.timeout(60)
+def test_tokens_in_query_strings_are_in_no_log_line_of_the_web_process(stack, operator):
+    """uvicorn's access log and Django's request log, as JSON lines: no key, REDACTED instead."""
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    # given the web process as deployed (uvicorn --log-config, LOG_LEVEL INFO)
+    base = stack.web()
+    key = operator["token"]
+
+    # when clients put the real token in URLs
+    for path in (
+        f"/api/threads/?token={key}",
+        f"/api/threads/?after=1&access_token={key}",
+        f"/agui/threads/t1/events?access_token={key}",
+        f"/api/approvals/?Token={key}&x=1",
+    ):
+        assert httpx.get(base + path, timeout=10).status_code == 401, path
+    ws = base.replace("http://", "ws://")
+    url = f"{ws}/ws/threads/t1/?after=0&token={key}"
+    with pytest.raises((InvalidStatus, OSError)), connect(url, open_timeout=5) as s:
+        s.recv(timeout=5)
+
+    # then the access log has each request, its token replaced, and no line
+    # of the process holds the key
+    log = stack.procs[0].text()
+    lines = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+    access = [r["message"] for r in lines if r["logger"] == "uvicorn.access"]
+    assert any("/api/threads/?token=REDACTED" in m for m in access), access
+    assert any("/api/threads/?after=1&access_token=REDACTED" in m for m in access)
+    assert any("/agui/threads/t1/events?access_token=REDACTED" in m for m in access)
+    assert any(r["logger"] == "django.request" for r in lines)
+    assert key not in log

@@ -423,3 +423,68 @@ def test_live_quiet_run_survives_redis_restarts_with_and_without_its_keys(
     assert (run.status, run.error_code) == (Run.Status.FINISHED, ""), stack.logs()
     assert delta_count(run_id) == 4
     assert _sweeps_of("worker_lost", run=run_id) == []
+
+
+def test_continuation_worker_killed_after_the_tool_result_is_retried_to_the_final_answer(
+    stack, operator, tmp_path: Path
+):
+    """Child killed claiming the continuation: worker_lost (phase named), retried, answered once."""
+    from threads.models import Message, Run
+
+    # given the non-idempotent refund waiting for approval, and a tools worker
+    # that dies as it claims the continuation after recording the refund's result
+    # (the worker that wrote the last answer runs the continuation itself)
+    base = stack.web()
+    stack.worker("janitor-worker", queues="countersign")
+    runs = stack.worker("runs-worker", queues="runs")
+    stack.beat()
+    tools = stack.worker("tools-worker", queues="tools")
+    api = api_client(base, operator["token"])
+    thread_id, approval = _refund_awaiting_approval(stack, api)
+    tools.terminate()
+    runs.terminate()  # so the dying worker, not this one, claims the continuation
+    doomed = stack.worker(
+        "tools-worker-crashing",
+        queues="tools",
+        COUNTERSIGN_TEST_CRASH_AT="after_run_claimed",
+    )
+
+    # when the refund is approved: it runs, then the continuation's worker dies
+    decided = api.post(f"/api/approvals/{approval['id']}/approve/", json={})
+    assert decided.status_code == 200, decided.text
+    wait_until(
+        lambda: "exitcode 17" in doomed.text(),
+        timeout=30,
+        what=f"the continuation's worker dying\n{stack.logs()}",
+    )
+    assert len(_ledger_lines(tmp_path)) == 1
+    stack.worker("runs-worker-2", queues="runs")
+
+    # then the lost continuation ends worker_lost naming its phase, and its retry
+    # (attempt 2) gives the agent's final answer
+    retry = wait_until(
+        lambda: Run.objects.filter(
+            thread__thread_id=thread_id, attempt=2, status="finished"
+        ).first(),
+        timeout=60,
+        what=f"the retried continuation finishing\n{stack.logs()}",
+    )
+    lost = Run.objects.get(pk=retry.retry_of_id)
+    assert (lost.status, lost.error_code) == ("error", "worker_lost")
+    assert lost.error_message == (
+        "The worker executing this run stopped before it finished (before_output); "
+        "Countersign starts the turn again (attempt 2 of 3)."
+    )
+    answer = Message.objects.filter(thread__thread_id=thread_id).last()
+    assert answer is not None
+    assert (answer.role, answer.run_id) == ("assistant", retry.pk)
+    assert answer.content == "Refund done: refunded 2.5 on A-1001"
+    # the refund ran exactly once, answered once, reported once
+    assert len(_ledger_lines(tmp_path)) == 1
+    log = event_log(thread_id)
+    assert [e["seq"] for e in log] == list(range(1, len(log) + 1))
+    results = [e["toolCallId"] for e in log if e["type"] == "TOOL_CALL_RESULT"]
+    assert len(results) == len(set(results)) == 2
+    errors = [e for e in log if e["type"] == "RUN_ERROR"]
+    assert [e["code"] for e in errors] == ["worker_lost"]
+    assert log[-1]["type"] == "RUN_FINISHED"

@@ -311,8 +311,10 @@ async def test_dc02_ws_refuses_anonymous_other_users_and_bad_after(user, other_u
     await expect_close(bad_after, 4400)
 
 
-async def test_dc02_ws_staff_may_watch_any_thread(user, staff_user):
-    """A staff user receives another user's thread log."""
+async def test_dc02_ws_a_reader_of_every_thread_may_watch_any_thread(
+    user, thread_reader, staff_user
+):
+    """``threads.view_any_thread`` receives another user's log; ``is_staff`` alone gets 4404."""
     thread = await sync_to_async(Thread.objects.create)(thread_id="owned", owner=user)
     run = await sync_to_async(Run.objects.create)(
         thread=thread, run_id="r1", status=Run.Status.RUNNING
@@ -324,7 +326,10 @@ async def test_dc02_ws_staff_may_watch_any_thread(user, staff_user):
             {"type": "RUN_FINISHED", "threadId": "owned", "runId": "r1"},
         ],
     )
-    headers = await sync_to_async(session_headers)(staff_user)
+    staff = await sync_to_async(session_headers)(staff_user)
+    refused = await open_socket("/ws/threads/owned/?after=0", staff)
+    await expect_close(refused, 4404)
+    headers = await sync_to_async(session_headers)(thread_reader)
     socket = await open_socket("/ws/threads/owned/?after=0", headers)
     received = await receive_until(
         socket, lambda m: len(m) == 2, what="the owner's log"

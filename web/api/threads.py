@@ -13,7 +13,6 @@ calls), each a thin shell, plus the idempotency and throttling they share.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable
 from typing import Any
@@ -26,8 +25,6 @@ from rest_framework.exceptions import NotFound
 from rest_framework.pagination import CursorPagination, LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.settings import api_settings
-from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
@@ -53,6 +50,7 @@ from threads.selectors import (
 )
 from threads.services import message_post, thread_archive, thread_create
 from web.exception_handler import error_body
+from web.ratelimit import PerTokenThrottle
 from web.serializers.threads import (
     THREAD_STATUSES,
     AgentOutputSerializer,
@@ -262,7 +260,7 @@ def offset_page(
     return paginator.get_paginated_response(results)
 
 
-class MessageRateThrottle(SimpleRateThrottle):
+class MessageRateThrottle(PerTokenThrottle):
     """Limit message posting per API token (per user for session auth).
 
     The rate is ``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["messages"]`` read at
@@ -270,21 +268,6 @@ class MessageRateThrottle(SimpleRateThrottle):
     """
 
     scope = "messages"
-    default_rate = "30/min"
-
-    def get_rate(self) -> str | None:
-        rate = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
-        return str(rate) if rate else self.default_rate
-
-    def get_cache_key(self, request: Request, view: APIView) -> str | None:
-        token = getattr(request.auth, "key", None)
-        if token:
-            ident = "token:" + hashlib.sha256(token.encode()).hexdigest()[:32]
-        elif request.user and request.user.is_authenticated:
-            ident = f"user:{request.user.pk}"
-        else:
-            ident = f"ip:{self.get_ident(request)}"
-        return self.cache_format % {"scope": self.scope, "ident": ident}
 
 
 # -- threads -------------------------------------------------------------------------
@@ -431,9 +414,10 @@ class ThreadMessagesApi(APIView):
         run = RunOutputSerializer()
 
     def get_throttles(self) -> list[Any]:
+        throttles = super().get_throttles()
         if self.request.method == "POST":
-            return [MessageRateThrottle()]
-        return []
+            return [*throttles, MessageRateThrottle()]
+        return throttles
 
     @extend_schema(
         operation_id="threads_messages_list",

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import AnonymousUser
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -27,7 +26,7 @@ from django.templatetags.static import static
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET
 
-from approvals.authorization import approval_authorization
+from approvals.authorization import approval_authorization, users_with_permission
 from approvals.labels import approval_label
 from approvals.models import DECIDE_PERMISSION, ApprovalRequest
 from approvals.selectors import VIEW_PERMISSION, approval_context, can_see_queue
@@ -214,8 +213,12 @@ def _visible_thread(request: HttpRequest, thread_id: str) -> Thread:
 
 
 def _administrators(limit: int = 3) -> list[str]:
-    """Return the usernames of up to ``limit`` active superusers (who can grant permissions)."""
-    users = get_user_model().objects.filter(is_active=True, is_superuser=True)
+    """Return the usernames of up to ``limit`` active users who can grant permissions.
+
+    Those who may change users in the admin (``auth.change_user``; superusers
+    hold every permission).
+    """
+    users = users_with_permission("auth.change_user")
     return [u.get_username() for u in users.order_by("username")[:limit]]
 
 
