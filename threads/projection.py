@@ -38,6 +38,7 @@ from agentcore.events import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
+from agentcore.interrupts import companion_call_for
 from threads.models import Message, Run, Thread, ToolCall
 from threads.transitions import run_transition, tool_call_transition
 
@@ -338,13 +339,24 @@ class Projection:
             # the operator's decision (IR-18) and the agent answers it after resume,
             # so it is not pending for Countersign or the client.
             bound = {i["toolCallId"] for i in interrupts if i.get("toolCallId")}
-            pending = [
-                call_id
-                for call_id in ToolCall.objects.filter(run=run)
+            unanswered = list(
+                ToolCall.objects.filter(run=run)
                 .unanswered()
                 .order_by("position", "id")
-                .values_list("tool_call_id", flat=True)
-                if call_id not in bound
+                .values_list("tool_call_id", "name", "arguments_text")
+            )
+            # A framework's companion of a held call (Agent Framework's
+            # confirm_changes) is answered with the interrupt, in that framework's
+            # terms (threads.answers.interrupt_companions_answer), never refused.
+            companions = {
+                call_id
+                for call_id, name, text in unanswered
+                if companion_call_for(name=name, arguments=text, held_ids=bound)
+            }
+            pending = [
+                call_id
+                for call_id, _, _ in unanswered
+                if call_id not in bound and call_id not in companions
             ]
             run.interrupts = interrupts
             self.run_fields.add("interrupts")
@@ -355,6 +367,15 @@ class Projection:
                     ToolCall.State.COMPLETE,
                 ):
                     self._call_to(row, ToolCall.State.PENDING)
+            for call_id in companions:
+                # It waits for the same decision as the call it stands beside.
+                row = self.tool_call(call_id)
+                if row is not None and row.state in (
+                    ToolCall.State.STREAMING,
+                    ToolCall.State.COMPLETE,
+                ):
+                    self._call_to(row, ToolCall.State.PENDING)
+                    self._call_to(row, ToolCall.State.AWAITING_APPROVAL)
             run_transition(
                 run=run,
                 to=Run.Status.AWAITING_TOOLS

@@ -23,9 +23,11 @@ from agentcore.events import (
     RunStartedEvent,
     message_from_dict,
 )
+from agentcore.interrupts import companion_call_for
 from core.types import User
 from threads.agent_config import agent_application_tools, agent_settings
 from threads.answers import (
+    interrupt_companions_answer,
     run_answer_dangling_calls,
     run_awaits_answers,
     run_finish_if_answered,
@@ -127,6 +129,10 @@ def thread_check_can_start_run(
         c
         for c in thread_unanswered_calls(thread=thread)
         if c.tool_call_id not in resumed_call_ids
+        # A companion is answered with the interrupt of the call it stands beside.
+        and not companion_call_for(
+            name=c.name, arguments=c.arguments_text, held_ids=resumed_call_ids
+        )
     ]
     if pending:
         ids = [c.tool_call_id for c in pending]
@@ -556,6 +562,7 @@ def run_resume_record(*, run: Run, entry: dict[str, Any]) -> bool:
     locked.resume = [*(locked.resume or []), entry]
     locked.save(update_fields=["resume"])
     run.resume = locked.resume
+    interrupt_companions_answer(run=locked, entry=entry)
     return True
 
 

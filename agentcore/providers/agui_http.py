@@ -52,7 +52,14 @@ from agentcore.agents import (
     run_started,
 )
 from agentcore.dispatch import sanitize_message
-from agentcore.events import BaseEvent, EventType, RunAgentInput, RunStartedEvent
+from agentcore.events import (
+    BaseEvent,
+    CustomEvent,
+    EventType,
+    RunAgentInput,
+    RunStartedEvent,
+)
+from agentcore.interrupts import relayed_custom_name
 from agentcore.providers.errors import retry_after_seconds
 from agentcore.stream import RunStream, StreamViolation
 
@@ -217,6 +224,11 @@ class RemoteAgent(Agent):
                     return
                 started = started or kind == "RUN_STARTED"
                 for event in events:
+                    if isinstance(event, CustomEvent):
+                        name = relayed_custom_name(event.name)
+                        if name is None:
+                            continue
+                        event = event.model_copy(update={"name": name})
                     if isinstance(event, RunStartedEvent) and event.input is None:
                         # The run's input is what Countersign sent: echoed, so a
                         # client following the thread gets the tool messages the

@@ -1,0 +1,210 @@
+"""Remote interrupts answered in the remote's own terms (IR-18, IR-05, IR-11, DC-04).
+
+Three third-party AG-UI servers, each from PyPI with a fake model and no API key:
+Pydantic AI's ``AGUIAdapter`` (``requires_approval``), ``ag-ui-langgraph``
+(``interrupt()`` with its interrupt outcome) and Microsoft Agent Framework's
+``agent-framework-ag-ui`` (an ``always_require`` tool, run in its own virtualenv,
+tests/agent_framework_agent.py). For each: approve, reject and edit through an
+AG-UI client's ``resume``; the tool runs once with exactly the approved arguments;
+nothing of the remote's interrupt machinery reaches Countersign's clients.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from approvals.models import ApprovalRequest, AuditEntry
+from threads.models import Event, Message, Run, ToolCall
+from threads.services import message_post, thread_create
+
+#: ag-ui-validate's info rules these streams must be clean of too: a parentMessageId
+#: naming an unknown message, no timestamps, an un-namespaced CUSTOM event.
+HYGIENE = ("AGUI208", "AGUI902", "AGUI903")
+ROOT = Path(__file__).resolve().parents[2]
+AF_PYTHON = ROOT / ".venv-af" / "bin" / "python"
+
+
+@pytest.fixture(scope="module")
+def agent_framework_server() -> Iterator[str]:
+    """Run Agent Framework's AG-UI server (its own virtualenv); yield its base URL."""
+    if not AF_PYTHON.exists():
+        pytest.fail(
+            f"{AF_PYTHON} is missing: `make install` builds it from "
+            "tests/remote_envs/agent-framework.txt"
+        )
+    process = subprocess.Popen(
+        [str(AF_PYTHON), str(ROOT / "tests" / "agent_framework_agent.py")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        port = int(process.stdout.readline())
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def _af_report(base: str) -> dict[str, Any]:
+    with urllib.request.urlopen(f"{base}/executed", timeout=5) as response:
+        return json.loads(response.read())
+
+
+@pytest.fixture
+def af_remote(agent_framework_server: str, settings: Any, monkeypatch: Any) -> str:
+    agents = {
+        "af_remote": {
+            "provider": "agui_http",
+            "url": f"{agent_framework_server}/agent-framework",
+        }
+    }
+    settings.COUNTERSIGN_AGENTS = {**settings.COUNTERSIGN_AGENTS, **agents}
+    monkeypatch.setenv("COUNTERSIGN_AGENTS_JSON", json.dumps(agents))
+    return agent_framework_server
+
+
+def _agui_start(user: Any, agent: str, thread_id: str, run_id: str, **extra: Any) -> Any:
+    """Do what ``POST /agui/<agent>/`` does before it streams."""
+    from agentcore.events import RunAgentInput
+    from orchestration.resume import agui_run_start
+
+    body = {
+        "threadId": thread_id,
+        "runId": run_id,
+        "state": {},
+        "messages": [],
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+        **extra,
+    }
+    return agui_run_start(
+        user=user, agent=agent, run_input=RunAgentInput.model_validate(body)
+    )
+
+
+def _log(thread: Any) -> list[dict[str, Any]]:
+    """Return every event the thread's AG-UI clients were streamed, in order."""
+    return list(
+        Event.objects.filter(thread=thread)
+        .order_by("seq")
+        .values_list("payload", flat=True)
+    )
+
+
+def _interrupted(user: Any, agent: str, thread_id: str, executor: Any) -> Any:
+    """Start ``agent`` from an AG-UI client; return the approval its interrupt queued."""
+    from threads.models import Thread
+
+    message = {"id": "u1", "role": "user", "content": "refund order A-1001 25"}
+    _agui_start(user, agent, thread_id, "run-1", messages=[message])
+    thread = Thread.objects.get(thread_id=thread_id)
+    executor.settle(thread)
+    executor.wait_for(
+        lambda: (_log(thread) or [{}])[-1].get("type") == "RUN_FINISHED"
+    )
+    return ApprovalRequest.objects.select_related("tool_call", "run").get(
+        thread=thread
+    )
+
+
+def _resume(
+    user: Any, agent: str, approval: Any, executor: Any, **entry: Any
+) -> list[dict[str, Any]]:
+    """Resume ``approval``'s interrupt as an AG-UI client; return the new run's events."""
+    from approvals.interrupts import interrupt_id
+
+    thread = approval.thread
+    before = len(_log(thread))
+    _agui_start(
+        user,
+        agent,
+        thread.thread_id,
+        "run-2",
+        resume=[{"interruptId": interrupt_id(approval), **entry}],
+    )
+    executor.settle(thread)
+    executor.wait_for(
+        lambda: (_log(thread) or [{}])[-1].get("type") == "RUN_FINISHED"
+        and len(_log(thread)) > before
+    )
+    return _log(thread)[before:]
+
+
+def _remote_resumes(base: str) -> list[Any]:
+    return [b["resume"] for b in _af_report(base)["received"] if b.get("resume")]
+
+
+def _assert_clean(thread: Any, remote_interrupt_id: str) -> None:
+    """No remote interrupt id or machinery in the log; ag-ui-validate clean."""
+    from tests.aguivalidate import assert_valid_stream
+
+    log = _log(thread)
+    assert remote_interrupt_id not in json.dumps(log)
+    assert not [
+        e for e in log if e.get("type") == "CUSTOM" and "interrupt" in e["name"]
+    ]
+    assert not [
+        e
+        for e in log
+        if e.get("type") == "CUSTOM" and e["name"] == "function_approval_request"
+    ]
+    assert all("timestamp" in e for e in log), [
+        e["type"] for e in log if "timestamp" not in e
+    ]
+    assert_valid_stream(log, what="the thread's AG-UI stream", also=HYGIENE)
+
+
+@pytest.mark.parametrize("executor", ["embedded"], indirect=True)
+def test_agent_framework_approve_by_resume_runs_the_proposed_arguments_once(
+    af_remote: str, nonstaff_approver: Any, executor: Any
+) -> None:
+    """The approver's note is no tool argument: Agent Framework's schema reads
+    ``reason`` as the tool's own ``reason``, so the payload is ``{approved}``."""
+    approval = _interrupted(nonstaff_approver, "af_remote", "af-approve", executor)
+    assert approval.tool_call.tool_call_id == "af_refund_1"
+    remote_id = approval.interrupt_id
+    assert remote_id.startswith("af-call-")
+
+    second = _resume(
+        nonstaff_approver,
+        "af_remote",
+        approval,
+        executor,
+        status="resolved",
+        payload={"approved": True, "reason": "approver note: looks fine"},
+    )
+
+    report = _af_report(af_remote)
+    assert [e for e in report["executed"]] == [
+        {
+            "order_id": "A-1001",
+            "amount": 25.0,
+            "reason": "customer request (agent-framework)",
+        }
+    ]
+    assert _remote_resumes(af_remote)[-1] == [
+        {"interruptId": remote_id, "status": "resolved", "payload": {"approved": True}}
+    ]
+    approval.refresh_from_db()
+    assert (approval.status, approval.reason) == (
+        "approved",
+        "approver note: looks fine",
+    )
+    calls = {c.name: c for c in ToolCall.objects.filter(thread=approval.thread)}
+    assert calls["issue_refund"].state == "succeeded"
+    results = [e for e in second if e["type"] == "TOOL_CALL_RESULT"]
+    assert [r["toolCallId"] for r in results] == ["af_refund_1"] or sorted(
+        r["toolCallId"] for r in results
+    ) == sorted(["af_refund_1", calls["confirm_changes"].tool_call_id])
+    assert "unknown_tool" not in json.dumps(_log(approval.thread))
+    _assert_clean(approval.thread, remote_id)
