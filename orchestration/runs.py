@@ -25,7 +25,11 @@ from agentcore.events import RunAgentInput
 from approvals import crashpoints
 from orchestration.supervision import heartbeat_alive, heartbeat_touch
 from threads.agent_config import agent_build
-from threads.answers import run_answer_dangling_calls, run_awaits_answers
+from threads.answers import (
+    held_calls_answer_refused,
+    run_answer_dangling_calls,
+    run_awaits_answers,
+)
 from threads.locks import run_lock
 from threads.models import Run
 from threads.recording import RunRecorder, record_terminal_error
@@ -116,6 +120,7 @@ def run_drive(*, run: Run, claimed: bool) -> Run:
     run.refresh_from_db()
     if run.status in (Run.Status.CANCELLED, Run.Status.ERROR):
         run_answer_dangling_calls(run=run)
+    held_calls_answer_refused(run=run)
     return run
 
 

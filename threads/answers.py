@@ -212,3 +212,59 @@ def interrupt_companions_answer(*, run: Run, entry: dict[str, Any]) -> list[str]
             if message is not None:
                 answered.append(call.tool_call_id)
     return answered
+
+
+#: A held call's refused state → (status, error, reason) of the answer Countersign
+#: writes when the remote agent did not answer it itself.
+_HELD_REFUSALS: dict[str, tuple[str, str, str]] = {
+    ToolCall.State.DECLINED: (
+        "rejected",
+        "rejected",
+        "an operator declined this call; it was not executed",
+    ),
+    ToolCall.State.EXPIRED: (
+        "expired",
+        "approval_expired",
+        "no operator decided in time; it was not executed",
+    ),
+    ToolCall.State.CANCELLED: (
+        "cancelled",
+        "cancelled",
+        "the call was cancelled before anyone decided; it was not executed",
+    ),
+}
+
+
+def held_calls_answer_refused(*, run: Run) -> list[str]:
+    """Answer the calls ``run`` resumed as refused that its remote agent left unanswered.
+
+    ``run`` continues a remote agent's interrupted run (IR-18): a call held by an
+    interrupt an operator rejected, let expire or cancelled is the remote's to
+    answer after the resume, but some remotes answer it only in a snapshot, or
+    not at all. Once ``run`` ended, each such call still without a tool message
+    gets Countersign's refusal, so every call has its one answer whatever the
+    remote did (a later answer of the remote's is then ignored). Returns the
+    answered ``toolCallId`` values. Implements DC-04, FT-06.
+    """
+    previous_pk = run.continues_id
+    if previous_pk is None:
+        return []
+    answered: list[str] = []
+    with transaction.atomic():
+        _, calls = tool_calls_lock(
+            thread_pk=run.thread_id,
+            calls=ToolCall.objects.filter(
+                run_id=previous_pk, state__in=list(_HELD_REFUSALS)
+            ).unanswered(),
+        )
+        for call in calls:
+            status, error, reason = _HELD_REFUSALS[call.state]
+            message = tool_message_write(
+                call=call,
+                content=refusal_content(status=status, reason=reason),
+                error=error,
+                state=call.state,
+            )
+            if message is not None:
+                answered.append(call.tool_call_id)
+    return answered

@@ -208,3 +208,184 @@ def test_agent_framework_approve_by_resume_runs_the_proposed_arguments_once(
     ) == sorted(["af_refund_1", calls["confirm_changes"].tool_call_id])
     assert "unknown_tool" not in json.dumps(_log(approval.thread))
     _assert_clean(approval.thread, remote_id)
+
+
+@pytest.mark.parametrize("executor", ["embedded"], indirect=True)
+def test_agent_framework_edit_by_resume_runs_exactly_the_edit_once(
+    af_remote: str, nonstaff_approver: Any, executor: Any
+) -> None:
+    """editedArgs are checked against the remote tool's declared arguments (its
+    responseSchema's editedArgs), not Countersign's toolset, and run as sent."""
+    from approvals.exceptions import ResumeInvalid
+
+    approval = _interrupted(nonstaff_approver, "af_remote", "af-edit", executor)
+    edit = {"order_id": "A-1001", "amount": 10.0, "reason": "partial refund"}
+
+    with pytest.raises(ResumeInvalid) as refused:
+        _resume(
+            nonstaff_approver,
+            "af_remote",
+            approval,
+            executor,
+            status="resolved",
+            payload={"approved": True, "editedArgs": {"order_id": "A-1001"}},
+        )
+    assert refused.value.code == "invalid_arguments"
+    assert "'amount'" in str(refused.value)
+    _resume(
+        nonstaff_approver,
+        "af_remote",
+        approval,
+        executor,
+        status="resolved",
+        payload={"approved": True, "editedArgs": edit},
+    )
+
+    assert _af_report(af_remote)["executed"][-1:] == [edit]
+    assert [e["order_id"] for e in _af_report(af_remote)["executed"]].count(
+        "A-1001"
+    ) == len(_af_report(af_remote)["executed"])
+    assert _remote_resumes(af_remote)[-1] == [
+        {
+            "interruptId": approval.interrupt_id,
+            "status": "resolved",
+            "payload": {"approved": True, "editedArgs": edit},
+        }
+    ]
+    approval.refresh_from_db()
+    assert (approval.status, approval.edited_arguments) == ("approved", edit)
+    _assert_clean(approval.thread, approval.interrupt_id)
+
+
+@pytest.mark.parametrize("executor", ["embedded"], indirect=True)
+def test_agent_framework_reject_answers_the_held_call_and_its_companion(
+    af_remote: str, nonstaff_approver: Any, executor: Any
+) -> None:
+    """DC-04: a rejected call gets one tool message even though Agent Framework
+    answers it only in its snapshot; confirm_changes is answered by its protocol
+    ({accepted: false}), never refused as an unknown tool."""
+    approval = _interrupted(nonstaff_approver, "af_remote", "af-reject", executor)
+    executed_before = len(_af_report(af_remote)["executed"])
+
+    _resume(
+        nonstaff_approver,
+        "af_remote",
+        approval,
+        executor,
+        status="resolved",
+        payload={"approved": False, "reason": "not this order"},
+    )
+
+    assert len(_af_report(af_remote)["executed"]) == executed_before
+    assert _remote_resumes(af_remote)[-1] == [
+        {
+            "interruptId": approval.interrupt_id,
+            "status": "resolved",
+            "payload": {"approved": False},
+        }
+    ]
+    thread = approval.thread
+    calls = {c.name: c for c in ToolCall.objects.filter(thread=thread)}
+    assert calls["issue_refund"].state == "declined"
+    answers = {
+        m.tool_call_id: m for m in Message.objects.filter(thread=thread, role="tool")
+    }
+    assert set(answers) == {"af_refund_1", calls["confirm_changes"].tool_call_id}
+    companion = json.loads(answers[calls["confirm_changes"].tool_call_id].content)
+    assert companion == {
+        "accepted": False,
+        "steps": [{"description": "Execute issue_refund", "status": "disabled"}],
+    }
+    assert "unknown_tool" not in json.dumps(_log(thread))
+    assert [r.status for r in Run.objects.filter(thread=thread).order_by("id")] == [
+        "finished",
+        "finished",
+    ]
+    _assert_clean(thread, approval.interrupt_id)
+
+
+@pytest.fixture
+def pai_remote(settings: Any, monkeypatch: Any) -> Iterator[None]:
+    """Serve Pydantic AI's AGUIAdapter agent (tests/remote_agents.py)."""
+    from tests.remote_agents import EXECUTED, RECEIVED, serve
+
+    EXECUTED.clear()
+    RECEIVED.clear()
+    with serve() as base:
+        agents = {"pai_remote": {"provider": "agui_http", "url": f"{base}/pydantic-ai"}}
+        settings.COUNTERSIGN_AGENTS = {**settings.COUNTERSIGN_AGENTS, **agents}
+        monkeypatch.setenv("COUNTERSIGN_AGENTS_JSON", json.dumps(agents))
+        yield
+
+
+@pytest.mark.parametrize("executor", ["embedded"], indirect=True)
+def test_pydantic_ai_edit_by_resume_runs_the_edit_once(
+    pai_remote: None, nonstaff_approver: Any, executor: Any
+) -> None:
+    """Editing a remote's call through resume is no longer refused as "not
+    configured": Pydantic AI declares editedArgs an object, and gets the edit."""
+    from approvals.exceptions import ResumeInvalid
+    from tests.remote_agents import EXECUTED, RECEIVED
+
+    approval = _interrupted(nonstaff_approver, "pai_remote", "pai-edit", executor)
+    with pytest.raises(ResumeInvalid) as refused:
+        _resume(
+            nonstaff_approver,
+            "pai_remote",
+            approval,
+            executor,
+            status="resolved",
+            payload={"approved": True, "editedArgs": {"path": "/srv/a\u0000b"}},
+        )
+    assert refused.value.code == "invalid_arguments"
+    assert "U+0000" in str(refused.value)
+
+    _resume(
+        nonstaff_approver,
+        "pai_remote",
+        approval,
+        executor,
+        status="resolved",
+        payload={"approved": True, "editedArgs": {"path": "/srv/old.txt"}},
+    )
+
+    assert EXECUTED == ["/srv/old.txt"]
+    assert [b["resume"] for b in RECEIVED if b.get("resume")] == [
+        [
+            {
+                "interruptId": "int-pai_delete_1",
+                "status": "resolved",
+                "payload": {"approved": True, "editedArgs": {"path": "/srv/old.txt"}},
+            }
+        ]
+    ]
+    _assert_clean(approval.thread, "int-pai_delete_1")
+
+
+@pytest.mark.parametrize("executor", ["embedded"], indirect=True)
+def test_pydantic_ai_reject_by_resume_keeps_the_note_and_answers_the_call_once(
+    pai_remote: None, nonstaff_approver: Any, executor: Any
+) -> None:
+    """Pydantic AI's schema declares ``reason`` and its tool has no such
+    argument: the approver's note goes as the reason; the call has one answer."""
+    from tests.remote_agents import EXECUTED, RECEIVED
+
+    approval = _interrupted(nonstaff_approver, "pai_remote", "pai-reject", executor)
+    _resume(
+        nonstaff_approver,
+        "pai_remote",
+        approval,
+        executor,
+        status="resolved",
+        payload={"approved": False, "reason": "keep the report"},
+    )
+
+    assert EXECUTED == []
+    assert [b["resume"] for b in RECEIVED if b.get("resume")][0][0]["payload"] == {
+        "approved": False,
+        "reason": "keep the report",
+    }
+    answers = Message.objects.filter(thread=approval.thread, role="tool")
+    assert [m.tool_call_id for m in answers] == ["pai_delete_1"]
+    assert ToolCall.objects.get(thread=approval.thread).state == "declined"
+    _assert_clean(approval.thread, "int-pai_delete_1")
