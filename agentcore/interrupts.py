@@ -139,10 +139,28 @@ def resume_payload(
     if (
         reason
         and _REASON_KEY in properties
-        and _REASON_KEY not in tool_argument_names(schema, tool_arguments)
+        and not _reads_as_argument(_REASON_KEY, schema, tool_arguments)
     ):
         payload[_REASON_KEY] = reason
     return payload
+
+
+def _reads_as_argument(
+    key: str, schema: object, tool_arguments: Mapping[str, Any] | None
+) -> bool:
+    """Return whether ``schema`` reads its top-level ``key`` as the tool argument ``key``.
+
+    That is when the tool has an argument of that name and the schema lists the
+    tool's arguments at its top level (Agent Framework: another argument stands
+    there too, or ``key`` is the tool's only argument). A schema that keeps the
+    arguments under ``editedArgs`` (LangGraph's, Pydantic AI's) reads a top-level
+    ``reason`` as the approver's.
+    """
+    names = tool_argument_names(schema, tool_arguments)
+    if key not in names:
+        return False
+    others = names - {key}
+    return not others or bool(others & set(_properties(schema)))
 
 
 def companion_call_for(
@@ -237,3 +255,18 @@ def relayed_custom_name(name: str) -> str | None:
     if any(mark in name for mark in ".:/"):
         return name
     return REMOTE_NAMESPACE + name
+
+
+def raw_mentions_interrupt(value: object) -> bool:
+    """Return whether a remote's ``RAW`` event payload ``value`` shows its interrupt machinery.
+
+    ag-ui-langgraph relays LangGraph's own callback events as ``RAW``; those of an
+    interrupted graph carry ``__interrupt__`` with LangGraph's interrupt id, which
+    never reaches Countersign's clients (IR-18). Any mention of an interrupt
+    counts: a false positive only drops a framework's debug event.
+    """
+    try:
+        text = json.dumps(value, default=str)
+    except (TypeError, ValueError):
+        return True
+    return "interrupt" in text.lower()

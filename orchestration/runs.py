@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from agentcore.events import RunAgentInput
 from approvals import crashpoints
+from approvals.services import interrupt_arguments_check
 from orchestration.supervision import heartbeat_alive, heartbeat_touch
 from threads.agent_config import agent_build
 from threads.answers import (
@@ -121,6 +122,7 @@ def run_drive(*, run: Run, claimed: bool) -> Run:
     if run.status in (Run.Status.CANCELLED, Run.Status.ERROR):
         run_answer_dangling_calls(run=run)
     held_calls_answer_refused(run=run)
+    interrupt_arguments_check(run=run)
     return run
 
 

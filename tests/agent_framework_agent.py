@@ -75,7 +75,9 @@ def _next(messages: Sequence[Message]) -> Message:
 class ScriptedClient(FunctionInvocationLayer, BaseChatClient):  # type: ignore[misc]
     """A chat client that answers by :func:`_next`, streaming or not."""
 
-    def _inner_get_response(self, *, messages: Any, stream: bool, options: Any, **kwargs: Any) -> Any:
+    def _inner_get_response(
+        self, *, messages: Any, stream: bool, options: Any, **kwargs: Any
+    ) -> Any:
         message = _next(messages)
         if stream:
 

@@ -238,24 +238,29 @@ _HELD_REFUSALS: dict[str, tuple[str, str, str]] = {
 def held_calls_answer_refused(*, run: Run) -> list[str]:
     """Answer the calls ``run`` resumed as refused that its remote agent left unanswered.
 
-    ``run`` continues a remote agent's interrupted run (IR-18): a call held by an
-    interrupt an operator rejected, let expire or cancelled is the remote's to
-    answer after the resume, but some remotes answer it only in a snapshot, or
-    not at all. Once ``run`` ended, each such call still without a tool message
-    gets Countersign's refusal, so every call has its one answer whatever the
-    remote did (a later answer of the remote's is then ignored). Returns the
-    answered ``toolCallId`` values. Implements DC-04, FT-06.
+    ``run`` carried to a remote agent the resume entries of its interrupts
+    (IR-18: the continuation of the interrupted run, or the thread's next run
+    after a cancel): a call held by an interrupt an operator rejected, let expire
+    or cancelled is the remote's to answer after the resume, but some remotes
+    answer it only in a snapshot, or not at all. Once ``run`` ended, each such
+    call of an earlier run still without a tool message gets Countersign's
+    refusal, so every call has its one answer whatever the remote did (a later
+    answer of the remote's is then ignored). Returns the answered
+    ``toolCallId`` values. Implements DC-04, FT-06.
     """
-    previous_pk = run.continues_id
-    if previous_pk is None:
+    if not (run.input or {}).get("resume"):
         return []
     answered: list[str] = []
     with transaction.atomic():
         _, calls = tool_calls_lock(
             thread_pk=run.thread_id,
             calls=ToolCall.objects.filter(
-                run_id=previous_pk, state__in=list(_HELD_REFUSALS)
-            ).unanswered(),
+                thread_id=run.thread_id,
+                run__created_at__lte=run.created_at,
+                state__in=list(_HELD_REFUSALS),
+            )
+            .exclude(run=run)
+            .unanswered(),
         )
         for call in calls:
             status, error, reason = _HELD_REFUSALS[call.state]

@@ -236,10 +236,20 @@ def _reconcile_assistant(
             if same_text is not None:
                 data["id"] = same_text
     message_id = str(data["id"])
+    new_calls = [
+        c for c in calls if isinstance(c.get("id"), str) and c["id"] not in call_parents
+    ]
     if message_id not in known_ids and isinstance(content, str) and content:
         added += [
             TextMessageStartEvent(message_id=message_id, role="assistant"),
             TextMessageContentEvent(message_id=message_id, delta=content),
+            TextMessageEndEvent(message_id=message_id),
+        ]
+    elif message_id not in known_ids and new_calls:
+        # A text-less message holding new calls is opened and closed empty, so
+        # each call's parentMessageId names a message the client has (TC-02).
+        added += [
+            TextMessageStartEvent(message_id=message_id, role="assistant"),
             TextMessageEndEvent(message_id=message_id),
         ]
     for call in calls:

@@ -56,10 +56,11 @@ from agentcore.events import (
     BaseEvent,
     CustomEvent,
     EventType,
+    RawEvent,
     RunAgentInput,
     RunStartedEvent,
 )
-from agentcore.interrupts import relayed_custom_name
+from agentcore.interrupts import raw_mentions_interrupt, relayed_custom_name
 from agentcore.providers.errors import retry_after_seconds
 from agentcore.stream import RunStream, StreamViolation
 
@@ -160,6 +161,8 @@ class RemoteAgent(Agent):
             prior_message_ids=[m.id for m in run_input.messages],
         )
         started = False
+        # The messages the client has: the input's, and those this stream starts.
+        known_messages = {m.id for m in run_input.messages}
         frames = aiter(self._frames(run_input))
         cancel_waiter = (
             asyncio.ensure_future(cancel.wait()) if cancel is not None else None
@@ -205,7 +208,11 @@ class RemoteAgent(Agent):
                     started = True
                     yield opener
                 try:
-                    events = checker.feed(frame)
+                    events = [
+                        event
+                        for each in _parent_opened(frame, known_messages)
+                        for event in checker.feed(each)
+                    ]
                 except StreamViolation as violation:
                     logger.warning(
                         "remote agent %s sent an invalid stream: %s",
@@ -224,6 +231,10 @@ class RemoteAgent(Agent):
                     return
                 started = started or kind == "RUN_STARTED"
                 for event in events:
+                    if isinstance(event, RawEvent) and raw_mentions_interrupt(
+                        event.event
+                    ):
+                        continue
                     if isinstance(event, CustomEvent):
                         name = relayed_custom_name(event.name)
                         if name is None:
@@ -439,6 +450,37 @@ async def _next_frame(frames: AsyncIterator[dict[str, Any]]) -> dict[str, Any] |
         return await anext(frames)
     except StopAsyncIteration:
         return _END
+
+
+def _parent_opened(frame: dict[str, Any], known: set[str]) -> list[dict[str, Any]]:
+    """Return ``frame``, after an empty assistant message when it names an unknown parent.
+
+    A remote may start a call whose ``parentMessageId`` names a message its
+    stream never showed (ag-ui-langgraph names LangGraph's ``AIMessage``, sent
+    only in its snapshot): a client then holds a call under a message it does
+    not have (ag-ui-validate ``AGUI208``). That message is opened and closed
+    first, empty, under the same id, so the call has the parent it names.
+    ``known`` (the message ids the client has) is updated. Implements TC-02.
+    """
+    kind = frame.get("type")
+    if kind in ("TEXT_MESSAGE_START", "TEXT_MESSAGE_CHUNK"):
+        message_id = frame.get("messageId")
+        if isinstance(message_id, str):
+            known.add(message_id)
+        return [frame]
+    parent = frame.get("parentMessageId")
+    if kind not in ("TOOL_CALL_START", "TOOL_CALL_CHUNK") or not isinstance(
+        parent, str
+    ):
+        return [frame]
+    if parent in known:
+        return [frame]
+    known.add(parent)
+    return [
+        {"type": "TEXT_MESSAGE_START", "messageId": parent, "role": "assistant"},
+        {"type": "TEXT_MESSAGE_END", "messageId": parent},
+        frame,
+    ]
 
 
 def _call_ids(messages: list[Any]) -> list[str]:

@@ -23,6 +23,7 @@ import pytest
 
 from approvals.models import ApprovalRequest, AuditEntry
 from threads.models import Event, Message, Run, ToolCall
+from threads.execution import wait_embedded
 from threads.services import message_post, thread_create
 
 #: ag-ui-validate's info rules these streams must be clean of too: a parentMessageId
@@ -72,7 +73,9 @@ def af_remote(agent_framework_server: str, settings: Any, monkeypatch: Any) -> s
     return agent_framework_server
 
 
-def _agui_start(user: Any, agent: str, thread_id: str, run_id: str, **extra: Any) -> Any:
+def _agui_start(
+    user: Any, agent: str, thread_id: str, run_id: str, **extra: Any
+) -> Any:
     """Do what ``POST /agui/<agent>/`` does before it streams."""
     from agentcore.events import RunAgentInput
     from orchestration.resume import agui_run_start
@@ -109,12 +112,8 @@ def _interrupted(user: Any, agent: str, thread_id: str, executor: Any) -> Any:
     _agui_start(user, agent, thread_id, "run-1", messages=[message])
     thread = Thread.objects.get(thread_id=thread_id)
     executor.settle(thread)
-    executor.wait_for(
-        lambda: (_log(thread) or [{}])[-1].get("type") == "RUN_FINISHED"
-    )
-    return ApprovalRequest.objects.select_related("tool_call", "run").get(
-        thread=thread
-    )
+    executor.wait_for(lambda: (_log(thread) or [{}])[-1].get("type") == "RUN_FINISHED")
+    return ApprovalRequest.objects.select_related("tool_call", "run").get(thread=thread)
 
 
 def _resume(
@@ -134,9 +133,13 @@ def _resume(
     )
     executor.settle(thread)
     executor.wait_for(
-        lambda: (_log(thread) or [{}])[-1].get("type") == "RUN_FINISHED"
-        and len(_log(thread)) > before
+        lambda: (
+            (_log(thread) or [{}])[-1].get("type") == "RUN_FINISHED"
+            and len(_log(thread)) > before
+        )
     )
+    # What follows a run's end in its worker (answers, checks) is done too.
+    wait_embedded(timeout=30)
     return _log(thread)[before:]
 
 
@@ -389,3 +392,205 @@ def test_pydantic_ai_reject_by_resume_keeps_the_note_and_answers_the_call_once(
     assert [m.tool_call_id for m in answers] == ["pai_delete_1"]
     assert ToolCall.objects.get(thread=approval.thread).state == "declined"
     _assert_clean(approval.thread, "int-pai_delete_1")
+
+
+@pytest.fixture
+def lg_remote(settings: Any, monkeypatch: Any) -> Iterator[Any]:
+    """Serve the LangGraph approval graph (tests/langgraph_approval_agent.py)."""
+    from tests import langgraph_approval_agent
+    from tests.remote_agents import serve
+
+    langgraph_approval_agent.EXECUTED.clear()
+    langgraph_approval_agent.ANSWERS.clear()
+    with serve(langgraph_approval_agent.build_app()) as base:
+        agents = {
+            f"lg_{name}": {"provider": "agui_http", "url": f"{base}/{name}"}
+            for name in ("approval", "mismatch", "silent")
+        }
+        settings.COUNTERSIGN_AGENTS = {**settings.COUNTERSIGN_AGENTS, **agents}
+        monkeypatch.setenv("COUNTERSIGN_AGENTS_JSON", json.dumps(agents))
+        yield langgraph_approval_agent
+
+
+@pytest.mark.parametrize("executor", ["embedded"], indirect=True)
+def test_langgraph_approval_by_resume_sends_the_note_and_runs_once(
+    lg_remote: Any, nonstaff_approver: Any, executor: Any
+) -> None:
+    """A LangGraph interrupt() with reason "human_approval" holds its call; its
+    schema keeps the arguments under editedArgs, so the note goes as reason."""
+    from approvals.interrupts import interrupt_for
+
+    approval = _interrupted(nonstaff_approver, "lg_approval", "lg-approve", executor)
+    assert (approval.tool_call.tool_call_id, approval.tool_name) == (
+        "lg_refund_1",
+        "issue_refund",
+    )
+    shown = interrupt_for(approval)
+    assert shown["reason"] == "tool_call"
+    assert shown["responseSchema"]["properties"]["editedArgs"]["required"] == [
+        "order_id",
+        "amount",
+        "reason",
+    ]
+
+    _resume(
+        nonstaff_approver,
+        "lg_approval",
+        approval,
+        executor,
+        status="resolved",
+        payload={"approved": True, "reason": "looks fine"},
+    )
+
+    assert lg_remote.ANSWERS == [{"approved": True, "reason": "looks fine"}]
+    assert lg_remote.EXECUTED == [("/approval", lg_remote.PROPOSED)]
+    call = ToolCall.objects.get(thread=approval.thread, tool_call_id="lg_refund_1")
+    assert call.state == "succeeded"
+    assert "argumentsMismatch" not in (call.metadata or {})
+    _assert_clean(approval.thread, approval.interrupt_id)
+
+
+@pytest.mark.parametrize("executor", ["embedded"], indirect=True)
+def test_langgraph_edit_by_resume_is_checked_against_the_declared_arguments(
+    lg_remote: Any, nonstaff_approver: Any, executor: Any
+) -> None:
+    from approvals.exceptions import ResumeInvalid
+
+    approval = _interrupted(nonstaff_approver, "lg_approval", "lg-edit", executor)
+    edit = {"order_id": "A-1001", "amount": 5.0, "reason": "goodwill"}
+
+    with pytest.raises(ResumeInvalid) as refused:
+        _resume(
+            nonstaff_approver,
+            "lg_approval",
+            approval,
+            executor,
+            status="resolved",
+            payload={"approved": True, "editedArgs": {**edit, "amount": -5}},
+        )
+    assert refused.value.code == "invalid_arguments"
+    assert "amount" in str(refused.value)
+    _resume(
+        nonstaff_approver,
+        "lg_approval",
+        approval,
+        executor,
+        status="resolved",
+        payload={"approved": True, "editedArgs": edit},
+    )
+
+    assert lg_remote.EXECUTED == [("/approval", edit)]
+    assert lg_remote.ANSWERS == [{"approved": True, "editedArgs": edit}]
+    call = ToolCall.objects.get(thread=approval.thread, tool_call_id="lg_refund_1")
+    assert "argumentsMismatch" not in (call.metadata or {})
+    _assert_clean(approval.thread, approval.interrupt_id)
+
+
+@pytest.mark.parametrize("executor", ["embedded"], indirect=True)
+def test_langgraph_reject_by_resume_is_answered_once(
+    lg_remote: Any, nonstaff_approver: Any, executor: Any
+) -> None:
+    approval = _interrupted(nonstaff_approver, "lg_approval", "lg-reject", executor)
+
+    _resume(
+        nonstaff_approver,
+        "lg_approval",
+        approval,
+        executor,
+        status="resolved",
+        payload={"approved": False, "reason": "wrong order"},
+    )
+
+    assert lg_remote.EXECUTED == []
+    assert lg_remote.ANSWERS == [{"approved": False, "reason": "wrong order"}]
+    answers = Message.objects.filter(thread=approval.thread, role="tool")
+    assert [(m.tool_call_id, m.content) for m in answers] == [
+        ("lg_refund_1", "declined: wrong order")
+    ]
+    _assert_clean(approval.thread, approval.interrupt_id)
+
+
+@pytest.mark.parametrize("executor", ["embedded"], indirect=True)
+@pytest.mark.parametrize("how", ["reject", "expire", "cancel"])
+def test_held_call_left_unanswered_by_its_remote_gets_countersigns_answer(
+    lg_remote: Any, nonstaff_approver: Any, executor: Any, how: str
+) -> None:
+    """DC-04: the /silent graph answers nothing after a refusal; Countersign
+    answers the held call once, whatever refused it."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from approvals.services import thread_pending_calls_cancel
+    from orchestration.pipeline import approvals_expire
+
+    approval = _interrupted(nonstaff_approver, "lg_silent", f"lg-{how}", executor)
+    thread = approval.thread
+    if how == "reject":
+        _resume(
+            nonstaff_approver,
+            "lg_silent",
+            approval,
+            executor,
+            status="resolved",
+            payload={"approved": False, "reason": "no"},
+        )
+    else:
+        if how == "expire":
+            ApprovalRequest.objects.filter(pk=approval.pk).update(
+                expires_at=timezone.now() - timedelta(seconds=1)
+            )
+            assert approvals_expire() == 1
+        else:
+            thread_pending_calls_cancel(
+                thread=thread, cancelled_by=nonstaff_approver, reason="stop"
+            )
+            # The agent hears of the cancel in the thread's next input.
+            message_post(thread=thread, content="never mind")
+        executor.settle(thread)
+
+    state = {"reject": "declined", "expire": "expired", "cancel": "cancelled"}[how]
+    # Countersign answers once the resumed run ended, right after it.
+    executor.wait_for(
+        lambda: Message.objects.filter(thread=thread, role="tool").exists()
+    )
+    call = ToolCall.objects.get(thread=thread, tool_call_id="lg_refund_1")
+    assert call.state == state
+    (answer,) = Message.objects.filter(thread=thread, role="tool")
+    assert answer.tool_call_id == "lg_refund_1"
+    assert json.loads(answer.content)["executed"] is False
+    assert lg_remote.EXECUTED == []
+
+
+@pytest.mark.parametrize("executor", ["embedded"], indirect=True)
+def test_remote_running_other_arguments_than_approved_is_flagged_and_audited(
+    lg_remote: Any, nonstaff_approver: Any, approver_api: Any, executor: Any
+) -> None:
+    """The /mismatch graph runs twice the approved amount and reports it: the
+    call records the mismatch, the audit chain has it, operators see it."""
+    approval = _interrupted(nonstaff_approver, "lg_mismatch", "lg-mismatch", executor)
+    _resume(
+        nonstaff_approver,
+        "lg_mismatch",
+        approval,
+        executor,
+        status="resolved",
+        payload={"approved": True},
+    )
+
+    ran = {**lg_remote.PROPOSED, "amount": 50.0}
+    assert lg_remote.EXECUTED == [("/mismatch", ran)]
+    from agentcore.arguments import canonical_sha256
+
+    expected = {
+        "approvalId": approval.pk,
+        "approvedHash": canonical_sha256(lg_remote.PROPOSED),
+        "reportedHash": canonical_sha256(ran),
+        "reportedArguments": ran,
+    }
+    call = ToolCall.objects.get(thread=approval.thread, tool_call_id="lg_refund_1")
+    assert call.metadata["argumentsMismatch"] == expected
+    audit = AuditEntry.objects.get(action="approval.arguments_mismatch")
+    assert (audit.target_id, audit.after) == (str(approval.pk), expected)
+    shown = approver_api.get(f"/api/approvals/{approval.pk}/").json()
+    assert shown["argumentsMismatch"] == expected
