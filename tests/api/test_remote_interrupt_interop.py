@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,10 +20,11 @@ from typing import Any
 
 import pytest
 
+from agentcore.arguments import canonical_sha256
 from approvals.models import ApprovalRequest, AuditEntry
-from threads.models import Event, Message, Run, ToolCall
 from threads.execution import wait_embedded
-from threads.services import message_post, thread_create
+from threads.models import Event, Message, Run, ToolCall
+from threads.services import message_post
 
 #: ag-ui-validate's info rules these streams must be clean of too: a parentMessageId
 #: naming an unknown message, no timestamps, an un-namespaced CUSTOM event.
@@ -188,7 +188,7 @@ def test_agent_framework_approve_by_resume_runs_the_proposed_arguments_once(
     )
 
     report = _af_report(af_remote)
-    assert [e for e in report["executed"]] == [
+    assert report["executed"] == [
         {
             "order_id": "A-1001",
             "amount": 25.0,
@@ -384,7 +384,8 @@ def test_pydantic_ai_reject_by_resume_keeps_the_note_and_answers_the_call_once(
     )
 
     assert EXECUTED == []
-    assert [b["resume"] for b in RECEIVED if b.get("resume")][0][0]["payload"] == {
+    resumes = [b["resume"] for b in RECEIVED if b.get("resume")]
+    assert resumes[0][0]["payload"] == {
         "approved": False,
         "reason": "keep the report",
     }
@@ -479,8 +480,9 @@ def test_langgraph_edit_by_resume_is_checked_against_the_declared_arguments(
         payload={"approved": True, "editedArgs": edit},
     )
 
-    assert lg_remote.EXECUTED == [("/approval", edit)]
-    assert lg_remote.ANSWERS == [{"approved": True, "editedArgs": edit}]
+    executed, answers = lg_remote.EXECUTED, lg_remote.ANSWERS
+    assert executed == [("/approval", edit)]
+    assert answers == [{"approved": True, "editedArgs": edit}]
     call = ToolCall.objects.get(thread=approval.thread, tool_call_id="lg_refund_1")
     assert "argumentsMismatch" not in (call.metadata or {})
     _assert_clean(approval.thread, approval.interrupt_id)
@@ -579,8 +581,8 @@ def test_remote_running_other_arguments_than_approved_is_flagged_and_audited(
     )
 
     ran = {**lg_remote.PROPOSED, "amount": 50.0}
-    assert lg_remote.EXECUTED == [("/mismatch", ran)]
-    from agentcore.arguments import canonical_sha256
+    executed = lg_remote.EXECUTED
+    assert executed == [("/mismatch", ran)]
 
     expected = {
         "approvalId": approval.pk,
