@@ -632,9 +632,12 @@ def run_reported_arguments(
                 if call_id not in tool_call_ids:
                     continue
                 text = ((call or {}).get("function") or {}).get("arguments")
+                if not isinstance(text, str):
+                    reported[call_id].append(text)
+                    continue
                 try:
                     reported[call_id].append(json.loads(text))
-                except (TypeError, ValueError):
+                except ValueError:
                     reported[call_id].append(text)
     restreamed = Event.objects.filter(
         run=run, type="TOOL_CALL_ARGS", payload__toolCallId__in=list(tool_call_ids)

@@ -36,6 +36,7 @@ class ArgumentsMismatch:
     """One approved remote call whose reported arguments are not the approved ones."""
 
     approval_pk: int
+    tool_call_pk: int
     tool_call_id: str
     approved_hash: str
     reported_hash: str
@@ -70,6 +71,7 @@ def interrupt_arguments_check(*, run: Run) -> list[ArgumentsMismatch]:
     if not approvals:
         return []
     by_call = {a.tool_call.tool_call_id: a for a in approvals if a.tool_call}
+    by_pk = {a.tool_call.tool_call_id: a.tool_call.pk for a in approvals if a.tool_call}
     reported = run_reported_arguments(run=run, tool_call_ids=set(by_call))
     found: list[ArgumentsMismatch] = []
     for call_id, values in reported.items():
@@ -91,6 +93,7 @@ def interrupt_arguments_check(*, run: Run) -> list[ArgumentsMismatch]:
                 found.append(
                     ArgumentsMismatch(
                         approval_pk=approval.pk,
+                        tool_call_pk=by_pk[call_id],
                         tool_call_id=call_id,
                         approved_hash=approved_hash,
                         reported_hash=reported_hash,
@@ -111,7 +114,7 @@ def _mismatch_record(
     with transaction.atomic():
         _, calls = tool_calls_lock(
             thread_pk=run.thread_id,
-            calls=ToolCall.objects.filter(pk=approval.tool_call_id),
+            calls=ToolCall.objects.filter(pk=mismatch.tool_call_pk),
         )
         call = calls[0]
         if MISMATCH_KEY in (call.metadata or {}):
