@@ -39,6 +39,7 @@ from agentcore.events import (
     ToolCallStartEvent,
 )
 from agentcore.interrupts import companion_call_for
+from threads.ids import CLIENT_CALL_ID
 from threads.models import Message, Run, Thread, ToolCall
 from threads.transitions import run_transition, tool_call_transition
 
@@ -537,6 +538,9 @@ def message_create_from_agui(
         error=data.get("error") if role == Message.Role.TOOL else None,
         run=run,
         position=position,
+        metadata={CLIENT_CALL_ID: data[CLIENT_CALL_ID]}
+        if role == Message.Role.TOOL and data.get(CLIENT_CALL_ID)
+        else {},
     )
     if role == Message.Role.TOOL:
         # A client answering a call itself (its own frontend tool): the call is done.
@@ -568,6 +572,9 @@ def message_create_from_agui(
                 "arguments": parse_json_or_none(text),
                 "state": ToolCall.State.COMPLETE,
                 "position": position * 1000 + index,
+                "metadata": {CLIENT_CALL_ID: call_data[CLIENT_CALL_ID]}
+                if call_data.get(CLIENT_CALL_ID)
+                else {},
             },
         )
     return row

@@ -40,6 +40,7 @@ from threads.exceptions import (
     ThreadsError,
 )
 from threads.execution import enqueue
+from threads.ids import input_call_ids_unique
 from threads.ids import new_message_id as mint_message_id
 from threads.locks import run_lock, thread_lock, thread_lock_by_id
 from threads.models import Message, Run, Thread, ToolCall, new_public_id
@@ -363,8 +364,15 @@ def run_start_from_agui(
                 wire_input=wire_input,
             )
         known = set(thread.messages.values_list("message_id", flat=True))
-        for message in run_input.messages:
-            data = message.model_dump(mode="json", by_alias=True, exclude_none=True)
+        # A reused tool-call id gets a thread-unique one; the wire echo keeps the
+        # client's (threads.ids.input_call_ids_unique).
+        for data in input_call_ids_unique(
+            thread=thread,
+            messages=[
+                m.model_dump(mode="json", by_alias=True, exclude_none=True)
+                for m in run_input.messages
+            ],
+        ):
             if data.get("id") in known or data.get("role") not in Message.Role.values:
                 continue
             if data["role"] == Message.Role.TOOL:
