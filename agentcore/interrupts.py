@@ -270,3 +270,38 @@ def raw_mentions_interrupt(value: object) -> bool:
     except (TypeError, ValueError):
         return True
     return "interrupt" in text.lower()
+
+
+def interrupt_tool_call_id(interrupt: Mapping[str, Any]) -> str | None:
+    """Return the ``toolCallId`` a remote's interrupt holds, or ``None``.
+
+    ``interrupt`` is AG-UI ``Interrupt`` JSON (camelCase). Its ``toolCallId``
+    when set; else, for a tool-approval reason (:func:`is_tool_approval`), the
+    call id a framework keeps in ``metadata``: Agent Framework's
+    ``agent_framework.function_call.call_id``, or the raw ``interrupt()`` value
+    ag-ui-langgraph keeps (``langgraph.raw.toolCallId`` / ``tool_call_id`` /
+    ``tool_call.id``). Implements IR-18 with the field's spellings.
+    """
+    given = interrupt.get("toolCallId")
+    if isinstance(given, str) and given:
+        return given
+    if not is_tool_approval(interrupt.get("reason")):
+        return None
+    metadata = interrupt.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return None
+    candidates: list[Any] = []
+    framework = metadata.get("agent_framework")
+    if isinstance(framework, Mapping):
+        call = framework.get("function_call")
+        if isinstance(call, Mapping):
+            candidates.append(call.get("call_id"))
+    langgraph = metadata.get("langgraph")
+    raw = langgraph.get("raw") if isinstance(langgraph, Mapping) else None
+    for source in (raw, metadata):
+        if isinstance(source, Mapping):
+            candidates += [source.get("toolCallId"), source.get("tool_call_id")]
+            call = source.get("tool_call")
+            if isinstance(call, Mapping):
+                candidates.append(call.get("id"))
+    return next((c for c in candidates if isinstance(c, str) and c), None)

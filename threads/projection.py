@@ -38,7 +38,7 @@ from agentcore.events import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
-from agentcore.interrupts import companion_call_for
+from agentcore.interrupts import companion_call_for, interrupt_tool_call_id
 from threads.ids import CLIENT_CALL_ID
 from threads.models import Message, Run, Thread, ToolCall
 from threads.transitions import run_transition, tool_call_transition
@@ -474,13 +474,24 @@ _DECIDED_AGAINST = frozenset(
 
 
 def _interrupts_json(outcome: Any) -> list[dict[str, Any]]:
-    """Return an interrupt outcome's ``interrupts`` as camelCase JSON objects (IR-18)."""
-    return [
-        item.model_dump(mode="json", by_alias=True, exclude_none=True)
-        if hasattr(item, "model_dump")
-        else dict(item)
-        for item in getattr(outcome, "interrupts", None) or []
-    ]
+    """Return an interrupt outcome's ``interrupts`` as camelCase JSON objects (IR-18).
+
+    A tool approval spelled the field's other ways (``human_approval``,
+    ``confirmation``...) whose call id sits in its metadata gets that id as
+    ``toolCallId`` (:func:`agentcore.interrupts.interrupt_tool_call_id`).
+    """
+    interrupts = []
+    for item in getattr(outcome, "interrupts", None) or []:
+        data = (
+            item.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if hasattr(item, "model_dump")
+            else dict(item)
+        )
+        call_id = interrupt_tool_call_id(data)
+        if call_id and not data.get("toolCallId"):
+            data["toolCallId"] = call_id
+        interrupts.append(data)
+    return interrupts
 
 
 def _result_state(error: str | None) -> str:

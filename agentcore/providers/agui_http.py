@@ -19,6 +19,14 @@ whose ``code`` says what happened:
 - ``truncated_stream``: the stream ended (or broke off) before ``RUN_FINISHED`` or
   ``RUN_ERROR``; a ``RUN_FINISHED`` is never synthesized for it.
 
+What is relayed is checked for the remote's interrupt machinery (IR-18): ``CUSTOM``
+events carrying it (Agent Framework's ``function_approval_request``, ag-ui-langgraph's
+``on_interrupt``) and ``RAW`` events mentioning an interrupt are dropped, other ``CUSTOM``
+names without a namespace become ``remote.<name>``
+(:func:`agentcore.interrupts.relayed_custom_name`); a tool call whose
+``parentMessageId`` names a message the client never saw gets that message opened and
+closed first, empty (TC-02).
+
 Messages never carry the URL, headers, credentials or the remote's own text (SEC-06);
 details go to this module's logger without secrets. SSE reading follows the AG-UI HTTP
 binding: ``data:`` lines (multi-line data joined with ``\\n``), comments, ``event:``,
