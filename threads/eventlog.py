@@ -11,7 +11,6 @@ asserts that no other module inserts ``Event`` rows. Implements DC-01, DC-02.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,8 +33,7 @@ def log_append(
     """Append ``payloads`` to thread ``thread_pk``'s log for ``run``; return the rows.
 
     ``payloads`` are storable AG-UI event objects (camelCase JSON, each with its
-    ``type``), in order, each stamped with AG-UI's ``timestamp`` (ms since the
-    epoch) unless it has one; they take the next gapless ``seq`` values of the thread
+    ``type``), in order; they take the next gapless ``seq`` values of the thread
     (DC-01). The thread's row lock is taken unless this transaction holds it
     already (:func:`threads.locks.thread_seq_lock`), and its ``next_seq`` is
     advanced even when ``payloads`` is empty, so an append always touches the
@@ -48,18 +46,13 @@ def log_append(
     """
     with transaction.atomic(savepoint=False):
         first = thread_seq_lock(thread_pk=thread_pk)
-        # AG-UI's optional BaseEvent.timestamp (ms since the epoch): when the event
-        # entered the log, unless its producer stamped it.
-        now = int(time.time() * 1000)
         rows = [
             Event(
                 thread_id=thread_pk,
                 run=run,
                 seq=first + offset,
                 type=str(payload["type"]),
-                payload=payload
-                if "timestamp" in payload
-                else {**payload, "timestamp": now},
+                payload=payload,
             )
             for offset, payload in enumerate(payloads)
         ]

@@ -147,11 +147,23 @@ def _remote_resumes(base: str) -> list[Any]:
     return [b["resume"] for b in _af_report(base)["received"] if b.get("resume")]
 
 
-def _assert_clean(thread: Any, remote_interrupt_id: str) -> None:
-    """No remote interrupt id or machinery in the log; ag-ui-validate clean."""
-    from tests.aguivalidate import assert_valid_stream
+def _wire(thread: Any) -> bytes:
+    """Return the thread's log as its AG-UI clients are streamed it (web.sse frames)."""
+    from web.sse import sse_frame
 
-    log = _log(thread)
+    return "".join(
+        sse_frame(row.payload, seq=row.seq, logged_at=row.created_at)
+        for row in Event.objects.filter(thread=thread).order_by("seq")
+    ).encode()
+
+
+def _assert_clean(thread: Any, remote_interrupt_id: str) -> None:
+    """No remote interrupt id or machinery in the stream; ag-ui-validate clean."""
+    from tests.aguivalidate import assert_valid_stream
+    from tests.helpers.agui import parse_stream
+
+    wire = _wire(thread)
+    log, _, _ = parse_stream(wire)
     assert remote_interrupt_id not in json.dumps(log)
     assert not [
         e for e in log if e.get("type") == "CUSTOM" and "interrupt" in e["name"]
@@ -164,7 +176,7 @@ def _assert_clean(thread: Any, remote_interrupt_id: str) -> None:
     assert all("timestamp" in e for e in log), [
         e["type"] for e in log if "timestamp" not in e
     ]
-    assert_valid_stream(log, what="the thread's AG-UI stream", also=HYGIENE)
+    assert_valid_stream(wire, what="the thread's AG-UI stream", also=HYGIENE)
 
 
 @pytest.mark.parametrize("executor", ["embedded"], indirect=True)
