@@ -361,22 +361,16 @@ class Projection:
             ]
             run.interrupts = interrupts
             self.run_fields.add("interrupts")
-            for call_id in bound:
+            for call_id in sorted(bound | companions):
                 row = self.tool_call(call_id)
                 if row is not None and row.state in (
                     ToolCall.State.STREAMING,
                     ToolCall.State.COMPLETE,
                 ):
                     self._call_to(row, ToolCall.State.PENDING)
-            for call_id in companions:
-                # It waits for the same decision as the call it stands beside.
-                row = self.tool_call(call_id)
-                if row is not None and row.state in (
-                    ToolCall.State.STREAMING,
-                    ToolCall.State.COMPLETE,
-                ):
-                    self._call_to(row, ToolCall.State.PENDING)
-                    self._call_to(row, ToolCall.State.AWAITING_APPROVAL)
+                    if call_id in companions:
+                        # It waits for the decision on the call it stands beside.
+                        self._call_to(row, ToolCall.State.AWAITING_APPROVAL)
             run_transition(
                 run=run,
                 to=Run.Status.AWAITING_TOOLS

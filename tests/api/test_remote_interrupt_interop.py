@@ -74,24 +74,22 @@ def af_remote(agent_framework_server: str, settings: Any, monkeypatch: Any) -> s
 
 
 def _agui_start(
-    user: Any, agent: str, thread_id: str, run_id: str, **extra: Any
+    user: Any,
+    agent: str,
+    thread_id: str,
+    run_id: str,
+    *,
+    messages: list[dict[str, Any]] | None = None,
+    resume: list[dict[str, Any]] | None = None,
 ) -> Any:
     """Do what ``POST /agui/<agent>/`` does before it streams."""
-    from agentcore.events import RunAgentInput
     from orchestration.resume import agui_run_start
+    from tests.helpers.interrupts import agui_input
 
-    body = {
-        "threadId": thread_id,
-        "runId": run_id,
-        "state": {},
-        "messages": [],
-        "tools": [],
-        "context": [],
-        "forwardedProps": {},
-        **extra,
-    }
     return agui_run_start(
-        user=user, agent=agent, run_input=RunAgentInput.model_validate(body)
+        user=user,
+        agent=agent,
+        run_input=agui_input(thread_id, run_id, messages or [], resume),
     )
 
 
