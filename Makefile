@@ -8,6 +8,8 @@ BIN    := $(VENV)/bin
 # (`-e '.[dev]'`, several hundred MB more). A dev install counts as a runtime one.
 RUN_STAMP := $(VENV)/.installed-run-stamp
 DEV_STAMP := $(VENV)/.installed-stamp
+AF_VENV   ?= .venv-af
+AF_STAMP  := $(AF_VENV)/.installed-stamp
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 # Extra pytest arguments for `make test`, e.g. make test ARGS="-k refund tests/api".
@@ -36,10 +38,18 @@ $(RUN_STAMP): pyproject.toml
 	@touch $@
 endif
 
-$(DEV_STAMP): pyproject.toml
+$(DEV_STAMP): pyproject.toml $(AF_STAMP)
 	$(make_venv)
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $@ $(RUN_STAMP)
+
+# Microsoft Agent Framework's AG-UI server, a remote agent of the interop tests
+# (tests/agent_framework_agent.py), in a virtualenv of its own: it pins an
+# ag-ui-protocol older than the one Countersign is built on.
+$(AF_STAMP): tests/remote_envs/agent-framework.txt
+	@test -x $(AF_VENV)/bin/python || $(PYTHON) -m venv $(AF_VENV)
+	$(AF_VENV)/bin/python -m pip install --quiet -r tests/remote_envs/agent-framework.txt
+	@touch $@
 
 # Runtime only: what `run`, `worker`, `beat` and `prod-like` need.
 install-run: $(RUN_STAMP)
@@ -114,4 +124,4 @@ lint: install
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) db.sqlite3 test-db.sqlite3 staticfiles
+	rm -rf $(VENV) $(AF_VENV) db.sqlite3 test-db.sqlite3 staticfiles

@@ -29,11 +29,14 @@ told the offset, the character and what to send instead, error type
 
 - an escape JSON does not have (``\\q``, a backslash before a non-ASCII letter, a
   ``\\u`` without four hex digits);
-- a control character U+0000 to U+001F, raw anywhere or escaped inside a string. Tab,
-  newline and carriage return are accepted as the escapes ``\\t``, ``\\n``, ``\\r`` (and
-  raw between tokens); raw inside a string they are refused ("write it as \\n").
-  ``\\b`` and ``\\f`` are refused too: in model output they are nearly always a
-  Windows path whose backslash was not doubled (``C:\\folder``);
+- a control character U+0000 to U+001F, raw anywhere. Tab, newline and carriage
+  return are accepted raw between tokens; raw inside a string they are refused
+  ("write it as \\n");
+- a control character *escaped* inside a string (``\\u0000``; ``\\b`` and ``\\f``,
+  nearly always a Windows path whose backslash was not doubled, ``C:\\folder``):
+  valid JSON whose value is refused, error type ``invalid_arguments`` ("string
+  value contains control character U+0000"), as is a decoded object holding one.
+  Tab, newline and carriage return are accepted as ``\\t``, ``\\n``, ``\\r``;
 - an unpaired UTF-16 surrogate, raw or as a ``\\uD800`` escape.
 
 The JSON decoder refuses ``NaN`` and ``Infinity``. Text none of the rungs accepts is
@@ -314,6 +317,10 @@ class _Refused(Exception):
     """The input is refused outright; the message is for the model."""
 
 
+class _ValueRefused(_Refused):
+    """Valid JSON whose value is refused (a control character in a string): ``invalid_arguments``."""
+
+
 def parse_arguments(
     raw: str | dict[str, Any] | None, *, tool: Tool, truncated: bool = False
 ) -> ParsedArguments:
@@ -335,6 +342,8 @@ def parse_arguments(
         )
     try:
         return _ladder(raw, tool)
+    except _ValueRefused as refused:
+        return _failure(tool, str(refused), error_type="invalid_arguments")
     except _Refused as refused:
         return _failure(tool, str(refused), error_type="invalid_arguments_json")
 
@@ -349,6 +358,9 @@ class _Problem:
     offset: int
     what: str
     fix: str
+    #: A fault of the value valid JSON spells (an escaped control character), not
+    #: of the text: refused as ``invalid_arguments``.
+    value: bool = False
 
     def sentence(self, offset: int) -> str:
         """Return the fault as a sentence fragment naming ``offset`` of the argument text."""
@@ -363,6 +375,17 @@ def _codepoint(code: int) -> str:
 
 def _control_problem(offset: int, code: int, *, escaped: bool) -> _Problem:
     """Return the problem for control character ``code`` (raw or as a ``\\u`` escape)."""
+    if escaped:
+        # Valid JSON (\u0000): the string value holds the character, the text is fine.
+        return _Problem(
+            offset,
+            f"string value contains control character U+{code:04X}"
+            + (f" ({_CONTROL_NAMES[code]})" if code in _CONTROL_NAMES else "")
+            + f", written \\u{code:04x}",
+            "control characters other than tab, newline and carriage return are not "
+            "accepted in tool arguments; remove it",
+            value=True,
+        )
     if code == 0:
         return _Problem(
             offset,
@@ -376,10 +399,9 @@ def _control_problem(offset: int, code: int, *, escaped: bool) -> _Problem:
             f"a raw {_codepoint(code)} inside a string",
             f"JSON strings cannot hold raw control characters; write it as {_ESCAPE_FOR[char]}",
         )
-    spelled = f" (written \\u{code:04x})" if escaped else ""
     return _Problem(
         offset,
-        f"the control character {_codepoint(code)}{spelled}",
+        f"the control character {_codepoint(code)}",
         "control characters other than tab, newline and carriage return are not "
         "accepted in tool arguments; remove it",
     )
@@ -462,9 +484,11 @@ def _screen_escape(text: str, index: int, quotes: str) -> tuple[_Problem | None,
         return (
             _Problem(
                 index,
-                f"the escape \\{escape} ({_codepoint(code)})",
+                f"string value contains control character U+{code:04X} "
+                f"({_CONTROL_NAMES[code]}), written \\{escape}",
                 f"if you meant a backslash followed by {escape!r} (a Windows path), "
                 f"write \\\\{escape}; control characters are not accepted in tool arguments",
+                value=True,
             ),
             index,
         )
@@ -556,6 +580,9 @@ class _Attempt:
 
     problem: str | None = None
     weak_problem: str | None = None
+    #: Whether ``problem`` / ``weak_problem`` is a fault of the value (see _Problem).
+    problem_value: bool = False
+    weak_value: bool = False
     tried: list[str] = field(default_factory=list)
 
     def note(self, problem: _Problem, text: _Text, *, quotes: str = "\"'") -> None:
@@ -564,9 +591,11 @@ class _Attempt:
         if quotes == '"' and "'" in text.text:
             if self.weak_problem is None:
                 self.weak_problem = sentence
+                self.weak_value = problem.value
             self.tried.append(text.text)
         elif self.problem is None:
             self.problem = sentence
+            self.problem_value = problem.value
 
     def loads(self, text: _Text, *, quotes: str = '"') -> Any:
         """Screen and decode ``text`` as strict JSON; return the value or ``_NOTHING``."""
@@ -634,7 +663,7 @@ def _ladder(raw: str | dict[str, Any] | None, tool: Tool) -> ParsedArguments:
 def _refusal(raw: str, tool: Tool, attempt: _Attempt) -> ParsedArguments:
     """Return the refusal for text no rung accepted: a fault, a truncation, or not JSON."""
     if attempt.problem is not None:
-        raise _Refused(attempt.problem)
+        raise (_ValueRefused if attempt.problem_value else _Refused)(attempt.problem)
     if any(_is_json_prefix(text) for text in attempt.tried):
         return _failure(
             tool,
@@ -645,7 +674,7 @@ def _refusal(raw: str, tool: Tool, attempt: _Attempt) -> ParsedArguments:
             error_type="arguments_truncated",
         )
     if attempt.weak_problem is not None:
-        raise _Refused(attempt.weak_problem)
+        raise (_ValueRefused if attempt.weak_value else _Refused)(attempt.weak_problem)
     try:
         json.loads(raw)
     except json.JSONDecodeError as error:
@@ -799,16 +828,18 @@ def _screen(value: Any) -> None:
             fault = _VALUE_FAULT.search(item)
             if fault is not None:
                 code = ord(fault.group())
-                problem = (
-                    _control_problem(0, code, escaped=False)
-                    if code < 0x20
-                    else _surrogate_problem(0, code, escaped=False)
-                )
                 name = (
                     "a key"
                     if where.endswith("#key")
                     else f"field {where or '(root)'!r}"
                 )
+                if code < 0x20:
+                    # A decoded object: the value holds it, whatever the text was.
+                    problem = _control_problem(0, code, escaped=True)
+                    raise _ValueRefused(
+                        f"{name}: {problem.what.split(', written')[0]}; {problem.fix}"
+                    )
+                problem = _surrogate_problem(0, code, escaped=False)
                 raise _Refused(f"{name} holds {problem.what}; {problem.fix}")
         elif isinstance(item, dict):
             for key, child in item.items():

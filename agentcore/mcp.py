@@ -37,12 +37,13 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import json
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, TextIO, cast, get_args
 
@@ -578,6 +579,10 @@ class McpToolSource:
         #: Calls in flight on this connection: their context and deadline
         #: (``time.monotonic()``), so an elicitation can be tied to its call.
         self._inflight: dict[int, tuple[ToolContext, float]] = {}
+        #: Per call in flight: set to the protocol fault that ends it early.
+        self._faults: dict[int, asyncio.Future[BaseException]] = {}
+        #: Set (on the loop) when a call found the connection gone: reconnect now.
+        self._lost: asyncio.Event | None = None
         _register(self)
 
     # -- public ---------------------------------------------------------------------
@@ -694,6 +699,7 @@ class McpToolSource:
         self._refresh_wanted = asyncio.Event()
         self._stop = asyncio.Event()
         self._reconnect_now = asyncio.Event()
+        self._lost = asyncio.Event()
         started.set()
         try:
             loop.run_until_complete(self._maintain())
@@ -708,6 +714,8 @@ class McpToolSource:
         while not self._stop.is_set():
             try:
                 async with self._make_client() as client:
+                    if self._lost is not None:
+                        self._lost.clear()
                     self._client = client
                     self._protocol_version = client.protocol_version
                     await self._refresh(client)
@@ -787,7 +795,23 @@ class McpToolSource:
             env=dict(config.env) if config.env is not None else None,
             cwd=config.cwd,
         )
-        return Client(stdio_client(params, errlog=_child_stderr()), **common)
+        return Client(
+            _screened(stdio_client(params, errlog=_child_stderr()), self._on_stray),
+            **common,
+        )
+
+    def _on_stray(self, reply_id: object) -> None:
+        """Fail the calls in flight: the server answered an id never sent (a protocol error)."""
+        logger.warning(
+            "MCP server %r answered request id %r, which was never sent",
+            self.config.name,
+            reply_id,
+        )
+        for fault in list(self._faults.values()):
+            if not fault.done():
+                fault.set_result(
+                    _MalformedReply(f"a reply for request id {reply_id!r}, never sent")
+                )
 
     async def _on_elicit(self, context: Any, params: Any) -> Any:
         """Answer a server's ``elicitation/create`` through the running call's requester.
@@ -822,8 +846,25 @@ class McpToolSource:
         return ElicitResult(action="decline" if action == "decline" else "cancel")
 
     async def _on_message(self, message: Any) -> None:
-        """Relist on a handshake-era ``notifications/tools/list_changed``."""
+        """Relist on a handshake-era ``notifications/tools/list_changed``; fail calls on a malformed reply.
+
+        A line the SDK cannot read as JSON-RPC (a ``result`` that is a bare
+        string) reaches here as an exception while its call would wait for its
+        timeout: every call in flight on this connection ends now with a protocol
+        error (the reply cannot be told apart, so none of them can be trusted).
+        """
         from mcp_types import ToolListChangedNotification
+
+        if isinstance(message, Exception):
+            logger.warning(
+                "MCP server %r sent a malformed message: %s",
+                self.config.name,
+                type(message).__name__,
+            )
+            for fault in list(self._faults.values()):
+                if not fault.done():
+                    fault.set_result(_MalformedReply(_malformed_summary(message)))
+            return
 
         if isinstance(message, ToolListChangedNotification) and self._refresh_wanted:
             self._refresh_wanted.set()
@@ -835,18 +876,24 @@ class McpToolSource:
 
         assert self._stop is not None
         assert self._refresh_wanted is not None
+        assert self._lost is not None
         stop_task = asyncio.ensure_future(self._stop.wait())
+        lost_task = asyncio.ensure_future(self._lost.wait())
         try:
             async with client.listen(tools_list_changed=True) as subscription:
                 events = subscription.__aiter__()
                 while True:
                     event_task = asyncio.ensure_future(events.__anext__())
                     done, _ = await asyncio.wait(
-                        {event_task, stop_task}, return_when=asyncio.FIRST_COMPLETED
+                        {event_task, stop_task, lost_task},
+                        return_when=asyncio.FIRST_COMPLETED,
                     )
                     if stop_task in done:
                         event_task.cancel()
                         return
+                    if lost_task in done:
+                        event_task.cancel()
+                        raise ConnectionError("a call found the connection gone")
                     try:
                         event_task.result()
                     except StopAsyncIteration:
@@ -861,13 +908,16 @@ class McpToolSource:
             while True:
                 wanted = asyncio.ensure_future(self._refresh_wanted.wait())
                 done, _ = await asyncio.wait(
-                    {wanted, stop_task},
+                    {wanted, stop_task, lost_task},
                     timeout=_PING_INTERVAL,
                     return_when=asyncio.FIRST_COMPLETED,
                 )
                 if stop_task in done:
                     wanted.cancel()
                     return
+                if lost_task in done:
+                    wanted.cancel()
+                    raise ConnectionError("a call found the connection gone") from None
                 if wanted not in done:
                     wanted.cancel()
                     await asyncio.wait_for(
@@ -878,6 +928,7 @@ class McpToolSource:
                 await self._refresh(client)
         finally:
             stop_task.cancel()
+            lost_task.cancel()
 
     async def _refresh_now(self) -> None:
         client = self._client
@@ -1072,9 +1123,16 @@ class McpToolSource:
         )
         key = id(context)
         self._inflight[key] = (context, time.monotonic() + timeout)
+        fault: asyncio.Future[BaseException] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self._faults[key] = fault
         try:
-            return await client.call_tool(
-                mcp_name, arguments, read_timeout_seconds=timeout, meta=meta
+            return await _first_of(
+                client.call_tool(
+                    mcp_name, arguments, read_timeout_seconds=timeout, meta=meta
+                ),
+                fault,
             )
         except TimeoutError as error:
             raise ToolTimeout(
@@ -1083,15 +1141,41 @@ class McpToolSource:
                 "tell the user the server is slow."
             ) from error
         except MCPError as error:
+            if _connection_lost(error):
+                self._connection_dropped(client)
             raise _mcp_error(server, mcp_name, error) from error
         except (OSError, ConnectionError) as error:
+            self._connection_dropped(client)
             raise ToolUpstreamUnavailable(self._unreachable_message()) from error
+        except _MalformedReply as error:
+            raise ToolError(
+                f"MCP server {server!r} sent a malformed reply to {mcp_name!r} "
+                f"(a protocol error: {error}); the outcome is unknown. Tell the user, "
+                "or check before retrying."
+            ) from error
         except Exception as error:
             if _is_transport_failure(error):
+                self._connection_dropped(client)
                 raise ToolUpstreamUnavailable(self._unreachable_message()) from error
             raise
         finally:
             self._inflight.pop(key, None)
+            self._faults.pop(key, None)
+
+    def _connection_dropped(self, client: Any) -> None:
+        """Forget ``client``, whose connection a call found gone, and reconnect at once.
+
+        Without this a dead stdio server was noticed only by the next keep-alive
+        ping (up to :data:`_PING_INTERVAL` seconds), every call meanwhile failing
+        as unreachable; the next call now waits for the new connection.
+        """
+        if self._client is client:
+            self._client = None
+        # A call saw the server go: the reconnect should not wait out a backoff.
+        if self._reconnect_now is not None:
+            self._reconnect_now.set()
+        if self._lost is not None:
+            self._lost.set()
 
     def _unreachable_message(self) -> str:
         return (
@@ -1099,6 +1183,77 @@ class McpToolSource:
             "failure); the call was not executed. Retry later, or tell the user the "
             "service is unavailable."
         )
+
+
+@contextlib.asynccontextmanager
+async def _screened(
+    transport: Any, on_stray: Callable[[object], None]
+) -> AsyncIterator[tuple[Any, Any]]:
+    """Wrap a stdio transport: a reply to an id never sent goes to ``on_stray``.
+
+    The SDK drops such a reply (at debug level) and the call it was meant for
+    waits for its timeout; here the ids of the requests written are remembered
+    and a response or error naming any other id is reported instead of passed
+    on. Everything else passes unchanged, in order.
+    """
+    import anyio
+    from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
+
+    async with transport as (read, write):
+        sent: set[object] = set()
+        inbound_send, inbound = anyio.create_memory_object_stream[Any](64)
+        outbound, outbound_receive = anyio.create_memory_object_stream[Any](64)
+
+        async def pump_in() -> None:
+            async with inbound_send:
+                async for item in read:
+                    message = getattr(item, "message", None)
+                    if (
+                        isinstance(message, JSONRPCResponse | JSONRPCError)
+                        and message.id is not None
+                        and message.id not in sent
+                    ):
+                        on_stray(message.id)
+                        continue
+                    await inbound_send.send(item)
+
+        async def pump_out() -> None:
+            async with outbound_receive:
+                async for item in outbound_receive:
+                    message = getattr(item, "message", None)
+                    if isinstance(message, JSONRPCRequest):
+                        sent.add(message.id)
+                    await write.send(item)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(pump_in)
+            group.start_soon(pump_out)
+            try:
+                yield inbound, outbound
+            finally:
+                group.cancel_scope.cancel()
+
+
+class _MalformedReply(Exception):
+    """A reply the SDK could not read as JSON-RPC (a protocol error of the server)."""
+
+
+def _malformed_summary(error: BaseException) -> str:
+    """Return a short, secret-free description of a malformed message's fault."""
+    text = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return f"{type(error).__name__}: {text[:200]}"
+
+
+async def _first_of(call: Any, fault: asyncio.Future[BaseException]) -> CallToolResult:
+    """Await ``call``; raise the exception ``fault`` resolves to if it comes first."""
+    task = asyncio.ensure_future(call)
+    done, _ = await asyncio.wait({task, fault}, return_when=asyncio.FIRST_COMPLETED)
+    if task in done:
+        return cast("CallToolResult", task.result())
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
+    raise fault.result()
 
 
 class _ClosingClient:
@@ -1149,11 +1304,25 @@ def _client_info() -> Implementation:
     return Implementation(name="countersign", version="1")
 
 
+#: The message the SDK gives the ``MCPError`` it raises itself when the transport
+#: ends. Its code, -32000, is also JSON-RPC's generic server-error code, which a
+#: server may answer a call with: only this message (and no data) is a lost connection.
+_SDK_CLOSED_MESSAGE: Final = "Connection closed"
+
+
 def _connection_lost(error: MCPError) -> bool:
-    """Return whether an ``MCPError`` means the connection is gone (not a refused request)."""
+    """Return whether an ``MCPError`` means the connection is gone (not a refused request).
+
+    The SDK reports a closed transport as code ``-32000`` "Connection closed";
+    a server's own ``-32000`` error (any other message, or data) is its answer.
+    """
     from mcp_types import CONNECTION_CLOSED
 
-    return getattr(error, "code", None) == CONNECTION_CLOSED
+    return (
+        getattr(error, "code", None) == CONNECTION_CLOSED
+        and str(getattr(error, "message", "")) == _SDK_CLOSED_MESSAGE
+        and getattr(error, "data", None) is None
+    )
 
 
 def _is_transport_failure(error: BaseException) -> bool:
@@ -1182,11 +1351,11 @@ def _is_transport_failure(error: BaseException) -> bool:
 
 def _mcp_error(server: str, tool: str, error: MCPError) -> ToolError:
     """Map a JSON-RPC error from the server to a sanitized tool error (SEC-06)."""
-    from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
+    from mcp_types import INVALID_PARAMS, REQUEST_TIMEOUT
 
     code = getattr(error, "code", None)
     text = str(getattr(error, "message", "") or error)
-    if code == CONNECTION_CLOSED:
+    if _connection_lost(error):
         return ToolUpstreamUnavailable(
             f"MCP server {server!r} closed the connection during {tool!r}; the outcome "
             "is unknown. Tell the user, or check before retrying."

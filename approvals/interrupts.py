@@ -19,6 +19,7 @@ from typing import Any
 from django.db.models import F, Q
 
 from agentcore.arguments import canonical_sha256
+from agentcore.interrupts import edited_args_schema
 from approvals.interrupt_ids import (
     INTERRUPT_ID_PREFIX as INTERRUPT_ID_PREFIX,
 )
@@ -59,6 +60,10 @@ def response_schema(approval: ApprovalRequest) -> dict[str, Any]:
         "validated against the tool's parameters and its policy again.",
     }
     parameters = getattr(tool, "parameters", None)
+    if approval.kind == ApprovalRequest.Kind.INTERRUPT:
+        # The remote runs its tool: its own declared arguments, not a tool of ours
+        # that may share the name (IR-11, IR-18).
+        parameters = edited_args_schema(approval.response_schema)
     edited.update(parameters if isinstance(parameters, dict) else {"type": "object"})
     return {
         "type": "object",

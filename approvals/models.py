@@ -212,6 +212,20 @@ class ApprovalRequest(models.Model):
         return canonical_sha256(self.approved_arguments)
 
     @property
+    def arguments_mismatch(self) -> dict[str, Any] | None:
+        """What the remote agent reported running, when it was not what was approved.
+
+        ``{"approvalId", "approvedHash", "reportedHash", "reportedArguments"}`` as
+        :func:`approvals.services.remote_outcomes.interrupt_arguments_check`
+        recorded it on the call, else ``None`` (IR-18).
+        """
+        call = self.tool_call
+        if call is None or self.kind != self.Kind.INTERRUPT:
+            return None
+        record = (call.metadata or {}).get("argumentsMismatch")
+        return record if isinstance(record, dict) else None
+
+    @property
     def call(self) -> ToolCall | None:
         """The call this request decides, following re-approvals for a superseded one."""
         request: ApprovalRequest | None = self

@@ -23,9 +23,14 @@ from django.utils import timezone
 
 from agentcore.events import RunAgentInput
 from approvals import crashpoints
+from approvals.services import interrupt_arguments_check
 from orchestration.supervision import heartbeat_alive, heartbeat_touch
 from threads.agent_config import agent_build
-from threads.answers import run_answer_dangling_calls, run_awaits_answers
+from threads.answers import (
+    held_calls_answer_refused,
+    run_answer_dangling_calls,
+    run_awaits_answers,
+)
 from threads.locks import run_lock
 from threads.models import Run
 from threads.recording import RunRecorder, record_terminal_error
@@ -114,6 +119,8 @@ def run_drive(*, run: Run, claimed: bool) -> Run:
     run.refresh_from_db()
     if run.status in (Run.Status.CANCELLED, Run.Status.ERROR):
         run_answer_dangling_calls(run=run)
+    held_calls_answer_refused(run=run)
+    interrupt_arguments_check(run=run)
     return run
 
 

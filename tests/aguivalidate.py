@@ -240,6 +240,7 @@ def stream_findings(
     *,
     content_type: str | None = "text/event-stream",
     features: list[str] | None = None,
+    also: Sequence[str] = (),
 ) -> list[str]:
     """Return the error-severity findings for ``stream``, one line each (empty: valid).
 
@@ -248,6 +249,8 @@ def stream_findings(
     validator runs with :data:`RULES_OFF` off and :data:`RULES_NARROWED` narrowed;
     each event is also parsed with the AG-UI 1.0 models (a failure is a finding
     named ``AG-UI-1.0-schema``). Internal validator errors are findings too.
+    ``also`` names rules reported whatever their severity (the hygiene ones:
+    ``AGUI208``, ``AGUI902``, ``AGUI903`` are ``info``).
     """
     if isinstance(stream, bytes | bytearray):
         raw = bytes(stream)
@@ -287,7 +290,7 @@ def stream_findings(
         f"{d.rule} [{d.severity}] event {d.event_index} ({d.event_type}): {d.message}"
         f" — {d.spec_url}"
         for d in diagnostics
-        if d.severity == "error" and not _relaxed(d, events)
+        if (d.severity == "error" or d.rule in also) and not _relaxed(d, events)
     ]
     lines += [f"internal validator error: {e}" for e in report.internal_errors]
     for index, event in enumerate(events):
@@ -313,13 +316,14 @@ def assert_valid_stream(
     *,
     content_type: str | None = "text/event-stream",
     what: str = "the stream",
+    also: Sequence[str] = (),
 ) -> None:
     """Fail unless ``ag-ui-validate`` (as relaxed above) finds no error in ``stream``.
 
     See :func:`stream_findings` for the arguments. The failure lists every finding
     with its rule, event index and spec URL.
     """
-    findings = stream_findings(stream, content_type=content_type)
+    findings = stream_findings(stream, content_type=content_type, also=also)
     assert not findings, f"ag-ui-validate found errors in {what}:\n" + "\n".join(
         findings
     )

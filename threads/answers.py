@@ -16,9 +16,10 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from agentcore.history import INTERRUPTED_CONTENT, INTERRUPTED_ERROR
+from agentcore.interrupts import APPROVE_KEYS, companion_answer, companion_call_for
 from core.types import JSONValue
 from threads.ids import new_tool_message_id
-from threads.locks import thread_seq_lock, tool_calls_lock
+from threads.locks import calls_lock, thread_seq_lock, tool_calls_lock
 from threads.models import Message, Run, ToolCall
 from threads.transitions import run_transition, tool_call_transition
 from threads.validation import storable
@@ -161,3 +162,114 @@ def error_content(*, error: str | None, detail: str | None) -> str:
     ``{"error": <code>, "detail": <sentence>}``: invalid arguments, refused execution.
     """
     return compact_json({"error": error, "detail": detail})
+
+
+#: A refused companion's state: declined by an operator, or cancelled / expired.
+_COMPANION_REFUSED = {False: ToolCall.State.DECLINED, True: ToolCall.State.CANCELLED}
+
+
+def interrupt_companions_answer(*, run: Run, entry: dict[str, Any]) -> list[str]:
+    """Answer the framework companions of the call ``entry``'s interrupt holds; return their ids.
+
+    ``entry`` is the resume entry just recorded for one of ``run``'s interrupts. A
+    companion (Agent Framework's ``confirm_changes`` beside a held call,
+    :func:`agentcore.interrupts.companion_call_for`) gets the answer that
+    framework's protocol reads (:func:`agentcore.interrupts.companion_answer`):
+    accepted when the entry approves, not when it rejects or cancels. The
+    thread must be locked by the caller; the companions are locked here (no
+    other transaction reaches them without the thread's lock). Implements DC-04.
+    """
+    interrupt = next(
+        (i for i in run.interrupts or [] if i.get("id") == entry.get("interruptId")),
+        None,
+    )
+    held = (interrupt or {}).get("toolCallId")
+    if not held:
+        return []
+    payload = entry.get("payload")
+    approved = (
+        entry.get("status") == "resolved"
+        and isinstance(payload, dict)
+        and any(payload.get(key) is True for key in APPROVE_KEYS)
+    )
+    answered = []
+    for call in calls_lock(calls=ToolCall.objects.filter(run=run).unanswered()):
+        if companion_call_for(
+            name=call.name, arguments=call.arguments_text, held_ids=[held]
+        ):
+            if approved and call.state == ToolCall.State.AWAITING_APPROVAL:
+                tool_call_transition(call=call, to=ToolCall.State.APPROVED)
+            message = tool_message_write(
+                call=call,
+                content=companion_answer(
+                    arguments=call.arguments_text, approved=approved
+                ),
+                error=None,
+                state=ToolCall.State.SUCCEEDED
+                if approved
+                else _COMPANION_REFUSED[entry.get("status") == "cancelled"],
+            )
+            if message is not None:
+                answered.append(call.tool_call_id)
+    return answered
+
+
+#: A held call's refused state → (status, error, reason) of the answer Countersign
+#: writes when the remote agent did not answer it itself.
+_HELD_REFUSALS: dict[str, tuple[str, str, str]] = {
+    ToolCall.State.DECLINED: (
+        "rejected",
+        "rejected",
+        "an operator declined this call; it was not executed",
+    ),
+    ToolCall.State.EXPIRED: (
+        "expired",
+        "approval_expired",
+        "no operator decided in time; it was not executed",
+    ),
+    ToolCall.State.CANCELLED: (
+        "cancelled",
+        "cancelled",
+        "the call was cancelled before anyone decided; it was not executed",
+    ),
+}
+
+
+def held_calls_answer_refused(*, run: Run) -> list[str]:
+    """Answer the calls ``run`` resumed as refused that its remote agent left unanswered.
+
+    ``run`` carried to a remote agent the resume entries of its interrupts
+    (IR-18: the continuation of the interrupted run, or the thread's next run
+    after a cancel): a call held by an interrupt an operator rejected, let expire
+    or cancelled is the remote's to answer after the resume, but some remotes
+    answer it only in a snapshot, or not at all. Once ``run`` ended, each such
+    call of an earlier run still without a tool message gets Countersign's
+    refusal, so every call has its one answer whatever the remote did (a later
+    answer of the remote's is then ignored). Returns the answered
+    ``toolCallId`` values. Implements DC-04, FT-06.
+    """
+    if not (run.input or {}).get("resume"):
+        return []
+    answered: list[str] = []
+    with transaction.atomic():
+        _, calls = tool_calls_lock(
+            thread_pk=run.thread_id,
+            calls=ToolCall.objects.filter(
+                thread_id=run.thread_id,
+                run__created_at__lte=run.created_at,
+                state__in=list(_HELD_REFUSALS),
+            )
+            .exclude(run=run)
+            .unanswered(),
+        )
+        for call in calls:
+            status, error, reason = _HELD_REFUSALS[call.state]
+            message = tool_message_write(
+                call=call,
+                content=refusal_content(status=status, reason=reason),
+                error=error,
+                state=call.state,
+            )
+            if message is not None:
+                answered.append(call.tool_call_id)
+    return answered

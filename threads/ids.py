@@ -19,10 +19,16 @@ stays unanswered. The rules:
   starts with it (interrupt ids are ``cs-approval-<pk>``, IR-02).
 - **Collisions are refused before anything is recorded.** An input message whose id
   is already stored for a different message (another role, another ``toolCallId``,
-  other user text), a tool message for a call that already has its answer, and an
-  assistant tool call whose id the thread already holds, are refused with HTTP 409
-  (:class:`IdConflict`) naming the field and the conflicting id, checked by
-  :func:`check_input_messages` before the run is created.
+  other user text) and a tool message for a call that already has its answer are
+  refused with HTTP 409 (:class:`IdConflict`) naming the field and the conflicting
+  id, checked by :func:`check_input_messages` before the run is created.
+- **A reused tool-call id is made thread-unique on ingest.** A new assistant message
+  whose call reuses an id the thread (or an earlier message of the same input)
+  already holds gets ``<id>_2`` (:func:`input_call_ids_unique`); the tool messages
+  after it that answer that id answer the renamed call, so both results are kept.
+  The client's id stays on the rows (``metadata["clientToolCallId"]``), the run's
+  ``RUN_STARTED.input`` echo shows the client's own ids, and a history posted again
+  with the client's ids is recognised as the echo it is.
 - Thread and run ids are UUID4 strings (:func:`threads.models.new_public_id`):
   unguessable, so a client cannot aim at a future one; a client-chosen ``runId``
   already used on the thread is a 409 where the run is created.
@@ -36,6 +42,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Any, Final
 
+from agentcore.history import unique_call_id
 from threads.exceptions import ThreadsError
 from threads.models import Message, Thread, ToolCall
 
@@ -93,15 +100,82 @@ def is_reserved(value: str) -> bool:
     return value.startswith(RESERVED_PREFIX)
 
 
+#: ``metadata`` key (ToolCall, tool Message) and input-dict key of a renamed call's
+#: id as the client sent it.
+CLIENT_CALL_ID: Final = "clientToolCallId"
+
+
 def _same_message(stored: Message, data: dict[str, Any]) -> bool:
     """Return whether input message ``data`` is an echo of ``stored`` (same id)."""
     if stored.role != data.get("role"):
         return False
     if stored.role == "tool":
-        return stored.tool_call_id == data.get("toolCallId")
+        return data.get("toolCallId") in (
+            stored.tool_call_id,
+            (stored.metadata or {}).get(CLIENT_CALL_ID),
+        )
     if stored.role in ("user", "system", "developer"):
         return bool(stored.content == data.get("content"))
     return True
+
+
+def input_call_ids_unique(
+    *, thread: Thread | None, messages: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Return ``messages`` with every reused tool-call id of a new assistant message made thread-unique.
+
+    ``messages`` are AG-UI message dicts (camelCase) in input order. A call of an
+    assistant message not stored yet whose id the thread already holds, or an
+    earlier message of the input holds, gets :func:`agentcore.history.unique_call_id`'s
+    ``<id>_<n>``; each later tool message answering that id (until another message
+    reuses it) answers the renamed call. A renamed call and its answers carry the
+    client's id as ``clientToolCallId`` (kept in their rows' ``metadata``). Messages
+    the thread stores already are echoes: their calls keep their stored ids, and
+    tool messages after them are read by the client's ids. Returns new dicts where
+    something changed; reads, stores nothing. Implements DC-04, FT-06 (both
+    results kept, no id conflict).
+    """
+    taken: set[str] = set()
+    stored_ids: set[str] = set()
+    stored_calls: dict[str, list[tuple[str, str]]] = {}
+    if thread is not None:
+        ids = [str(m.get("id")) for m in messages if m.get("id")]
+        stored_ids = set(
+            thread.messages.filter(message_id__in=ids).values_list(
+                "message_id", flat=True
+            )
+        )
+        for call_id, parent, metadata in ToolCall.objects.filter(
+            thread=thread
+        ).values_list("tool_call_id", "parent_message_id", "metadata"):
+            taken.add(call_id)
+            client = (metadata or {}).get(CLIENT_CALL_ID) or call_id
+            stored_calls.setdefault(parent or "", []).append((client, call_id))
+    current: dict[str, str] = {}
+    result: list[dict[str, Any]] = []
+    for data in messages:
+        role = data.get("role")
+        message_id = str(data.get("id") or "")
+        if role == Message.Role.ASSISTANT and message_id in stored_ids:
+            current.update(dict(stored_calls.get(message_id, [])))
+        elif role == Message.Role.ASSISTANT and data.get("toolCalls"):
+            calls = []
+            for call in data.get("toolCalls") or []:
+                client = str(call.get("id") or "")
+                if client in taken and not is_reserved(client):
+                    renamed = unique_call_id(client, seen=taken)
+                    call = {**call, "id": renamed, CLIENT_CALL_ID: client}
+                else:
+                    taken.add(client)
+                current[client] = str(call.get("id"))
+                calls.append(call)
+            data = {**data, "toolCalls": calls}
+        elif role == Message.Role.TOOL and message_id not in stored_ids:
+            client = str(data.get("toolCallId") or "")
+            if current.get(client, client) != client:
+                data = {**data, "toolCallId": current[client], CLIENT_CALL_ID: client}
+        result.append(data)
+    return result
 
 
 def check_input_messages(
@@ -172,6 +246,7 @@ def check_input_messages(
         for call_index, call in enumerate(data.get("toolCalls") or []):
             call_id = str(call.get("id") or "")
             if call_id in calls:
+                # input_call_ids_unique renames reused ids before this check.
                 where = f"messages.{index}.toolCalls.{call_index}.id"
                 raise IdConflict(
                     f"{where} {call_id!r} is already a tool call of this thread; "

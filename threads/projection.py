@@ -38,6 +38,8 @@ from agentcore.events import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
+from agentcore.interrupts import companion_call_for, interrupt_tool_call_id
+from threads.ids import CLIENT_CALL_ID
 from threads.models import Message, Run, Thread, ToolCall
 from threads.transitions import run_transition, tool_call_transition
 
@@ -338,23 +340,37 @@ class Projection:
             # the operator's decision (IR-18) and the agent answers it after resume,
             # so it is not pending for Countersign or the client.
             bound = {i["toolCallId"] for i in interrupts if i.get("toolCallId")}
-            pending = [
-                call_id
-                for call_id in ToolCall.objects.filter(run=run)
+            unanswered = list(
+                ToolCall.objects.filter(run=run)
                 .unanswered()
                 .order_by("position", "id")
-                .values_list("tool_call_id", flat=True)
-                if call_id not in bound
+                .values_list("tool_call_id", "name", "arguments_text")
+            )
+            # A framework's companion of a held call (Agent Framework's
+            # confirm_changes) is answered with the interrupt, in that framework's
+            # terms (threads.answers.interrupt_companions_answer), never refused.
+            companions = {
+                call_id
+                for call_id, name, text in unanswered
+                if companion_call_for(name=name, arguments=text, held_ids=bound)
+            }
+            pending = [
+                call_id
+                for call_id, _, _ in unanswered
+                if call_id not in bound and call_id not in companions
             ]
             run.interrupts = interrupts
             self.run_fields.add("interrupts")
-            for call_id in bound:
+            for call_id in sorted(bound | companions):
                 row = self.tool_call(call_id)
                 if row is not None and row.state in (
                     ToolCall.State.STREAMING,
                     ToolCall.State.COMPLETE,
                 ):
                     self._call_to(row, ToolCall.State.PENDING)
+                    if call_id in companions:
+                        # It waits for the decision on the call it stands beside.
+                        self._call_to(row, ToolCall.State.AWAITING_APPROVAL)
             run_transition(
                 run=run,
                 to=Run.Status.AWAITING_TOOLS
@@ -452,13 +468,24 @@ _DECIDED_AGAINST = frozenset(
 
 
 def _interrupts_json(outcome: Any) -> list[dict[str, Any]]:
-    """Return an interrupt outcome's ``interrupts`` as camelCase JSON objects (IR-18)."""
-    return [
-        item.model_dump(mode="json", by_alias=True, exclude_none=True)
-        if hasattr(item, "model_dump")
-        else dict(item)
-        for item in getattr(outcome, "interrupts", None) or []
-    ]
+    """Return an interrupt outcome's ``interrupts`` as camelCase JSON objects (IR-18).
+
+    A tool approval spelled the field's other ways (``human_approval``,
+    ``confirmation``...) whose call id sits in its metadata gets that id as
+    ``toolCallId`` (:func:`agentcore.interrupts.interrupt_tool_call_id`).
+    """
+    interrupts = []
+    for item in getattr(outcome, "interrupts", None) or []:
+        data = (
+            item.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if hasattr(item, "model_dump")
+            else dict(item)
+        )
+        call_id = interrupt_tool_call_id(data)
+        if call_id and not data.get("toolCallId"):
+            data["toolCallId"] = call_id
+        interrupts.append(data)
+    return interrupts
 
 
 def _result_state(error: str | None) -> str:
@@ -570,6 +597,9 @@ def message_create_from_agui(
         error=data.get("error") if role == Message.Role.TOOL else None,
         run=run,
         position=position,
+        metadata={CLIENT_CALL_ID: data[CLIENT_CALL_ID]}
+        if role == Message.Role.TOOL and data.get(CLIENT_CALL_ID)
+        else {},
     )
     if role == Message.Role.TOOL:
         # A client answering a call itself (its own frontend tool): the call is done.
@@ -603,6 +633,9 @@ def message_create_from_agui(
                 "arguments": parse_json_or_none(text),
                 "state": ToolCall.State.COMPLETE,
                 "position": position * 1000 + index,
+                "metadata": {CLIENT_CALL_ID: call_data[CLIENT_CALL_ID]}
+                if call_data.get(CLIENT_CALL_ID)
+                else {},
             },
         )
     return row

@@ -5,6 +5,7 @@ Implements FT-05 (pending derived from rows, never read from absence) and DC-01.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -634,3 +635,43 @@ def run_lost_phase(*, run: Run) -> LostPhase:
     """
     agent_output = run.events.exclude(type__in=("RUN_STARTED", "TOOL_CALL_RESULT"))
     return "streaming" if agent_output.exists() else "before_output"
+
+
+def run_reported_arguments(
+    *, run: Run, tool_call_ids: set[str]
+) -> dict[str, list[Any]]:
+    """Return the arguments ``run``'s remote agent reported for each of ``tool_call_ids``.
+
+    ``{toolCallId: [arguments, ...]}``: what the run's ``MESSAGES_SNAPSHOT``
+    events show for each call (``toolCalls[].function.arguments`` parsed as JSON),
+    then the call's own ``arguments`` when ``run`` streamed it again (TC-06).
+    Arguments that are not JSON are reported as their text. A call the run
+    reports nothing of is absent. Implements IR-18 (what a remote ran).
+    """
+    reported: dict[str, list[Any]] = defaultdict(list)
+    for payload in Event.objects.filter(run=run, type="MESSAGES_SNAPSHOT").values_list(
+        "payload", flat=True
+    ):
+        for message in payload.get("messages") or []:
+            for call in (message or {}).get("toolCalls") or []:
+                call_id = (call or {}).get("id")
+                if call_id not in tool_call_ids:
+                    continue
+                text = ((call or {}).get("function") or {}).get("arguments")
+                if not isinstance(text, str):
+                    reported[call_id].append(text)
+                    continue
+                try:
+                    reported[call_id].append(json.loads(text))
+                except ValueError:
+                    reported[call_id].append(text)
+    restreamed = Event.objects.filter(
+        run=run, type="TOOL_CALL_ARGS", payload__toolCallId__in=list(tool_call_ids)
+    ).values_list("payload__toolCallId", flat=True)
+    for call in ToolCall.objects.filter(
+        thread_id=run.thread_id, tool_call_id__in=set(restreamed)
+    ):
+        reported[call.tool_call_id].append(
+            call.arguments if call.arguments is not None else call.arguments_text
+        )
+    return dict(reported)

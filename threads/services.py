@@ -25,6 +25,7 @@ from agentcore.events import (
     RunStartedEvent,
     message_from_dict,
 )
+from agentcore.interrupts import companion_call_for
 from core.types import User
 from threads.agent_config import (
     agent_application_tools,
@@ -32,6 +33,7 @@ from threads.agent_config import (
     agent_settings,
 )
 from threads.answers import (
+    interrupt_companions_answer,
     run_answer_dangling_calls,
     run_awaits_answers,
     run_finish_if_answered,
@@ -44,6 +46,7 @@ from threads.exceptions import (
     ThreadsError,
 )
 from threads.execution import enqueue, enqueue_later
+from threads.ids import input_call_ids_unique
 from threads.ids import new_message_id as mint_message_id
 from threads.locks import run_lock, thread_lock, thread_lock_by_id
 from threads.models import Message, Run, Thread, ToolCall, new_public_id
@@ -145,6 +148,10 @@ def thread_check_can_start_run(
         c
         for c in thread_unanswered_calls(thread=thread)
         if c.tool_call_id not in resumed_call_ids
+        # A companion is answered with the interrupt of the call it stands beside.
+        and not companion_call_for(
+            name=c.name, arguments=c.arguments_text, held_ids=resumed_call_ids
+        )
     ]
     if pending:
         ids = [c.tool_call_id for c in pending]
@@ -425,8 +432,15 @@ def run_start_from_agui(
             )
         known = set(thread.messages.values_list("message_id", flat=True))
         new: list[dict[str, Any]] = []
-        for message in run_input.messages:
-            data = message.model_dump(mode="json", by_alias=True, exclude_none=True)
+        # A reused tool-call id gets a thread-unique one; the wire echo keeps the
+        # client's (threads.ids.input_call_ids_unique).
+        for data in input_call_ids_unique(
+            thread=thread,
+            messages=[
+                m.model_dump(mode="json", by_alias=True, exclude_none=True)
+                for m in run_input.messages
+            ],
+        ):
             if data.get("id") in known or data.get("role") not in Message.Role.values:
                 continue
             new.append(data)
@@ -633,6 +647,7 @@ def run_resume_record(*, run: Run, entry: dict[str, Any]) -> bool:
     locked.resume = [*(locked.resume or []), entry]
     locked.save(update_fields=["resume"])
     run.resume = locked.resume
+    interrupt_companions_answer(run=locked, entry=entry)
     return True
 
 

@@ -42,6 +42,7 @@ from agentcore.events import (
     message_from_dict,
     message_to_dict,
 )
+from threads.ids import new_tool_message_id
 from threads.models import Message, Run, Thread, ToolCall
 
 logger = logging.getLogger(__name__)
@@ -191,8 +192,12 @@ def _reconcile_tool(
         return
     if data.get("id") in known_ids or call_id not in call_parents:
         return
-    # A known call answered only in the snapshot: the answer is recorded (TC-08).
+    # A known call answered only in the snapshot: the answer is recorded (TC-08),
+    # under an id of the thread's (the remote's may carry its own interrupt id, as
+    # Agent Framework's "approval-response-<interrupt id>" does; IR-18), the
+    # remote's kept as its remoteId.
     error = data.get("error")
+    data["id"] = new_tool_message_id()
     added.append(
         ToolCallResultEvent(
             message_id=data["id"],
@@ -231,10 +236,20 @@ def _reconcile_assistant(
             if same_text is not None:
                 data["id"] = same_text
     message_id = str(data["id"])
+    new_calls = [
+        c for c in calls if isinstance(c.get("id"), str) and c["id"] not in call_parents
+    ]
     if message_id not in known_ids and isinstance(content, str) and content:
         added += [
             TextMessageStartEvent(message_id=message_id, role="assistant"),
             TextMessageContentEvent(message_id=message_id, delta=content),
+            TextMessageEndEvent(message_id=message_id),
+        ]
+    elif message_id not in known_ids and new_calls:
+        # A text-less message holding new calls is opened and closed empty, so
+        # each call's parentMessageId names a message the client has (TC-02).
+        added += [
+            TextMessageStartEvent(message_id=message_id, role="assistant"),
             TextMessageEndEvent(message_id=message_id),
         ]
     for call in calls:

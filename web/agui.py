@@ -37,7 +37,7 @@ from core.errors import CountersignError
 from core.types import AnyUser
 from orchestration.resume import agui_run_start
 from threads.agent_config import agent_toolset
-from threads.ids import check_input_messages
+from threads.ids import check_input_messages, input_call_ids_unique
 from threads.models import Thread
 from threads.selectors import thread_visible_to, thread_write_check
 from threads.validation import MAX_ID_LENGTH, PUBLIC_ID, JSONInputError, parse_json
@@ -224,7 +224,10 @@ def _id_problem(*, user: AnyUser, run_input: RunAgentInput) -> CountersignError 
         for m in run_input.messages
     ]
     try:
-        check_input_messages(thread=thread, messages=messages)
+        check_input_messages(
+            thread=thread,
+            messages=input_call_ids_unique(thread=thread, messages=messages),
+        )
     except CountersignError as error:
         return error
     return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -28,8 +29,20 @@ _encoder = EventEncoder()
 KEEPALIVE = ": keep-alive\n\n"
 
 
-def sse_frame(payload: dict[str, Any], *, seq: int | None = None) -> str:
-    """Return one SSE frame for the AG-UI event ``payload`` (a stored log payload)."""
+def sse_frame(
+    payload: dict[str, Any],
+    *,
+    seq: int | None = None,
+    logged_at: datetime | None = None,
+) -> str:
+    """Return one SSE frame for the AG-UI event ``payload`` (a stored log payload).
+
+    ``logged_at`` (the row's ``created_at``) becomes AG-UI's optional
+    ``timestamp`` (ms since the epoch) when the producer did not stamp the event,
+    so every event a client is streamed carries one (ag-ui-validate AGUI902).
+    """
+    if logged_at is not None and "timestamp" not in payload:
+        payload = {**payload, "timestamp": int(logged_at.timestamp() * 1000)}
     frame = _encoder.encode(event_from_dict(payload))
     return f"id: {seq}\n{frame}" if seq is not None else frame
 
@@ -102,7 +115,7 @@ async def follow_log(
                     mine = await _wire_runs(run)
                     if row.run_id not in mine:
                         continue
-                yield sse_frame(row.payload, seq=row.seq)
+                yield sse_frame(row.payload, seq=row.seq, logged_at=row.created_at)
                 silent_for = 0.0
                 if run is not None and row.type in ("RUN_FINISHED", "RUN_ERROR"):
                     return

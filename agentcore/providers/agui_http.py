@@ -19,6 +19,14 @@ whose ``code`` says what happened:
 - ``truncated_stream``: the stream ended (or broke off) before ``RUN_FINISHED`` or
   ``RUN_ERROR``; a ``RUN_FINISHED`` is never synthesized for it.
 
+What is relayed is checked for the remote's interrupt machinery (IR-18): ``CUSTOM``
+events carrying it (Agent Framework's ``function_approval_request``, ag-ui-langgraph's
+``on_interrupt``) and ``RAW`` events mentioning an interrupt are dropped, other ``CUSTOM``
+names without a namespace become ``remote.<name>``
+(:func:`agentcore.interrupts.relayed_custom_name`); a tool call whose
+``parentMessageId`` names a message the client never saw gets that message opened and
+closed first, empty (TC-02).
+
 Messages never carry the URL, headers, credentials or the remote's own text (SEC-06);
 details go to this module's logger without secrets. SSE reading follows the AG-UI HTTP
 binding: ``data:`` lines (multi-line data joined with ``\\n``), comments, ``event:``,
@@ -53,7 +61,15 @@ from agentcore.agents import (
     run_started,
 )
 from agentcore.dispatch import sanitize_message
-from agentcore.events import BaseEvent, EventType, RunAgentInput, RunStartedEvent
+from agentcore.events import (
+    BaseEvent,
+    CustomEvent,
+    EventType,
+    RawEvent,
+    RunAgentInput,
+    RunStartedEvent,
+)
+from agentcore.interrupts import raw_mentions_interrupt, relayed_custom_name
 from agentcore.providers.errors import retry_after_seconds
 from agentcore.stream import RunStream, StreamViolation
 
@@ -154,6 +170,8 @@ class RemoteAgent(Agent):
             prior_message_ids=[m.id for m in run_input.messages],
         )
         started = False
+        # The messages the client has: the input's, and those this stream starts.
+        known_messages = {m.id for m in run_input.messages}
         frames = aiter(self._frames(run_input))
         cancel_waiter = (
             asyncio.ensure_future(cancel.wait()) if cancel is not None else None
@@ -199,7 +217,11 @@ class RemoteAgent(Agent):
                     started = True
                     yield opener
                 try:
-                    events = checker.feed(frame)
+                    events = [
+                        event
+                        for each in _parent_opened(frame, known_messages)
+                        for event in checker.feed(each)
+                    ]
                 except StreamViolation as violation:
                     logger.warning(
                         "remote agent %s sent an invalid stream: %s",
@@ -218,6 +240,15 @@ class RemoteAgent(Agent):
                     return
                 started = started or kind == "RUN_STARTED"
                 for event in events:
+                    if isinstance(event, RawEvent) and raw_mentions_interrupt(
+                        event.event
+                    ):
+                        continue
+                    if isinstance(event, CustomEvent):
+                        name = relayed_custom_name(event.name)
+                        if name is None:
+                            continue
+                        event = event.model_copy(update={"name": name})
                     if isinstance(event, RunStartedEvent) and event.input is None:
                         # The run's input is what Countersign sent: echoed, so a
                         # client following the thread gets the tool messages the
@@ -431,6 +462,37 @@ async def _next_frame(frames: AsyncIterator[dict[str, Any]]) -> dict[str, Any] |
         return await anext(frames)
     except StopAsyncIteration:
         return _END
+
+
+def _parent_opened(frame: dict[str, Any], known: set[str]) -> list[dict[str, Any]]:
+    """Return ``frame``, after an empty assistant message when it names an unknown parent.
+
+    A remote may start a call whose ``parentMessageId`` names a message its
+    stream never showed (ag-ui-langgraph names LangGraph's ``AIMessage``, sent
+    only in its snapshot): a client then holds a call under a message it does
+    not have (ag-ui-validate ``AGUI208``). That message is opened and closed
+    first, empty, under the same id, so the call has the parent it names.
+    ``known`` (the message ids the client has) is updated. Implements TC-02.
+    """
+    kind = frame.get("type")
+    if kind in ("TEXT_MESSAGE_START", "TEXT_MESSAGE_CHUNK"):
+        message_id = frame.get("messageId")
+        if isinstance(message_id, str):
+            known.add(message_id)
+        return [frame]
+    parent = frame.get("parentMessageId")
+    if kind not in ("TOOL_CALL_START", "TOOL_CALL_CHUNK") or not isinstance(
+        parent, str
+    ):
+        return [frame]
+    if parent in known:
+        return [frame]
+    known.add(parent)
+    return [
+        {"type": "TEXT_MESSAGE_START", "messageId": parent, "role": "assistant"},
+        {"type": "TEXT_MESSAGE_END", "messageId": parent},
+        frame,
+    ]
 
 
 def _call_ids(messages: list[Any]) -> list[str]:

@@ -43,6 +43,7 @@ from agentcore.providers.base import (
     ToolCallDelta,
     TurnEnd,
     Usage,
+    repeated_call_text,
 )
 from agentcore.providers.errors import sanitized_errors
 from agentcore.providers.registry import check_model_request_allowed
@@ -275,6 +276,7 @@ class AnthropicProvider(Provider):
             for call in m.tool_calls or ()
         }
         blocks: dict[int, _Block] = {}
+        by_id: dict[str, _Block] = {}
         stop: str | None = None
         input_tokens: int | None = None
         output_tokens: int | None = None
@@ -289,10 +291,18 @@ class AnthropicProvider(Provider):
                 elif kind == "content_block_start":
                     block = event.content_block
                     if getattr(block, "type", None) == "tool_use":
-                        call_id = unique_call_id(getattr(block, "id", None), seen=seen)
+                        given = getattr(block, "id", None)
+                        earlier = by_id.get(given or "")
+                        if earlier is not None:
+                            # The same tool_use id in a second block: one call.
+                            blocks[event.index] = earlier
+                            continue
+                        call_id = unique_call_id(given, seen=seen)
                         blocks[event.index] = _Block(
                             call_id=call_id, start_input=getattr(block, "input", None)
                         )
+                        if given:
+                            by_id[given] = blocks[event.index]
                         yield ToolCallBegin(call_id=call_id, name=block.name)
                     elif getattr(block, "type", None) == "text" and getattr(
                         block, "text", ""
@@ -310,10 +320,14 @@ class AnthropicProvider(Provider):
                                 f"{self.name}: input_json_delta for a block never opened",
                                 code="malformed_stream",
                             )
+                        part = repeated_call_text(
+                            open_block.arguments,
+                            getattr(delta, "partial_json", "") or "",
+                        )
                         open_block.got_delta = True
-                        part = getattr(delta, "partial_json", "") or ""
-                        open_block.arguments += part
-                        yield ToolCallDelta(call_id=open_block.call_id, delta=part)
+                        if part:
+                            open_block.arguments += part
+                            yield ToolCallDelta(call_id=open_block.call_id, delta=part)
                 elif kind == "content_block_stop":
                     closed = blocks.get(event.index)
                     if (
@@ -324,6 +338,7 @@ class AnthropicProvider(Provider):
                         # a proxy that sends the whole input at block start
                         text = json.dumps(closed.start_input, separators=(",", ":"))
                         closed.arguments = text
+                        closed.got_delta = True
                         yield ToolCallDelta(call_id=closed.call_id, delta=text)
                 elif kind == "message_delta":
                     stop = getattr(event.delta, "stop_reason", None) or stop

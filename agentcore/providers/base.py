@@ -29,12 +29,31 @@ classified once, in :mod:`agentcore.providers.errors`.
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "content_filter", "error"]
+
+
+def repeated_call_text(accumulated: str, text: str) -> str:
+    """Return what a repeated copy of a streamed call adds to its argument ``text``.
+
+    A provider may send one call twice in a turn (the same call id in two
+    chunks, blocks or items: Gemini, OpenAI-compatible servers, proxies). It is
+    one call: once the arguments ``accumulated`` so far are a complete JSON
+    value, the copy's text is a repetition and adds ``""``; before that it
+    continues them. Implements TC-01, BC34 (one call, one execution).
+    """
+    if not accumulated.strip():
+        return text
+    try:
+        json.loads(accumulated)
+    except ValueError:
+        return text
+    return ""
 
 
 @dataclass(frozen=True, slots=True)

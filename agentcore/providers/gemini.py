@@ -311,6 +311,7 @@ class GeminiProvider(Provider):
             for call in m.tool_calls or ()
         }
         n_calls = 0
+        turn_ids: set[str] = set()
         finish: str | None = None
         usage: Usage | None = None
         with sanitized_errors(self.name):
@@ -329,7 +330,14 @@ class GeminiProvider(Provider):
                     content = candidate.content
                     for part in (content.parts if content else None) or ():
                         if part.function_call is not None:
+                            given = part.function_call.id or ""
+                            if given and given in turn_ids:
+                                # The same functionCall id in a later chunk is the
+                                # same call (its args arrive whole): run once.
+                                continue
                             n_calls += 1
+                            if given:
+                                turn_ids.add(given)
                             for event in self._call_events(part, seen):
                                 yield event
                         elif part.text and not part.thought:

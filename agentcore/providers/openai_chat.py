@@ -50,6 +50,7 @@ from agentcore.providers.base import (
     ToolCallDelta,
     TurnEnd,
     Usage,
+    repeated_call_text,
 )
 from agentcore.providers.errors import sanitized_errors
 from agentcore.providers.registry import check_model_request_allowed
@@ -348,6 +349,22 @@ class OpenAIChatProvider(Provider):
             args = raw_args or ""
 
         current = open_calls.get(key)
+        repeated = next(
+            (
+                call
+                for call in calls
+                if provider_id is not None and call.provider_id == provider_id
+            ),
+            None,
+        )
+        if repeated is not None:
+            # The same id again (at this index or another): the same call, once.
+            open_calls[key] = repeated
+            if name is not None and repeated.name and name != repeated.name:
+                name = None
+            return self._extend(
+                repeated, name, repeated_call_text(repeated.arguments, args)
+            )
         starts_new = (
             current is None
             or (
@@ -372,6 +389,11 @@ class OpenAIChatProvider(Provider):
         assert current is not None
         if current.provider_id is None and provider_id is not None:
             current.provider_id = provider_id
+        return self._extend(current, name, args)
+
+    @staticmethod
+    def _extend(current: _OpenCall, name: str | None, args: str) -> list[ModelEvent]:
+        """Add ``name`` and argument text ``args`` to ``current``; return the events."""
         events: list[ModelEvent] = []
         if name is not None and not current.name:
             current.name = name

@@ -43,6 +43,7 @@ from agentcore.providers.base import (
     ToolCallDelta,
     TurnEnd,
     Usage,
+    repeated_call_text,
 )
 from agentcore.providers.errors import sanitized_errors
 from agentcore.providers.registry import check_model_request_allowed
@@ -237,6 +238,7 @@ class OpenAIResponsesProvider(Provider):
             for call in m.tool_calls or ()
         }
         by_item: dict[str, _Call] = {}
+        by_call_id: dict[str, _Call] = {}
         by_index: dict[int, _Call] = {}
         calls: list[_Call] = []
         final: TurnEnd | None = None
@@ -258,6 +260,14 @@ class OpenAIResponsesProvider(Provider):
                     call = by_item.get(item_id or "") or by_index.get(
                         event.output_index
                     )
+                    repeated = by_call_id.get(getattr(item, "call_id", None) or "")
+                    if call is None and repeated is not None:
+                        # The same call_id in a second item: one call, whose
+                        # deltas may arrive under either item.
+                        call = repeated
+                        by_index[event.output_index] = call
+                        if item_id:
+                            by_item[item_id] = call
                     if call is None:
                         call = _Call(
                             call_id=unique_call_id(
@@ -266,6 +276,8 @@ class OpenAIResponsesProvider(Provider):
                             item_id=item_id,
                         )
                         calls.append(call)
+                        if getattr(item, "call_id", None):
+                            by_call_id[item.call_id] = call
                         by_index[event.output_index] = call
                         if item_id:
                             by_item[item_id] = call
@@ -299,8 +311,10 @@ class OpenAIResponsesProvider(Provider):
                         )
                     if kind.endswith(".delta"):
                         call.got_delta = True
-                        call.arguments += event.delta
-                        yield ToolCallDelta(call_id=call.call_id, delta=event.delta)
+                        part = repeated_call_text(call.arguments, event.delta)
+                        if part:
+                            call.arguments += part
+                            yield ToolCallDelta(call_id=call.call_id, delta=part)
                     elif not call.got_delta and event.arguments:
                         call.got_delta = True
                         call.arguments = event.arguments

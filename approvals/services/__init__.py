@@ -58,10 +58,15 @@ from approvals.services.notify import (
     approval_snapshot,
     notify_call_changed,
 )
+from approvals.services.remote_outcomes import (
+    ArgumentsMismatch,
+    interrupt_arguments_check,
+)
 
 __all__ = [
     "APPROVALS_GROUP",
     "DECIDE_PERMISSION",
+    "ArgumentsMismatch",
     "Decided",
     "Decision",
     "Dispatched",
@@ -83,6 +88,7 @@ __all__ = [
     "execution_outcome_record",
     "execution_outcome_resolve",
     "execution_reserve",
+    "interrupt_arguments_check",
     "notify_call_changed",
     "pending_calls_route",
     "run_tools",

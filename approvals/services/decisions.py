@@ -21,6 +21,12 @@ from agentcore.arguments import (
     parse_arguments,
     tool_schema_sha256,
 )
+from agentcore.interrupts import (
+    approve_key,
+    offers_edits,
+    remote_tool,
+    resume_payload,
+)
 from agentcore.tools import Tool
 from approvals.authorization import approval_authorization, authorization_require
 from approvals.exceptions import (
@@ -194,6 +200,16 @@ def approval_decision_record(
                 response=response,
             )
         elif interrupt:
+            if (
+                decision == "approve"
+                and edited_arguments is not None
+                and edited_value is None
+            ):
+                # Checked against the remote tool's declared arguments, the way
+                # an AG-UI resume's editedArgs are (IR-11).
+                edited_arguments = _validate_remote_edit(
+                    approval=locked, edited=edited_arguments
+                ).as_dict()
             _decide_interrupt_locked(
                 approval=locked,
                 call=call,
@@ -525,19 +541,23 @@ def _decide_interrupt_locked(
     """Decide a remote agent's interrupt: validate, record its resume entry, audit (IR-18)."""
     before = {"status": approval.status}
     schema = approval.response_schema
-    asks_approved = isinstance(schema, dict) and "approved" in (
-        schema.get("properties") or {}
-    )
     payload: JSONValue = response
     if edited_arguments == approval.proposed_arguments:
         edited_arguments = None  # "approve as proposed", however it was spelled
+    if payload is None:
+        # The remote's own terms: its schema's approve key, editedArgs if it
+        # offers them, the approver's note only where it is no tool argument.
+        try:
+            payload = resume_payload(
+                schema=schema,
+                approved=decision == "approve",
+                edited_args=edited_arguments,
+                reason=reason,
+                tool_arguments=approval.proposed_arguments,
+            )
+        except ValueError as error:
+            raise InvalidEditedArguments(str(error)) from error
     if decision == "approve":
-        if payload is None and asks_approved:
-            payload = {"approved": True}
-            if edited_arguments is not None:
-                payload["editedArgs"] = edited_arguments
-            if reason:
-                payload["reason"] = reason
         response_validate(schema, payload)
         entry: dict[str, Any] = {
             "interruptId": approval.interrupt_id,
@@ -550,8 +570,6 @@ def _decide_interrupt_locked(
         status = ApprovalRequest.Status.APPROVED
         call_state = ToolCall.State.APPROVED
     else:
-        if payload is None and asks_approved:
-            payload = {"approved": False, "reason": reason}
         if payload is not None:
             response_validate(schema, payload)
             entry = {
@@ -708,7 +726,39 @@ def edited_arguments_validate(
             f"approval {approval.pk!r} holds no tool call: answer it with `response`, "
             "not edited arguments"
         )
+    if approval.kind == ApprovalRequest.Kind.INTERRUPT:
+        return _validate_remote_edit(approval=approval, edited=edited)
     return _validate_edit(call=call, run=approval.run, edited=edited)
+
+
+def _validate_remote_edit(
+    *, approval: ApprovalRequest, edited: JSONValue
+) -> ValidatedArguments:
+    """Validate an edit of a remote agent's held call against that agent's own terms.
+
+    The remote runs its tool, so Countersign's toolset has no say: the edit must
+    be an object the interrupt's ``responseSchema`` accepts as ``editedArgs``
+    (the remote tool's declared arguments, when it declares them), through the
+    same ladder as a model's arguments, needing no repair. Raises
+    :class:`InvalidEditedArguments`. Implements SEC-02, IR-11, IR-18.
+    """
+    if not isinstance(edited, dict):
+        raise InvalidEditedArguments(
+            f"edited arguments must be a JSON object, not {type(edited).__name__}"
+        )
+    schema = approval.response_schema
+    if approve_key(schema) is not None and not offers_edits(schema):
+        raise InvalidEditedArguments(
+            f"the remote agent's interrupt for {approval.tool_name!r} offers no "
+            "'editedArgs' in its responseSchema; approve the call as proposed or "
+            "reject it"
+        )
+    tool = remote_tool(name=approval.tool_name, schema=schema)
+    parsed = parse_arguments(edited, tool=tool)
+    if parsed.value is None or parsed.value.repairs != ("already_decoded",):
+        detail = (parsed.error or "").split(" Expected parameters:")[0]
+        raise InvalidEditedArguments(f"edited arguments are invalid: {detail}")
+    return parsed.value
 
 
 def approval_expire_locked(approval: ApprovalRequest, call: ToolCall | None) -> None:

@@ -52,6 +52,7 @@ def approval_snapshot(approval: ApprovalRequest) -> dict[str, Any]:
         "decidedBy": getattr(approval.decided_by, "username", None),
         "decidedAt": approval.decided_at.isoformat() if approval.decided_at else None,
         "reason": approval.reason,
+        "argumentsMismatch": approval.arguments_mismatch,
         **reapproval_snapshot(approval),
         **governance_snapshot(approval),
     }

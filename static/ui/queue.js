@@ -136,6 +136,7 @@ function create(ctx) {
   const diffBox = h("div", { class: "req-diff" });
   const changedNote = h("p", { class: "req-changed" });
   const previousArgs = h("pre", { class: "call-args req-previous-args" });
+  const mismatch = h("p", { class: "req-mismatch verdict verdict-bad", role: "alert", hidden: true });
   const changed = h("div", { class: "req-changed-box", hidden: true }, changedNote, h("p", { class: "req-meta", text: "Approved earlier:" }), previousArgs);
   const message = h("p", { class: "req-message" });
   const authNote = h("p", { class: "notice req-auth", id: `req-auth-${id}`, hidden: true });
@@ -165,12 +166,13 @@ function create(ctx) {
     argsHeading,
     args,
     diffBox,
+    mismatch,
     form ? form.el : null,
     authNote,
     outcome,
     undoBox,
   );
-  const view = { id, el, check, title, risk, riskWhy, label, verdict, threadLink, callLink, requester, agent, age, expiry, rationale, rationaleBox, basedOn, basedOnBox, args, argsHeading, diffBox, changed, changedNote, previousArgs, message, authNote, outcome, undoBox, error, ctx, form, editing: false };
+  const view = { id, el, check, title, risk, riskWhy, label, verdict, threadLink, callLink, requester, agent, age, expiry, rationale, rationaleBox, basedOn, basedOnBox, args, argsHeading, diffBox, mismatch, changed, changedNote, previousArgs, message, authNote, outcome, undoBox, error, ctx, form, editing: false };
   if (canDecide && viewName === "pending") buildActions(view);
   el.append(error);
   el.addEventListener("focusin", () => select(id, { focus: false }));
@@ -410,6 +412,8 @@ function update(view, ctx) {
   view.args.textContent = prettyJson(ctx.editedArguments ?? ctx.proposedArguments);
   // A question bound to no call has no arguments (IR-18).
   view.args.hidden = view.argsHeading.hidden = !ctx.toolCallId && ctx.kind !== "tool_call";
+  view.mismatch.hidden = !ctx.argumentsMismatch;
+  if (ctx.argumentsMismatch) view.mismatch.textContent = `The agent reported running other arguments than the approved ones: ${JSON.stringify(ctx.argumentsMismatch.reportedArguments)}`;
   view.diffBox.replaceChildren(...(ctx.argumentsDiff && ctx.argumentsDiff.length ? [h("p", { class: "req-meta", text: "Edited against proposed:" }), diffList(ctx.argumentsDiff)] : []));
   view.changed.hidden = !ctx.reapproval;
   if (ctx.reapproval) {

@@ -19,6 +19,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
@@ -304,10 +305,15 @@ def test_invalid_escape_is_refused_naming_offset_and_character(
     broken = text[:offset] + "\\" + escape + text[offset:]
     parsed = parse_arguments(broken, tool=ANY)
     assert not parsed.ok
-    assert parsed.error_type == "invalid_arguments_json"
+    # \b and \f are JSON: the value holds a control character (a Windows path
+    # whose backslash was not doubled, usually), refused as invalid_arguments.
+    assert parsed.error_type == (
+        "invalid_arguments" if escape in "bf" else "invalid_arguments_json"
+    )
     assert f"at offset {offset} " in (parsed.error or "")
     if escape in "bf":
         assert f"\\{escape}" in (parsed.error or "")
+        assert "string value contains control character U+000" in (parsed.error or "")
     elif escape.isprintable():
         assert f"escape \\{escape}" in (parsed.error or "")
 
@@ -323,19 +329,30 @@ def test_escaped_quote_is_pythons_quote() -> None:
 @SETTINGS
 @given(code=st.sampled_from([c for c in range(0x20) if chr(c) not in "\t\n\r"]))
 def test_control_characters_are_refused_raw_or_escaped(code: int) -> None:
-    """U+0000 to U+001F other than tab/newline/CR never reach a tool, however spelled."""
+    """U+0000 to U+001F other than tab/newline/CR never reach a tool, however spelled.
+
+    Raw in a string the text is not JSON (``invalid_arguments_json``); escaped
+    (``\\u0007``, ``\\b``) or in a decoded object the JSON is valid and its value is
+    not (``invalid_arguments``, "string value contains control character U+0007").
+    """
     char = chr(code)
     escaped = json.dumps({"text": f"a{char}b"})  # \u0007, or \b / \f
     raw = '{"text": "a' + char + 'b"}'
-    for text in (escaped, raw):
+    for text, error_type in (
+        (escaped, "invalid_arguments"),
+        (raw, "invalid_arguments_json"),
+    ):
         parsed = parse_arguments(text, tool=ANY)
         assert not parsed.ok, text
-        assert parsed.error_type == "invalid_arguments_json"
+        assert parsed.error_type == error_type
         assert "at offset 11 " in (parsed.error or "")
         assert f"U+{code:04X}" in (parsed.error or "")
     decoded = parse_arguments({"text": f"a{char}b"}, tool=ANY)
     assert not decoded.ok
-    assert decoded.error_type == "invalid_arguments_json"
+    assert decoded.error_type == "invalid_arguments"
+    assert f"string value contains control character U+{code:04X}" in (
+        decoded.error or ""
+    )
 
 
 def test_tab_newline_and_return_are_accepted_as_escapes_refused_raw_in_strings() -> (
@@ -360,3 +377,17 @@ def test_python_quoting_is_not_mistaken_for_a_bad_json_escape() -> None:
     whole = parse_arguments("{'\"': ['\\'']}", tool=ANY)
     assert whole.params == {'"': ["'"]}
     assert whole.repair == "python_literals"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ['{"note": "a\\u0000b"}', {"note": "a\x00b"}, '{"note": "a\\u001fb"}'],
+    ids=["escaped-nul", "decoded-nul", "escaped-unit-separator"],
+)
+def test_control_character_in_valid_json_is_a_value_error(raw: Any) -> None:
+    """Arguments ``{"note":"a\\u0000b"}`` are valid JSON with a refused value: the
+    error is ``invalid_arguments``, "string value contains control character U+0000"."""
+    parsed = parse_arguments(raw, tool=ANY)
+    code = "U+001F" if "001f" in str(raw) else "U+0000"
+    assert (parsed.ok, parsed.error_type) == (False, "invalid_arguments")
+    assert f"string value contains control character {code}" in (parsed.error or "")

@@ -459,3 +459,28 @@ def test_gemini_reused_call_id_gets_a_unique_wire_id_too() -> None:
     assert call_ids == ["g1", "g1_2"]
     assert response_ids == ["g1", "g1_2"]
     assert history[2].tool_calls[0].metadata == {"gemini": {"id": "g1"}}
+
+
+async def test_escaped_nul_in_valid_json_is_answered_invalid_arguments() -> None:
+    """``{"note":"a\\u0000b"}`` is valid JSON with a refused value: the call is
+    answered ``invalid_arguments``, "string value contains control character
+    U+0000", and the tool never runs."""
+    seen: list[dict[str, Any]] = []
+    provider = ScriptedProvider(
+        [
+            raw(
+                ToolCallBegin(call_id="c1", name="echo"),
+                ToolCallDelta(call_id="c1", delta='{"note":"a\\u0000b"}'),
+                TurnEnd(stop_reason="tool_use"),
+            ),
+            text("sorry"),
+        ]
+    )
+    agent = LoopAgent(provider, toolset=Toolset([echo_tool(seen)]), model="m")
+    events = await collect(agent, make_input("go"))
+    assert_valid_stream(events)
+    assert seen == []
+    [result] = of_type(events, "TOOL_CALL_RESULT")
+    body = json.loads(result.content)
+    assert body["error"] == "invalid_arguments"
+    assert "string value contains control character U+0000" in body["detail"]

@@ -193,6 +193,7 @@ async def test_sec02_langgraph_call_only_in_snapshot_is_recorded_and_needs_appro
         assert events[start + 2] == {
             "type": "TOOL_CALL_END",
             "toolCallId": "lg_refund_1",
+            "timestamp": events[start + 2]["timestamp"],
         }
         assert start < types.index("MESSAGES_SNAPSHOT")
         # The remote's RUN_FINISHED names no pending calls; the run's record does (FT-05).

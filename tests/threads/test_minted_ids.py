@@ -195,22 +195,6 @@ async def _messages(thread: Thread) -> list[str]:
             "messages.1.toolCallId",
             "call_1",
         ),
-        # an assistant message reusing a call id of the thread
-        (
-            {
-                "id": "a2",
-                "role": "assistant",
-                "toolCalls": [
-                    {
-                        "id": "call_1",
-                        "type": "function",
-                        "function": {"name": "x", "arguments": "{}"},
-                    }
-                ],
-            },
-            "messages.1.toolCalls.0.id",
-            "call_1",
-        ),
     ],
 )
 async def test_an_input_id_colliding_with_stored_history_is_409_before_anything_is_recorded(
@@ -291,3 +275,90 @@ async def test_a_thread_of_another_user_answers_404_not_409(
 
     assert response.status_code == 404
     assert response.json()["type"] == "not_found"
+
+
+def _reusing_history() -> list[dict[str, Any]]:
+    """The stored turn, then a later assistant message reusing ``call_1``, answered."""
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "lookup_order", "arguments": '{"order_id":"A-2"}'},
+    }
+    return [
+        {"id": "u1", "role": "user", "content": "hi"},
+        {
+            "id": "a1",
+            "role": "assistant",
+            "toolCalls": [
+                {**call, "function": {"name": "lookup_order", "arguments": "{}"}}
+            ],
+        },
+        {
+            "id": "cs-tool-" + "0" * 32,
+            "role": "tool",
+            "toolCallId": "call_1",
+            "content": "done",
+        },
+        {"id": "u2", "role": "user", "content": "and A-2?"},
+        {"id": "a2", "role": "assistant", "toolCalls": [call]},
+        {"id": "t2", "role": "tool", "toolCallId": "call_1", "content": "A-2 shipped"},
+        {"id": "u3", "role": "user", "content": "thanks"},
+    ]
+
+
+@pytest.mark.parametrize("executor", ["embedded"], indirect=True)
+async def test_a_history_reusing_a_tool_call_id_gets_thread_unique_ids_and_keeps_both_results(
+    user, answered_thread, executor
+):
+    """An AG-UI client history whose later assistant message reuses ``call_1`` is
+    not a 409: the later call is stored as ``call_1_2`` (the client's id kept),
+    both answers are kept, the agent gets unique ids, the client's echo its own,
+    and the same history posted again is recognised as an echo."""
+    token = (await Token.objects.acreate(user=user)).key
+
+    response = await post(token, run_input("t-ids", "r-2", _reusing_history()))
+    events = await drain(response)
+    await sync_to_async(executor.settle)(answered_thread)
+
+    assert response.status_code == 200
+    calls = {
+        c.tool_call_id: c async for c in ToolCall.objects.filter(thread=answered_thread)
+    }
+    assert set(calls) >= {"call_1", "call_1_2"}
+    assert calls["call_1_2"].metadata == {"clientToolCallId": "call_1"}
+    assert calls["call_1_2"].parent_message_id == "a2"
+    answers = {
+        m.tool_call_id: m
+        async for m in Message.objects.filter(thread=answered_thread, role="tool")
+    }
+    assert answers["call_1"].content == "done"
+    assert answers["call_1_2"].content == "A-2 shipped"
+    assert answers["call_1_2"].metadata == {"clientToolCallId": "call_1"}
+    run = await Run.objects.aget(thread=answered_thread, run_id="r-2")
+    sent = [m for m in run.input["messages"] if m["role"] in ("assistant", "tool")]
+    sent_ids = [
+        c["id"]
+        for m in sent
+        if m["role"] == "assistant"
+        for c in m.get("toolCalls", [])
+    ]
+    assert sorted(sent_ids) == ["call_1", "call_1_2"]
+    echo = events[0]["input"]["messages"]
+    assert [m.get("toolCallId") for m in echo if m["role"] == "tool"] == [
+        "call_1",
+        "call_1",
+    ]
+
+    again = await post(
+        token,
+        run_input(
+            "t-ids",
+            "r-3",
+            [*_reusing_history(), {"id": "u4", "role": "user", "content": "bye"}],
+        ),
+    )
+    await drain(again)
+    await sync_to_async(executor.settle)(answered_thread)
+
+    assert again.status_code == 200, again.content
+    assert await ToolCall.objects.filter(thread=answered_thread).acount() == len(calls)

@@ -36,8 +36,11 @@ async def next_frame(stream: AsyncIterator[str], *, timeout: float = 30.0) -> st
 
 
 def payload_of(frame: str) -> dict[str, Any]:
+    """Return the frame's event as logged: without the timestamp the wire adds."""
     (data,) = [line for line in frame.split("\n") if line.startswith("data: ")]
-    return json.loads(data[len("data: ") :])
+    event = json.loads(data[len("data: ") :])
+    assert isinstance(event.pop("timestamp", None), int), "every SSE event is stamped"
+    return event
 
 
 def record_silently(run: Run, events: list[dict[str, Any]]) -> None:

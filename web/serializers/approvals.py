@@ -125,6 +125,13 @@ class ApprovalOutputSerializer(serializers.Serializer):
         help_text="JSON Schema of the answer to send as `response` on approve.",
     )
     response = serializers.JSONField(allow_null=True)
+    argumentsMismatch = serializers.JSONField(
+        source="arguments_mismatch",
+        allow_null=True,
+        help_text="Set when the remote agent reported running its approved call "
+        "with other arguments: {approvalId, approvedHash, reportedHash, "
+        "reportedArguments}.",
+    )
     threadId = serializers.CharField(source="thread.thread_id")
     runId = serializers.CharField(
         source="run.wire_run.run_id",

@@ -294,3 +294,21 @@ async def test_golden_thread_tc14_ft06_lp10(server: ScriptServer) -> None:
         '"parameters"',
     ):
         assert foreign not in dumped
+
+
+async def test_repeated_tool_use_id_in_a_second_block_is_one_call(
+    server: ScriptServer,
+) -> None:
+    """The same tool_use id in two blocks of one turn is one call, its input once."""
+    events_in = [
+        start(),
+        *tool_block_events(0, "toolu_R", "refund", ['{"order":', ' "A-1"}']),
+        *tool_block_events(1, "toolu_R", "refund", ['{"order": "A-1"}']),
+        *end("tool_use"),
+    ]
+    server.replies.append(Reply(body=named_sse(events_in)))
+    events = await collect(factory(server.url), user_request())
+    assert tool_calls(events) == [
+        {"id": "toolu_R", "name": "refund", "arguments": {"order": "A-1"}}
+    ]
+    assert raw_arguments(events) == {"toolu_R": '{"order": "A-1"}'}

@@ -430,3 +430,21 @@ async def test_error_object_mid_stream_raises_sanitized_provider_error(
     assert text_of(seen) == "Hi"
     assert info.value.code == "upstream_unavailable"
     assert "sk-test-secret" not in str(info.value)
+
+
+async def test_repeated_function_call_id_in_two_chunks_is_one_call(
+    server: ScriptServer,
+) -> None:
+    """One functionCall id in two stream chunks is one call (it ran twice, the
+    second copy minted ``<id>_2``); a call without id beside it stays its own."""
+    part = {"functionCall": {"id": "g-1", "name": "refund", "args": {"order": "A-1"}}}
+    other = {"functionCall": {"name": "refund", "args": {"order": "B-2"}}}
+    server.replies.append(
+        Reply(body=sse([chunk([part]), chunk([part, other]), chunk([part], "STOP")]))
+    )
+    events = await collect(factory(server.url), user_request())
+    calls = tool_calls(events)
+    assert calls[0]["id"] == "g-1"
+    assert [c["arguments"] for c in calls] == [{"order": "A-1"}, {"order": "B-2"}]
+    assert "g-1_2" not in {c["id"] for c in calls}
+    assert turn_end(events).stop_reason == "tool_use"

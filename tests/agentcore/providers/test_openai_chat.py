@@ -465,3 +465,51 @@ async def test_golden_thread_tc14_ft06_lp10(server: ScriptServer) -> None:
         "input_schema",
     ):
         assert foreign not in dumped
+
+
+def _call_chunk(
+    index: int, call_id: str | None, name: str | None, args: str
+) -> dict[str, Any]:
+    function: dict[str, Any] = {"arguments": args}
+    if name is not None:
+        function["name"] = name
+    call: dict[str, Any] = {"index": index, "type": "function", "function": function}
+    if call_id is not None:
+        call["id"] = call_id
+    return {"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        # The whole call sent twice, at the same index.
+        [
+            _call_chunk(0, "call_R", "refund", '{"order":"A-1"}'),
+            _call_chunk(0, "call_R", "refund", '{"order":"A-1"}'),
+        ],
+        # Sent again at another index, after another call.
+        [
+            _call_chunk(0, "call_R", "refund", '{"order":"A-1"}'),
+            _call_chunk(1, "call_S", "lookup", '{"order":"A-1"}'),
+            _call_chunk(2, "call_R", "refund", '{"order":"A-1"}'),
+        ],
+        # The id on every fragment (a continuation, not a copy).
+        [
+            _call_chunk(0, "call_R", "refund", '{"order":'),
+            _call_chunk(0, "call_R", None, '"A-1"}'),
+        ],
+    ],
+    ids=["same-index", "other-index", "id-on-every-fragment"],
+)
+async def test_repeated_call_id_across_chunks_is_one_call(
+    server: ScriptServer, chunks: list[dict[str, Any]]
+) -> None:
+    """A call id repeated across chunks is one call: never '{..}{..}', never minted twice."""
+    finish = {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
+    server.replies.append(from_case([*chunks, finish]))
+    events = await collect(factory(server.url), user_request())
+    refunds = [c for c in tool_calls(events) if c["name"] == "refund"]
+    assert refunds == [
+        {"id": "call_R", "name": "refund", "arguments": {"order": "A-1"}}
+    ]
+    assert raw_arguments(events)["call_R"] == '{"order":"A-1"}'

@@ -235,3 +235,31 @@ async def test_golden_thread_tc14_ft06_lp10(server: ScriptServer) -> None:
         "input_schema",
     ):
         assert foreign not in dumped
+
+
+async def test_repeated_call_id_in_a_second_item_is_one_call(
+    server: ScriptServer,
+) -> None:
+    """Two function_call items with one call_id (a proxy's replay) are one call."""
+    server.replies.append(
+        Reply(
+            body=named_sse(
+                [
+                    created(),
+                    *call_events(
+                        0, "fc_1", "call_R", "refund", ['{"order":', '"A-1"}']
+                    ),
+                    *call_events(1, "fc_2", "call_R", "refund", ['{"order":"A-1"}']),
+                    completed(),
+                ]
+            )
+        )
+    )
+    events = await collect(factory(server.url), user_request())
+    assert tool_calls(events) == [
+        {"id": "call_R", "name": "refund", "arguments": {"order": "A-1"}}
+    ]
+    begins = [e for e in events if isinstance(e, ToolCallBegin)]
+    assert [b.call_id for b in begins] == ["call_R"]
+    deltas = "".join(e.delta for e in events if isinstance(e, ToolCallDelta))
+    assert deltas == '{"order":"A-1"}'
