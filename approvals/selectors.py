@@ -14,6 +14,7 @@ from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 from django.utils import timezone
 
 from approvals.authorization import approval_authorization, approval_tool
+from approvals.facts import approval_facts, arguments_diff
 from approvals.governance import assigned_to
 from approvals.models import (
     DECIDE_PERMISSION,
@@ -260,56 +261,6 @@ def approval_risk(approval: ApprovalRequest) -> dict[str, Any]:
     return {"level": level, "reasons": reasons}
 
 
-def arguments_diff(proposed: JSONValue, edited: JSONValue) -> list[dict[str, Any]]:
-    """Return the differences between ``proposed`` and ``edited`` arguments, by path.
-
-    ``[{"path": "a.b", "change": "changed"|"added"|"removed", "proposed", "edited"}]``
-    in path order; nested objects are compared member by member, anything else
-    whole. ``[]`` when ``edited`` is ``None`` or equal. Implements IR-11 (both
-    versions kept and shown).
-    """
-    if edited is None:
-        return []
-    out: list[dict[str, Any]] = []
-
-    def walk(path: str, left: Any, right: Any) -> None:
-        if isinstance(left, dict) and isinstance(right, dict):
-            for key in sorted(set(left) | set(right)):
-                sub = f"{path}.{key}" if path else str(key)
-                if key not in right:
-                    out.append(
-                        {
-                            "path": sub,
-                            "change": "removed",
-                            "proposed": left[key],
-                            "edited": None,
-                        }
-                    )
-                elif key not in left:
-                    out.append(
-                        {
-                            "path": sub,
-                            "change": "added",
-                            "proposed": None,
-                            "edited": right[key],
-                        }
-                    )
-                else:
-                    walk(sub, left[key], right[key])
-        elif left != right:
-            out.append(
-                {
-                    "path": path or "(arguments)",
-                    "change": "changed",
-                    "proposed": left,
-                    "edited": right,
-                }
-            )
-
-    walk("", proposed, edited)
-    return out
-
-
 def approval_outcome(approval: ApprovalRequest) -> dict[str, Any] | None:
     """Return how a decided request ended, in words, or ``None`` while it is pending.
 
@@ -402,7 +353,9 @@ def approval_context(approval: ApprovalRequest, user: AnyUser) -> dict[str, Any]
     (:func:`arguments_diff`), ``parametersSchema`` (the tool's JSON Schema, for the
     edit form, or ``None``), ``canAuthorize`` and ``authorization``
     (:meth:`approvals.authorization.Authorization.as_json`), ``outcome``
-    (:func:`approval_outcome`). Model output and tool results are plain text
+    (:func:`approval_outcome`), ``facts`` (:func:`approvals.facts.approval_facts`
+    for ``user``: votes, waiting groups, proposed vs approved arguments, who
+    decided, the phase and the sentences every surface shows). Model output and tool results are plain text
     for the page to render as text (SEC-03). Implements SEC-02, DC-03.
     """
     thread = approval.thread
@@ -411,7 +364,7 @@ def approval_context(approval: ApprovalRequest, user: AnyUser) -> dict[str, Any]
     authorization = approval_authorization(approval, user)
     requester = approval.requested_by or thread.owner
     thread_url = f"/threads/{quote(thread.thread_id)}/"
-    undo_until = approval_undo_until(approval)
+    facts = approval_facts(approval, user)
     parameters = getattr(tool, "parameters", None)
     return {
         # The broadcast shape first (label, schema verdict, re-approval, decision).
@@ -428,7 +381,7 @@ def approval_context(approval: ApprovalRequest, user: AnyUser) -> dict[str, Any]
         "rationale": approval_rationale(approval),
         "basedOn": approval_based_on(approval),
         "risk": approval_risk(approval),
-        "undoUntil": undo_until,
+        "undoUntil": facts["undoUntil"],
         "argumentsDiff": arguments_diff(
             approval.proposed_arguments, approval.edited_arguments
         ),
@@ -436,6 +389,7 @@ def approval_context(approval: ApprovalRequest, user: AnyUser) -> dict[str, Any]
         "canAuthorize": authorization.can_authorize,
         "authorization": authorization.as_json(),
         "outcome": approval_outcome(approval),
+        "facts": facts,
     }
 
 
