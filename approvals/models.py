@@ -387,6 +387,9 @@ class NotificationDelivery(models.Model):
         EXPIRING = "expiring", "approval expiring"
         DECIDED = "decided", "approval decided"
         ESCALATED = "escalated", "approval escalated"
+        EXECUTED = "executed", "approved call executed"
+        FAILED = "failed", "approved call failed"
+        EXPIRED = "expired", "approval expired"
 
     class Status(models.TextChoices):
         QUEUED = "queued", "queued"

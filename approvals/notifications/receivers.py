@@ -15,6 +15,7 @@ from approvals.signals import (
     approval_decided,
     approval_escalated,
     approval_expiring,
+    approval_outcome,
     approval_requested,
 )
 
@@ -52,3 +53,9 @@ def on_escalated(approval: ApprovalRequest, group: Any = "", **kwargs: Any) -> N
     deliveries_create(
         approval=approval, event="escalated", group=str(getattr(group, "name", group))
     )
+
+
+@receiver(approval_outcome, sender=ApprovalRequest, dispatch_uid="notify.outcome")
+def on_outcome(approval: ApprovalRequest, outcome: str = "", **kwargs: Any) -> None:
+    """Notify the targets subscribed to ``outcome``: ``executed``, ``failed`` or ``expired``."""
+    deliveries_create(approval=approval, event=outcome)

@@ -7,8 +7,8 @@ Each entry is a dict:
   ``"webhook"`` (an HTTP POST signed with the Standard Webhooks scheme) or
   ``"apprise"`` (any apprise URL: Slack, Teams, ntfy...; needs ``pip install
   countersign[apprise]``);
-- ``events``: which of ``requested``, ``expiring``, ``decided``, ``escalated``
-  it receives (default all);
+- ``events``: which of ``requested``, ``expiring``, ``decided``, ``escalated``,
+  ``executed``, ``failed``, ``expired`` it receives (default all);
 - email: ``to`` (a list of addresses), optional ``from``;
 - webhook: ``url`` (http or https) and ``secret`` (``whsec_`` + base64, as
   Standard Webhooks prescribes; generate one with ``python -c "import base64, os;
@@ -26,7 +26,15 @@ from urllib.parse import urlparse
 
 from core.conf import countersign_settings
 
-EVENTS: Final = ("requested", "expiring", "decided", "escalated")
+EVENTS: Final = (
+    "requested",
+    "expiring",
+    "decided",
+    "escalated",
+    "executed",
+    "failed",
+    "expired",
+)
 KINDS: Final = ("email", "webhook", "apprise")
 _KEYS: Final = {
     "email": {"name", "kind", "events", "to", "from"},

@@ -45,7 +45,7 @@ from approvals.services.dispatch import (
 from approvals.services.grants import grant_create, grant_revoke
 from approvals.services.notify import notify_approval_changed
 from approvals.services.votes import VoteOutcome, vote_record
-from approvals.signals import approval_decided, send_on_commit
+from approvals.signals import approval_decided, approval_outcome, send_on_commit
 from approvals.transitions import AuditFact, approval_transition, call_transition
 from core.types import JSONValue, User
 from threads.models import Run, ToolCall
@@ -230,7 +230,9 @@ def approval_decision_record(
                 undo_seconds=undo_seconds,
             )
         notify_approval_changed(locked, call=call)
-        if not expired:
+        if not expired and not (queued is not None and undo_seconds > 0):
+            # An approval that can still be undone is announced once it stands:
+            # when its window closes (approvals.services.execution).
             send_on_commit(approval_decided, locked)
     return Decided(
         approval=locked,
@@ -722,6 +724,7 @@ def approval_expire_locked(approval: ApprovalRequest, call: ToolCall | None) -> 
         approval=approval, to=ApprovalRequest.Status.EXPIRED, save=False
     )
     approval.decided_at = timezone.now()
+    send_on_commit(approval_outcome, approval, outcome="expired")
     if approval.kind == ApprovalRequest.Kind.INPUT:
         # The waiting call sees the expiry and tells its server "cancel".
         approval.save(update_fields=["status", "decided_at"])
