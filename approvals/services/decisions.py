@@ -174,12 +174,18 @@ def approval_decision_record(
                     or edited_arguments == locked.edited_arguments
                 )
                 and (response is None or response == locked.response)
+                and _took_part(locked, decided_by, decision)
             ):
                 return Decided(approval=locked)
+            deciders = [
+                v.voter.username
+                for v in locked.votes.select_related("voter")
+                if v.reset_at is None and v.decision == decision
+            ] or ([locked.decided_by.username] if locked.decided_by else [])
             raise ApprovalAlreadyDecided(
                 f"approval {locked.pk!r} was already {locked.status!r}"
-                + (f" by {locked.decided_by.username!r}" if locked.decided_by else "")
-                + "; reload the queue"
+                + (f" by {' and '.join(deciders)}" if deciders else "")
+                + "; your decision was not recorded: reload the queue"
             )
         expired = locked.expires_at <= timezone.now()
         interrupt = locked.kind == ApprovalRequest.Kind.INTERRUPT
@@ -240,6 +246,20 @@ def approval_decision_record(
         answered=expired or decision == "reject" or interrupt,
         expired=expired,
     )
+
+
+def _took_part(approval: ApprovalRequest, user: User, decision: Decision) -> bool:
+    """Return whether ``user`` made (or voted for) ``approval``'s decision.
+
+    Only their own repeat is an idempotent no-op (BC34); anyone else's identical
+    decision on a request decided without them is refused, so nobody is told their
+    vote counted when it was never recorded.
+    """
+    if approval.decided_by_id == user.pk:
+        return True
+    return approval.votes.filter(
+        voter_id=user.pk, decision=decision, reset_at__isnull=True
+    ).exists()
 
 
 def approval_expired_error(approval: ApprovalRequest) -> ApprovalExpired:

@@ -196,6 +196,30 @@ def test_sec02_reject_needs_a_reason_and_answers_the_call(approver_api, approval
     assert (call.status_code, call.json()["state"]) == (200, "declined")
 
 
+def test_a_second_users_identical_approve_is_refused_not_silently_accepted(
+    approver_api, second_approver, approval
+):
+    """Only the decider's own repeat is a 200 no-op; another approver's identical
+    approve of a decided request is a 409 saying their vote was not recorded."""
+    first = approver_api.post(
+        f"/api/approvals/{approval.pk}/approve/", {}, format="json"
+    )
+    repeat = approver_api.post(
+        f"/api/approvals/{approval.pk}/approve/", {}, format="json"
+    )
+    other = token_client(second_approver).post(
+        f"/api/approvals/{approval.pk}/approve/", {}, format="json"
+    )
+
+    assert (first.status_code, repeat.status_code) == (200, 200)
+    assert other.status_code == 409
+    assert other.json()["type"] == "already_decided"
+    assert "your decision was not recorded" in other.json()["detail"]
+    assert list(approval.votes.values_list("voter__username", flat=True)) == [
+        first.json()["decidedBy"]
+    ]
+
+
 def test_sec02_a_rejected_call_cannot_then_be_approved(approver_api, api, approval):
     """A second, different decision is a 409; the result shows the rejection (SEC-02)."""
     approver_api.post(
