@@ -20,6 +20,7 @@ from approvals.models import (
     DECIDE_PERMISSION,
     ApprovalGrant,
     ApprovalRequest,
+    ApprovalVote,
     ToolExecution,
 )
 from approvals.services.notify import approval_snapshot
@@ -395,8 +396,10 @@ def approval_context(approval: ApprovalRequest, user: AnyUser) -> dict[str, Any]
 
 #: The queue's views: what each lists.
 QUEUE_VIEWS = ("pending", "decided")
-#: How many requests one queue view shows at most.
-QUEUE_LIMIT = 200
+#: The pending view's orders: by urgency (soonest expiry, then the riskier) or age.
+QUEUE_SORTS = ("expires", "requested")
+#: How many requests one page of the queue shows.
+QUEUE_PAGE_SIZE = 25
 
 
 def approval_queue(
@@ -409,14 +412,23 @@ def approval_queue(
     risk: str = "",
     search: str = "",
     sort: str = "expires",
-) -> list[dict[str, Any]]:
-    """Return the queue's cards (:func:`approval_context` dicts) for ``user``.
+    mine: bool = False,
+    page: int = 1,
+) -> dict[str, Any]:
+    """Return one page of the queue for ``user``: ``{"cards", "page", "pages", "total"}``.
 
-    ``view`` ``pending`` (oldest expiry first with ``sort="expires"``, else oldest
-    request first) or ``decided`` (most recently decided first, with outcomes);
-    ``tool``, ``agent``, ``requester`` (username) filter exactly, ``risk`` by level,
-    ``search`` matches tool, thread title, requester, reason and the arguments'
-    text. At most :data:`QUEUE_LIMIT` cards. Implements DC-03.
+    ``cards`` are :func:`approval_context` dicts, at most :data:`QUEUE_PAGE_SIZE`;
+    ``page`` (1-based, clamped to the last page) and ``pages`` say where the page
+    is, ``total`` how many requests match. ``view`` ``pending`` (urgent first with
+    ``sort="expires"``: soonest expiry, destructive calls first among equals;
+    else oldest request first) or ``decided`` (most recently decided first);
+    ``mine`` keeps the pending requests ``user`` can decide now (assigned to them,
+    not their own under four-eyes, not voted on already); ``tool``, ``agent``,
+    ``requester`` (username) filter exactly, ``risk`` by level, ``search``
+    matches tool, thread title, requester, reason and the arguments' text.
+    Counting and paging happen in the database; only one page's cards are
+    built, except that a ``risk`` filter (computed per request) reads every
+    match. Implements DC-03.
     """
     approvals = approval_visible_to(user=user).select_related(
         "requested_by", "thread__owner"
@@ -428,8 +440,22 @@ def approval_queue(
     else:
         approvals = approvals.filter(status=ApprovalRequest.Status.PENDING)
         approvals = approvals.order_by(
-            *(("expires_at", "id") if sort == "expires" else ("requested_at", "id"))
+            *(
+                ("expires_at", "-is_destructive", "id")
+                if sort == "expires"
+                else ("requested_at", "id")
+            )
         )
+        if mine:
+            approvals = approvals.filter(
+                pk__in=assigned_to(
+                    user=user, approvals=ApprovalRequest.objects.all()
+                ).values("pk")
+            ).exclude(
+                pk__in=ApprovalVote.objects.filter(
+                    voter_id=getattr(user, "pk", None), reset_at__isnull=True
+                ).values("approval_id")
+            )
     if tool:
         approvals = approvals.filter(tool_name=tool)
     if agent:
@@ -447,10 +473,21 @@ def approval_queue(
             | Q(reason__icontains=search)
             | Q(tool_call__arguments_text__icontains=search)
         )
-    cards = [approval_context(a, user) for a in approvals[:QUEUE_LIMIT]]
     if risk:
-        cards = [c for c in cards if c["risk"]["level"] == risk]
-    return cards
+        rows = [a for a in approvals if approval_risk(a)["level"] == risk]
+        total = len(rows)
+    else:
+        total = approvals.count()
+    pages = max(1, -(-total // QUEUE_PAGE_SIZE))
+    page = min(max(1, page), pages)
+    window = slice((page - 1) * QUEUE_PAGE_SIZE, page * QUEUE_PAGE_SIZE)
+    chosen = rows[window] if risk else list(approvals[window])
+    return {
+        "cards": [approval_context(a, user) for a in chosen],
+        "page": page,
+        "pages": pages,
+        "total": total,
+    }
 
 
 def approval_queue_facets(*, user: AnyUser) -> dict[str, list[str]]:

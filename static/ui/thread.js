@@ -13,6 +13,8 @@ import {
   prettyArguments,
   prettyJson,
   readJsonScript,
+  timeElement,
+  utcTitle,
 } from "./common.js";
 
 const root = document.getElementById("thread");
@@ -400,14 +402,8 @@ function applyKnown(call) {
 
 // -- deciding where you are: the pending card and the decided card -----------------------
 
-function clockTime(iso) {
-  const date = new Date(iso);
-  if (Number.isNaN(date.getTime())) return "";
-  return date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
-}
-
 function timeEl(iso) {
-  return h("time", { datetime: iso, title: iso, text: clockTime(iso) });
+  return timeElement(iso);
 }
 
 function isPendingHere(call) {
@@ -730,7 +726,7 @@ function tickPanel(call, now = Date.now()) {
   if (!panel || !call.approval) return;
   const left = countdown(call.approval.expiresAt, now);
   panel.expiry.textContent = left === "expired" ? "expired" : `expires in ${left}`;
-  panel.expiry.title = call.approval.expiresAt;
+  panel.expiry.title = utcTitle(call.approval.expiresAt);
   panel.expiry.classList.toggle("soon", Date.parse(call.approval.expiresAt) - now < 5 * 60 * 1000);
 }
 
