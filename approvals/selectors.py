@@ -10,7 +10,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
-from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
+from django.db.models import (
+    Case,
+    Exists,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Value,
+    When,
+)
 from django.utils import timezone
 
 from approvals.authorization import approval_authorization, approval_tool
@@ -338,7 +347,9 @@ def approval_undo_until(approval: ApprovalRequest) -> str | None:
     )
 
 
-def approval_context(approval: ApprovalRequest, user: AnyUser) -> dict[str, Any]:
+def approval_context(
+    approval: ApprovalRequest, user: AnyUser, *, detail: bool = True
+) -> dict[str, Any]:
     """Return everything a card shows about ``approval`` to ``user``, as one JSON dict.
 
     Shared by the queue, the admin change form and the thread page. Keys: those
@@ -357,7 +368,10 @@ def approval_context(approval: ApprovalRequest, user: AnyUser) -> dict[str, Any]
     (:func:`approval_outcome`), ``facts`` (:func:`approvals.facts.approval_facts`
     for ``user``: votes, waiting groups, proposed vs approved arguments, who
     decided, the phase and the sentences every surface shows). Model output and tool results are plain text
-    for the page to render as text (SEC-03). Implements SEC-02, DC-03.
+    for the page to render as text (SEC-03). ``detail=False`` (a queue line
+    that is not open) leaves out what reads the thread's messages:
+    ``rationale`` and ``basedOn`` are ``None`` and ``detail`` is false, and the
+    page reads the card again when it is opened. Implements SEC-02, DC-03.
     """
     thread = approval.thread
     call = approval.call
@@ -379,8 +393,9 @@ def approval_context(approval: ApprovalRequest, user: AnyUser) -> dict[str, Any]
         + (f"#call-{quote(call.tool_call_id)}" if call is not None else ""),
         "requester": getattr(requester, "username", None),
         "agent": approval.run.agent,
-        "rationale": approval_rationale(approval),
-        "basedOn": approval_based_on(approval),
+        "detail": detail,
+        "rationale": approval_rationale(approval) if detail else None,
+        "basedOn": approval_based_on(approval) if detail else None,
         "risk": approval_risk(approval),
         "undoUntil": facts["undoUntil"],
         "argumentsDiff": arguments_diff(
@@ -447,14 +462,13 @@ def approval_queue(
             )
         )
         if mine:
-            approvals = approvals.filter(
-                pk__in=assigned_to(
-                    user=user, approvals=ApprovalRequest.objects.all()
-                ).values("pk")
-            ).exclude(
-                pk__in=ApprovalVote.objects.filter(
-                    voter_id=getattr(user, "pk", None), reset_at__isnull=True
-                ).values("approval_id")
+            voted = ApprovalVote.objects.filter(
+                approval=OuterRef("pk"),
+                voter_id=getattr(user, "pk", None),
+                reset_at__isnull=True,
+            )
+            approvals = assigned_to(user=user, approvals=approvals).exclude(
+                Exists(voted)
             )
     if tool:
         approvals = approvals.filter(tool_name=tool)
@@ -481,9 +495,24 @@ def approval_queue(
     pages = max(1, -(-total // QUEUE_PAGE_SIZE))
     page = min(max(1, page), pages)
     window = slice((page - 1) * QUEUE_PAGE_SIZE, page * QUEUE_PAGE_SIZE)
-    chosen = rows[window] if risk else list(approvals[window])
+    if risk:
+        chosen = rows[window]
+    else:
+        # The page's ids first (a narrow, distinct read), then their rows: DISTINCT
+        # over every column of 1,000 joined rows costs more than the page itself.
+        ids = list(approvals.values_list("pk", flat=True)[window])
+        rows_by_pk = (
+            approval_visible_to(user=user)
+            .select_related("requested_by", "thread__owner")
+            .in_bulk(ids)
+        )
+        chosen = [rows_by_pk[pk] for pk in ids if pk in rows_by_pk]
     return {
-        "cards": [approval_context(a, user) for a in chosen],
+        # The first line opens selected: its detail comes with the page.
+        "cards": [
+            approval_context(a, user, detail=index == 0)
+            for index, a in enumerate(chosen)
+        ],
         "page": page,
         "pages": pages,
         "total": total,
@@ -492,7 +521,8 @@ def approval_queue(
 
 def approval_queue_facets(*, user: AnyUser) -> dict[str, list[str]]:
     """Return the values the queue's filters offer: ``{"tools", "agents", "requesters"}``."""
-    approvals = approval_visible_to(user=user)
+    # No order: DISTINCT would otherwise be taken over the ordering columns too.
+    approvals = approval_visible_to(user=user).order_by()
     tools = approvals.values_list("tool_name", flat=True).distinct()
     agents = approvals.values_list("run__agent", flat=True).distinct()
     requesters = approvals.values_list("thread__owner__username", flat=True).distinct()

@@ -25,6 +25,7 @@ BENCHES = {
     "b5": "bench.ws_memory",
     "b6": "bench.cold_start",
     "b7": "bench.throughput",
+    "b8": "bench.queue",
 }
 
 

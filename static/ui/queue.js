@@ -648,6 +648,13 @@ function select(id, { focus = true } = {}) {
   view.el.classList.add("selected");
   view.el.setAttribute("aria-current", "true");
   for (const other of items.values()) other.open.setAttribute("aria-expanded", String(other === view));
+  // A line's detail (the agent's rationale, the results it used) is read when it opens.
+  if (view.ctx.detail === false && !view.loading) {
+    view.loading = true;
+    refresh(id).finally(() => {
+      view.loading = false;
+    });
+  }
   if (focus) {
     view.el.focus();
     view.el.scrollIntoView({ block: "nearest" });
