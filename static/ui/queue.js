@@ -195,7 +195,11 @@ function create(ctx) {
   const view = { id, el, open, check, title, risk, votes, summary, headline, riskWhy, label, verdict, threadLink, callLink, requester, agent, age, expiry, rationale, rationaleBox, basedOn, basedOnBox, args, argsHeading, diffBox, changed, changedNote, previousArgs, message, authNote, outcome, undoBox, error, actionSlot, detail, ctx, form, editing: false };
   if (canDecide && viewName === "pending") buildActions(view);
   open.addEventListener("click", () => select(id));
-  el.addEventListener("focusin", () => select(id, { focus: false }));
+  // Focus selects the card, except on its bulk checkbox: opening the card there would
+  // move the box under the pointer between press and release.
+  el.addEventListener("focusin", (event) => {
+    if (event.target !== check) select(id, { focus: false });
+  });
   el.addEventListener("click", (event) => {
     if (!(event.target instanceof Element) || !event.target.closest("button, a, input, textarea, label, select, summary")) select(id);
   });
@@ -450,7 +454,7 @@ function update(view, ctx) {
   view.diffBox.replaceChildren(...(args.diff && args.diff.length ? [h("p", { class: "req-meta", text: "Proposed by the agent → approved:" }), diffList(args.diff)] : []));
   view.changed.hidden = !ctx.reapproval;
   if (ctx.reapproval) {
-    view.changedNote.textContent = ctx.reapproval === "schema_changed" ? `The tool's schema changed since it was approved (request #${ctx.supersedes}).` : `The arguments changed since they were approved (request #${ctx.supersedes}).`;
+    view.changedNote.textContent = ctx.reapproval === "schema_changed" ? `Schema changed since approval (request #${ctx.supersedes})` : `Arguments changed since approval (request #${ctx.supersedes})`;
     view.previousArgs.textContent = prettyJson(ctx.previousArguments);
   }
   const pending = viewName === "pending" && ctx.status === "pending";
