@@ -436,7 +436,7 @@ function update(view, ctx) {
   view.threadLink.textContent = `Thread: ${ctx.thread.title}`;
   view.threadLink.href = ctx.thread.url;
   view.callLink.href = ctx.callUrl;
-  view.requester.textContent = ctx.requester || "unknown requester";
+  view.requester.textContent = `requested by ${ctx.requester || "unknown"}`;
   view.agent.textContent = `agent ${ctx.agent}`;
   view.rationale.textContent = ctx.rationale || "";
   view.rationaleBox.hidden = !ctx.rationale;
@@ -472,7 +472,9 @@ function update(view, ctx) {
     } else view.approve.removeAttribute("aria-describedby");
   }
   view.outcome.hidden = !ctx.outcome || viewName === "pending";
-  if (ctx.outcome) view.outcome.textContent = outcomeText(ctx.outcome);
+  if (ctx.outcome) view.outcome.textContent = [facts.headline, outcomeText(ctx.outcome)].filter(Boolean).join(" ");
+  // The decided view says it once, in the outcome line.
+  view.headline.hidden = viewName !== "pending";
   tick(view);
 }
 
@@ -482,7 +484,7 @@ function outcomeText(outcome) {
 
 function tick(view, now = Date.now()) {
   const a = view.ctx;
-  view.age.textContent = a.requestedAt ? `requested ${relativeTime(a.requestedAt, now)}` : "";
+  view.age.textContent = a.requestedAt ? relativeTime(a.requestedAt, now) : "";
   view.age.title = utcTitle(a.requestedAt);
   if (viewName === "pending") {
     const left = countdown(a.expiresAt, now);
