@@ -28,6 +28,7 @@ from approvals.interrupt_ids import (
 from approvals.interrupt_ids import (
     interrupt_id as interrupt_id,
 )
+from approvals.facts import approval_facts
 from approvals.labels import approval_label
 from approvals.models import ApprovalRequest
 from approvals.selectors import approval_risk
@@ -87,7 +88,9 @@ def interrupt_for(approval: ApprovalRequest) -> dict[str, Any]:
     """Return ``approval`` as one AG-UI ``Interrupt`` JSON object (camelCase).
 
     Shape: ``{"id", "reason": "tool_call", "toolCallId", "message", "expiresAt",
-    "responseSchema", "metadata": {"approvalId", "tool", "argumentsHash", "risk"}}``.
+    "responseSchema", "metadata": {"approvalId", "tool", "argumentsHash", "risk",
+    "approvals", "approverGroups", "facts"}}`` (``facts``:
+    :func:`approvals.facts.approval_facts` without a viewer).
     Implements IR-02, IR-03, IR-05.
     """
     call = approval.call
@@ -128,6 +131,8 @@ def interrupt_for(approval: ApprovalRequest) -> dict[str, Any]:
                 key: progress[key] for key in ("required", "given", "by", "reset")
             },
             "approverGroups": sorted(g.name for g in approval.approver_groups.all()),
+            # The facts every surface shows (votes, arguments, headline), no viewer.
+            "facts": approval_facts(approval),
         },
     }
 

@@ -35,12 +35,20 @@ def test_dc05_approval_retrieve_mirrors_the_snapshot(api, approval):
     body = response.json()
     # The fields that depend on who asks, or on the tool's policy.
     mine = {
-        k: body.pop(k) for k in ("canAuthorize", "authorization", "risk", "undoUntil")
+        k: body.pop(k)
+        for k in ("canAuthorize", "authorization", "risk", "undoUntil", "facts")
     }
     assert body == {**snapshot, "runId": "t-refund-run", "execution": None}
     assert mine["canAuthorize"] is False  # the owner holds neither permission
     assert mine["risk"]["level"] == "high"
     assert mine["undoUntil"] is None
+    # The facts every surface shows, with the owner's own "why not", in words.
+    assert mine["facts"]["votes"]["text"] == "0 of 1 approval"
+    assert mine["facts"]["headline"] == "Waiting for a decision from an approver."
+    assert mine["facts"]["viewer"]["whyNot"] == (
+        "Your account may view requests but not decide them (it lacks the "
+        "permission “Can approve or reject tool calls”)."
+    )
     assert response.json()["proposedArguments"] == PROPOSED
     assert response.json()["status"] == "pending"
 
