@@ -19,6 +19,7 @@ from typing import Any
 from django.db.models import F, Q
 
 from agentcore.arguments import canonical_sha256
+from approvals.facts import approval_facts
 from approvals.interrupt_ids import (
     INTERRUPT_ID_PREFIX as INTERRUPT_ID_PREFIX,
 )
@@ -28,7 +29,6 @@ from approvals.interrupt_ids import (
 from approvals.interrupt_ids import (
     interrupt_id as interrupt_id,
 )
-from approvals.facts import approval_facts
 from approvals.labels import approval_label
 from approvals.models import ApprovalRequest
 from approvals.selectors import approval_risk
