@@ -13,6 +13,7 @@ Implements SEC-02 (what was proposed and approved is shown apart) and DC-03.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -22,9 +23,11 @@ from django.utils import timezone
 from agentcore.arguments import canonical_sha256
 from approvals.authorization import (
     approval_authorization,
+    approval_tool,
     required_permissions,
     who_can_authorize,
 )
+from approvals.labels import approval_label
 from approvals.models import DECIDE_PERMISSION, ApprovalRequest, ToolExecution
 from approvals.services.votes import approvals_progress
 from core.types import AnyUser, JSONValue
@@ -142,6 +145,45 @@ def arguments_diff(proposed: JSONValue, edited: JSONValue) -> list[dict[str, Any
             )
 
     walk("", proposed, edited)
+    return out
+
+
+def _review(approval: ApprovalRequest) -> dict[str, Any]:
+    """Return how the call reads: the tool's own review, else its arguments as facts.
+
+    ``{"summary", "facts": [{"label", "value"}], "warnings": [str], "declared":
+    bool}`` for the arguments that would run. A tool that declares ``review``
+    (:meth:`agentcore.tools.Tool.describe_review`) gives its summary, facts and
+    pre-decision warnings; any other (an MCP or remote agent's tool) reads as its
+    label and one line per argument. Arguments that fail the tool's schema are
+    a warning too, so "valid" is never implied beside a call that would be refused.
+    """
+    arguments = approval.approved_arguments
+    params = arguments if isinstance(arguments, dict) else {}
+    tool = approval_tool(approval)
+    review = tool.describe_review(params) if tool is not None else None
+    if review is not None:
+        out = {**review.as_json(), "declared": True}
+    else:
+        out = {
+            "summary": approval_label(approval) or approval.tool_name,
+            "facts": [
+                {
+                    "label": str(key),
+                    "value": value
+                    if isinstance(value, str)
+                    else json.dumps(value, ensure_ascii=False, sort_keys=True),
+                }
+                for key, value in params.items()
+            ],
+            "warnings": [],
+            "declared": False,
+        }
+    if not approval.schema_valid:
+        out["warnings"].append(
+            "the arguments do not fit the tool's schema"
+            + (f": {approval.schema_errors}" if approval.schema_errors else "")
+        )
     return out
 
 
@@ -348,6 +390,9 @@ def approval_facts(
     - ``undoUntil``: ISO 8601 while an approval can still be undone, else ``None``;
     - ``execution``: ``{"state", "error", "result", "finishedAt"}`` once approved
       and recorded, else ``None`` (``result`` is the tool message's text, an excerpt);
+    - ``review``: how the call reads and what to check first (:func:`_review`:
+      ``{"summary", "facts", "warnings", "declared"}``), ``None`` for a question
+      bound to no call;
     - ``viewer`` (only with ``user``): ``{"canApprove", "canReject", "hasVoted",
       "whyNot", "whoCan"}``, the last two sentences for that person (empty when
       they may act).
@@ -431,6 +476,9 @@ def approval_facts(
         if phase == "undo_window" and record is not None and record.not_before
         else None,
         "execution": execution,
+        "review": _review(approval)
+        if approval.kind == ApprovalRequest.Kind.TOOL_CALL or approval.call
+        else None,
     }
     if user is not None:
         facts["viewer"] = _viewer(approval=approval, user=user, votes=votes)

@@ -155,14 +155,18 @@ function create(ctx) {
   const form = needsForm(ctx) ? responseForm(ctx.responseSchema, id) : null;
   const error = h("p", { class: "error", role: "alert", hidden: true });
   const actionSlot = h("div", { class: "req-action-slot" });
+  const warnings = h("ul", { class: "req-warnings notice", hidden: true, "aria-label": "Check before deciding" });
+  const reviewFacts = h("dl", { class: "req-facts" });
   const detail = h(
     "div",
     { class: "req-detail", id: `req-detail-${id}` },
     headline,
+    warnings,
     authNote,
     undoBox,
     error,
     actionSlot,
+    reviewFacts,
     verdict,
     argsHeading,
     args,
@@ -192,7 +196,7 @@ function create(ctx) {
     ),
     detail,
   );
-  const view = { id, el, open, check, title, risk, votes, summary, headline, riskWhy, label, verdict, threadLink, callLink, requester, agent, age, expiry, rationale, rationaleBox, basedOn, basedOnBox, args, argsHeading, diffBox, changed, changedNote, previousArgs, message, authNote, outcome, undoBox, error, actionSlot, detail, ctx, form, editing: false };
+  const view = { warnings, reviewFacts, id, el, open, check, title, risk, votes, summary, headline, riskWhy, label, verdict, threadLink, callLink, requester, agent, age, expiry, rationale, rationaleBox, basedOn, basedOnBox, args, argsHeading, diffBox, changed, changedNote, previousArgs, message, authNote, outcome, undoBox, error, actionSlot, detail, ctx, form, editing: false };
   if (canDecide && viewName === "pending") buildActions(view);
   open.addEventListener("click", () => select(id));
   // Focus selects the card, except on its bulk checkbox: opening the card there would
@@ -420,7 +424,11 @@ function update(view, ctx) {
   const votes = facts.votes || { given: 0, required: 1, text: "" };
   const args = facts.arguments || { approved: ctx.editedArguments ?? ctx.proposedArguments, diff: ctx.argumentsDiff || [] };
   view.open.textContent = ctx.tool;
-  view.summary.textContent = ctx.label || "";
+  const review = facts.review || null;
+  view.summary.textContent = (review && review.summary) || ctx.label || "";
+  view.warnings.replaceChildren(...((review && review.warnings) || []).map((w) => h("li", { text: `Check first: ${w}.` })));
+  view.warnings.hidden = !(review && review.warnings && review.warnings.length);
+  view.reviewFacts.replaceChildren(...((review && review.declared && review.facts) || []).flatMap((f) => [h("dt", { text: f.label }), h("dd", { text: f.value })]));
   view.label.textContent = "";
   view.label.hidden = true;
   const level = (ctx.risk && ctx.risk.level) || "medium";
@@ -683,7 +691,8 @@ async function approveWithChecks(view, { edited } = {}) {
     return false;
   }
   if (needsConfirmation(view.ctx)) {
-    const ok = await confirmDialog(`Approve ${view.ctx.tool}?`, "This call is high risk. Approve it?", view.ctx.risk.reasons || []);
+    const review = (view.ctx.facts && view.ctx.facts.review) || {};
+    const ok = await confirmDialog(`Approve ${view.ctx.tool}?`, `${review.summary ? `${review.summary}. ` : ""}This call is high risk. Approve it?`, [...(review.warnings || []).map((w) => `Check first: ${w}.`), ...(view.ctx.risk.reasons || [])]);
     if (!ok) return false;
   }
   return decide(view, "approve", { edited });

@@ -205,3 +205,48 @@ def test_a_rejection_names_the_rejecter_and_the_reason(two_of_two, finance):
     assert facts["phase"] == "rejected"
     assert facts["decidedBy"] == ["grace"]
     assert facts["headline"] == "Rejected by grace: “order was never paid”"
+
+
+def test_the_demo_refund_reads_as_money_with_its_order_and_warns_before_approval(
+    user,
+):
+    """The tool's review: a summary in money (currency, two decimals), the facts it
+    rests on, and a warning when the amount exceeds what is left to refund."""
+    fine = ApprovalRequest.objects.get(thread=pending_refund_thread(user))
+    too_much = ApprovalRequest.objects.get(
+        thread=pending_refund_thread(
+            user,
+            thread_id="t-big",
+            arguments='{"order_id": "A-1001", "amount": 600, "reason": "whole order"}',
+        )
+    )
+
+    review = approval_facts(fine)["review"]
+    assert review["summary"] == "Refund 25.00 EUR to Ada Lovelace on order A-1001"
+    assert review["facts"][:3] == [
+        {"label": "Order total", "value": "500.00 EUR"},
+        {"label": "Refunded already", "value": "0.00 EUR"},
+        {"label": "Left to refund", "value": "500.00 EUR"},
+    ]
+    assert review["warnings"] == []
+    assert approval_facts(too_much)["review"]["warnings"] == [
+        "600.00 EUR exceeds what is left to refund (500.00 EUR): the refund "
+        "would be refused"
+    ]
+
+
+def test_a_tool_without_a_review_reads_as_its_arguments(user):
+    """An MCP or remote tool (no review declared) falls back to one line per argument."""
+    approval = ApprovalRequest.objects.get(thread=pending_refund_thread(user))
+    ApprovalRequest.objects.filter(pk=approval.pk).update(tool_name="remote_refund")
+    review = approval_facts(ApprovalRequest.objects.get(pk=approval.pk))["review"]
+    assert review == {
+        "summary": "remote_refund",
+        "facts": [
+            {"label": "order_id", "value": "A-1001"},
+            {"label": "amount", "value": "25.0"},
+            {"label": "reason", "value": "customer request"},
+        ],
+        "warnings": [],
+        "declared": False,
+    }
