@@ -193,6 +193,33 @@ ActivityLabel: TypeAlias = "str | Callable[[dict[str, Any]], str] | None"
 CompletedLabel: TypeAlias = "str | Callable[[dict[str, Any], ToolOutput], str] | None"
 
 
+@dataclass(frozen=True, slots=True)
+class CallReview:
+    """How a call reads to the person deciding it, and what they should know first.
+
+    ``summary``: one sentence ("Refund 25.00 EUR on order A-1001"); ``facts``:
+    ``(label, value)`` pairs the call rests on ("Order total", "500.00 EUR");
+    ``warnings``: pre-decision checks that failed, as sentences ("25.00 EUR
+    exceeds what is left to refund (10.00 EUR)"): a call with a warning is one
+    the tool would refuse or should not run as proposed.
+    """
+
+    summary: str
+    facts: tuple[tuple[str, str], ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        """Return ``{"summary", "facts": [{"label", "value"}], "warnings": [str]}``."""
+        return {
+            "summary": self.summary,
+            "facts": [{"label": k, "value": v} for k, v in self.facts],
+            "warnings": list(self.warnings),
+        }
+
+
+ReviewFn: TypeAlias = "Callable[[dict[str, Any]], CallReview] | None"
+
+
 def _format_label(template: str, values: Mapping[str, Any], fallback: str) -> str:
     """Fill ``{name}`` fields of ``template`` from ``values``; return ``fallback`` if one is missing."""
     try:
@@ -243,6 +270,7 @@ class Tool:
     permission: str | None = None
     activity: ActivityLabel = field(default=None, repr=False, compare=False)
     completed_activity: CompletedLabel = field(default=None, repr=False, compare=False)
+    review: ReviewFn = field(default=None, repr=False, compare=False)
     params_model: type[BaseModel] | None = field(default=None, repr=False)
     validator: Draft202012Validator = field(init=False, repr=False, compare=False)
 
@@ -406,6 +434,21 @@ class Tool:
             return label(params)
         return _format_label(label, params, fallback)
 
+    def describe_review(self, params: dict[str, Any]) -> CallReview | None:
+        """Return how a call with ``params`` reads to its approver, or ``None``.
+
+        The tool's ``review(params)`` when it declares one (its summary, facts and
+        pre-decision warnings); ``None`` when it does not, or when the review
+        fails (logged): a review only informs, never blocks a decision. Implements RT-01.
+        """
+        if self.review is None:
+            return None
+        try:
+            return self.review(params)
+        except Exception:
+            logger.warning("review of %s failed", self.name, exc_info=True)
+            return None
+
     def describe_completed_activity(
         self, params: dict[str, Any], result: ToolOutput
     ) -> str:
@@ -488,6 +531,7 @@ _OPTION_NAMES: Final = frozenset(
         "permission",
         "activity",
         "completed_activity",
+        "review",
     }
 )
 

@@ -12,6 +12,7 @@ PUBLIC_MODULES = frozenset(
         "approvals.authorization",
         "approvals.crashpoints",
         "approvals.exceptions",
+        "approvals.facts",
         "approvals.interrupt_ids",
         "approvals.labels",
         "approvals.models",

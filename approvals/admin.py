@@ -327,6 +327,11 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         "policy_source",
         "claimed_by",
         "claimed_at",
+        # Bookkeeping of re-approvals and schemas: shown, never edited.
+        "reapproval",
+        "reapproval_count",
+        "schema_hash",
+        "previous_schema_hash",
     )
     exclude = (
         "proposed_arguments",
@@ -371,7 +376,7 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
 
     def get_list_display(self, request: HttpRequest) -> Any:
         """Add the "you can authorize" column, computed for the user viewing the list."""
-        from approvals.authorization import approval_authorization
+        from approvals.facts import approval_facts
 
         user = request.user
 
@@ -379,10 +384,10 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         def you_can_authorize(obj: ApprovalRequest) -> str:
             if obj.status != ApprovalRequest.Status.PENDING:
                 return "—"
-            authorization = approval_authorization(obj, user)
-            if authorization.can_authorize:
+            viewer = approval_facts(obj, user)["viewer"]
+            if viewer["canApprove"]:
                 return "yes"
-            return format_html("no: {}", authorization.reason)
+            return format_html("no: {} {}", viewer["whyNot"], viewer["whoCan"])
 
         shown = list(super().get_list_display(request))
         shown.insert(shown.index("risk") + 1, you_can_authorize)

@@ -20,6 +20,7 @@ from django.db.models import F, Q
 
 from agentcore.arguments import canonical_sha256
 from agentcore.interrupts import edited_args_schema
+from approvals.facts import approval_facts
 from approvals.interrupt_ids import (
     INTERRUPT_ID_PREFIX as INTERRUPT_ID_PREFIX,
 )
@@ -92,7 +93,9 @@ def interrupt_for(approval: ApprovalRequest) -> dict[str, Any]:
     """Return ``approval`` as one AG-UI ``Interrupt`` JSON object (camelCase).
 
     Shape: ``{"id", "reason": "tool_call", "toolCallId", "message", "expiresAt",
-    "responseSchema", "metadata": {"approvalId", "tool", "argumentsHash", "risk"}}``.
+    "responseSchema", "metadata": {"approvalId", "tool", "argumentsHash", "risk",
+    "approvals", "approverGroups", "facts"}}`` (``facts``:
+    :func:`approvals.facts.approval_facts` without a viewer).
     Implements IR-02, IR-03, IR-05.
     """
     call = approval.call
@@ -133,6 +136,8 @@ def interrupt_for(approval: ApprovalRequest) -> dict[str, Any]:
                 key: progress[key] for key in ("required", "given", "by", "reset")
             },
             "approverGroups": sorted(g.name for g in approval.approver_groups.all()),
+            # The facts every surface shows (votes, arguments, headline), no viewer.
+            "facts": approval_facts(approval),
         },
     }
 

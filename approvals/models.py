@@ -416,6 +416,9 @@ class NotificationDelivery(models.Model):
         ESCALATED = "escalated", "approval escalated"
         #: A chat message rewritten after any change (chat targets only).
         UPDATED = "updated", "approval changed"
+        EXECUTED = "executed", "approved call executed"
+        FAILED = "failed", "approved call failed"
+        EXPIRED = "expired", "approval expired"
 
     class Status(models.TextChoices):
         QUEUED = "queued", "queued"

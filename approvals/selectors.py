@@ -10,15 +10,26 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
-from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
+from django.db.models import (
+    Case,
+    Exists,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Value,
+    When,
+)
 from django.utils import timezone
 
 from approvals.authorization import approval_authorization, approval_tool
+from approvals.facts import approval_facts, arguments_diff
 from approvals.governance import assigned_to
 from approvals.models import (
     DECIDE_PERMISSION,
     ApprovalGrant,
     ApprovalRequest,
+    ApprovalVote,
     ToolExecution,
 )
 from approvals.services.notify import approval_snapshot
@@ -262,56 +273,6 @@ def approval_risk(approval: ApprovalRequest) -> dict[str, Any]:
     return {"level": level, "reasons": reasons}
 
 
-def arguments_diff(proposed: JSONValue, edited: JSONValue) -> list[dict[str, Any]]:
-    """Return the differences between ``proposed`` and ``edited`` arguments, by path.
-
-    ``[{"path": "a.b", "change": "changed"|"added"|"removed", "proposed", "edited"}]``
-    in path order; nested objects are compared member by member, anything else
-    whole. ``[]`` when ``edited`` is ``None`` or equal. Implements IR-11 (both
-    versions kept and shown).
-    """
-    if edited is None:
-        return []
-    out: list[dict[str, Any]] = []
-
-    def walk(path: str, left: Any, right: Any) -> None:
-        if isinstance(left, dict) and isinstance(right, dict):
-            for key in sorted(set(left) | set(right)):
-                sub = f"{path}.{key}" if path else str(key)
-                if key not in right:
-                    out.append(
-                        {
-                            "path": sub,
-                            "change": "removed",
-                            "proposed": left[key],
-                            "edited": None,
-                        }
-                    )
-                elif key not in left:
-                    out.append(
-                        {
-                            "path": sub,
-                            "change": "added",
-                            "proposed": None,
-                            "edited": right[key],
-                        }
-                    )
-                else:
-                    walk(sub, left[key], right[key])
-        elif left != right:
-            out.append(
-                {
-                    "path": path or "(arguments)",
-                    "change": "changed",
-                    "proposed": left,
-                    "edited": right,
-                }
-            )
-
-    walk("", proposed, edited)
-    return out
-
-
 def approval_outcome(approval: ApprovalRequest) -> dict[str, Any] | None:
     """Return how a decided request ended, in words, or ``None`` while it is pending.
 
@@ -388,7 +349,9 @@ def approval_undo_until(approval: ApprovalRequest) -> str | None:
     )
 
 
-def approval_context(approval: ApprovalRequest, user: AnyUser) -> dict[str, Any]:
+def approval_context(
+    approval: ApprovalRequest, user: AnyUser, *, detail: bool = True
+) -> dict[str, Any]:
     """Return everything a card shows about ``approval`` to ``user``, as one JSON dict.
 
     Shared by the queue, the admin change form and the thread page. Keys: those
@@ -404,8 +367,13 @@ def approval_context(approval: ApprovalRequest, user: AnyUser) -> dict[str, Any]
     (:func:`arguments_diff`), ``parametersSchema`` (the tool's JSON Schema, for the
     edit form, or ``None``), ``canAuthorize`` and ``authorization``
     (:meth:`approvals.authorization.Authorization.as_json`), ``outcome``
-    (:func:`approval_outcome`). Model output and tool results are plain text
-    for the page to render as text (SEC-03). Implements SEC-02, DC-03.
+    (:func:`approval_outcome`), ``facts`` (:func:`approvals.facts.approval_facts`
+    for ``user``: votes, waiting groups, proposed vs approved arguments, who
+    decided, the phase and the sentences every surface shows). Model output and tool results are plain text
+    for the page to render as text (SEC-03). ``detail=False`` (a queue line
+    that is not open) leaves out what reads the thread's messages:
+    ``rationale`` and ``basedOn`` are ``None`` and ``detail`` is false, and the
+    page reads the card again when it is opened. Implements SEC-02, DC-03.
     """
     thread = approval.thread
     call = approval.call
@@ -413,7 +381,7 @@ def approval_context(approval: ApprovalRequest, user: AnyUser) -> dict[str, Any]
     authorization = approval_authorization(approval, user)
     requester = approval.requested_by or thread.owner
     thread_url = f"/threads/{quote(thread.thread_id)}/"
-    undo_until = approval_undo_until(approval)
+    facts = approval_facts(approval, user)
     parameters = getattr(tool, "parameters", None)
     return {
         # The broadcast shape first (label, schema verdict, re-approval, decision).
@@ -427,10 +395,11 @@ def approval_context(approval: ApprovalRequest, user: AnyUser) -> dict[str, Any]
         + (f"#call-{quote(call.tool_call_id)}" if call is not None else ""),
         "requester": getattr(requester, "username", None),
         "agent": approval.run.agent,
-        "rationale": approval_rationale(approval),
-        "basedOn": approval_based_on(approval),
+        "detail": detail,
+        "rationale": approval_rationale(approval) if detail else None,
+        "basedOn": approval_based_on(approval) if detail else None,
         "risk": approval_risk(approval),
-        "undoUntil": undo_until,
+        "undoUntil": facts["undoUntil"],
         "argumentsDiff": arguments_diff(
             approval.proposed_arguments, approval.edited_arguments
         ),
@@ -438,13 +407,16 @@ def approval_context(approval: ApprovalRequest, user: AnyUser) -> dict[str, Any]
         "canAuthorize": authorization.can_authorize,
         "authorization": authorization.as_json(),
         "outcome": approval_outcome(approval),
+        "facts": facts,
     }
 
 
 #: The queue's views: what each lists.
 QUEUE_VIEWS = ("pending", "decided")
-#: How many requests one queue view shows at most.
-QUEUE_LIMIT = 200
+#: The pending view's orders: by urgency (soonest expiry, then the riskier) or age.
+QUEUE_SORTS = ("expires", "requested")
+#: How many requests one page of the queue shows.
+QUEUE_PAGE_SIZE = 25
 
 
 def approval_queue(
@@ -457,14 +429,23 @@ def approval_queue(
     risk: str = "",
     search: str = "",
     sort: str = "expires",
-) -> list[dict[str, Any]]:
-    """Return the queue's cards (:func:`approval_context` dicts) for ``user``.
+    mine: bool = False,
+    page: int = 1,
+) -> dict[str, Any]:
+    """Return one page of the queue for ``user``: ``{"cards", "page", "pages", "total"}``.
 
-    ``view`` ``pending`` (oldest expiry first with ``sort="expires"``, else oldest
-    request first) or ``decided`` (most recently decided first, with outcomes);
-    ``tool``, ``agent``, ``requester`` (username) filter exactly, ``risk`` by level,
-    ``search`` matches tool, thread title, requester, reason and the arguments'
-    text. At most :data:`QUEUE_LIMIT` cards. Implements DC-03.
+    ``cards`` are :func:`approval_context` dicts, at most :data:`QUEUE_PAGE_SIZE`;
+    ``page`` (1-based, clamped to the last page) and ``pages`` say where the page
+    is, ``total`` how many requests match. ``view`` ``pending`` (urgent first with
+    ``sort="expires"``: soonest expiry, destructive calls first among equals;
+    else oldest request first) or ``decided`` (most recently decided first);
+    ``mine`` keeps the pending requests ``user`` can decide now (assigned to them,
+    not their own under four-eyes, not voted on already); ``tool``, ``agent``,
+    ``requester`` (username) filter exactly, ``risk`` by level, ``search``
+    matches tool, thread title, requester, reason and the arguments' text.
+    Counting and paging happen in the database; only one page's cards are
+    built, except that a ``risk`` filter (computed per request) reads every
+    match. Implements DC-03.
     """
     approvals = approval_visible_to(user=user).select_related(
         "requested_by", "thread__owner"
@@ -476,8 +457,21 @@ def approval_queue(
     else:
         approvals = approvals.filter(status=ApprovalRequest.Status.PENDING)
         approvals = approvals.order_by(
-            *(("expires_at", "id") if sort == "expires" else ("requested_at", "id"))
+            *(
+                ("expires_at", "-is_destructive", "id")
+                if sort == "expires"
+                else ("requested_at", "id")
+            )
         )
+        if mine:
+            voted = ApprovalVote.objects.filter(
+                approval=OuterRef("pk"),
+                voter_id=getattr(user, "pk", None),
+                reset_at__isnull=True,
+            )
+            approvals = assigned_to(user=user, approvals=approvals).exclude(
+                Exists(voted)
+            )
     if tool:
         approvals = approvals.filter(tool_name=tool)
     if agent:
@@ -495,15 +489,42 @@ def approval_queue(
             | Q(reason__icontains=search)
             | Q(tool_call__arguments_text__icontains=search)
         )
-    cards = [approval_context(a, user) for a in approvals[:QUEUE_LIMIT]]
     if risk:
-        cards = [c for c in cards if c["risk"]["level"] == risk]
-    return cards
+        rows = [a for a in approvals if approval_risk(a)["level"] == risk]
+        total = len(rows)
+    else:
+        total = approvals.count()
+    pages = max(1, -(-total // QUEUE_PAGE_SIZE))
+    page = min(max(1, page), pages)
+    window = slice((page - 1) * QUEUE_PAGE_SIZE, page * QUEUE_PAGE_SIZE)
+    if risk:
+        chosen = rows[window]
+    else:
+        # The page's ids first (a narrow, distinct read), then their rows: DISTINCT
+        # over every column of 1,000 joined rows costs more than the page itself.
+        ids = list(approvals.values_list("pk", flat=True)[window])
+        rows_by_pk = (
+            approval_visible_to(user=user)
+            .select_related("requested_by", "thread__owner")
+            .in_bulk(ids)
+        )
+        chosen = [rows_by_pk[pk] for pk in ids if pk in rows_by_pk]
+    return {
+        # The first line opens selected: its detail comes with the page.
+        "cards": [
+            approval_context(a, user, detail=index == 0)
+            for index, a in enumerate(chosen)
+        ],
+        "page": page,
+        "pages": pages,
+        "total": total,
+    }
 
 
 def approval_queue_facets(*, user: AnyUser) -> dict[str, list[str]]:
     """Return the values the queue's filters offer: ``{"tools", "agents", "requesters"}``."""
-    approvals = approval_visible_to(user=user)
+    # No order: DISTINCT would otherwise be taken over the ordering columns too.
+    approvals = approval_visible_to(user=user).order_by()
     tools = approvals.values_list("tool_name", flat=True).distinct()
     agents = approvals.values_list("run__agent", flat=True).distinct()
     requesters = approvals.values_list("thread__owner__username", flat=True).distinct()

@@ -9,7 +9,13 @@ also has ``group`` (the name of the first group the request was escalated to),
 
 - ``approval_requested``: a new request is pending (a held call, a remote agent's
   interrupt, an MCP server's input request, a re-approval).
-- ``approval_decided``: an operator approved or rejected it.
+- ``approval_decided``: a decision stands: a rejection at once, an approval once
+  it can no longer be undone (at once without an undo window; else when its
+  execution's window closes and a worker takes it, :mod:`approvals.services.execution`).
+  A decision undone inside its window is never announced.
+- ``approval_outcome``: how it ended, with ``outcome`` ``"executed"`` (the tool
+  succeeded), ``"failed"`` (the tool failed or was refused at execution) or
+  ``"expired"`` (nobody decided in time).
 - ``approval_expiring``: it is still pending and expires within
   ``COUNTERSIGN["NOTIFY_EXPIRING_SECONDS"]`` (sent once per request by the beat task).
 - ``approval_escalated``: it was escalated to ``groups`` (sent by
@@ -42,6 +48,7 @@ approval_decided = Signal()
 approval_expiring = Signal()
 approval_escalated = Signal()
 approval_changed = Signal()
+approval_outcome = Signal()
 
 
 def send_now(signal: Signal, approval: ApprovalRequest, **kwargs: Any) -> None:

@@ -27,6 +27,7 @@ BENCHES = {
     "b7": "bench.throughput",
     "b8": "bench.mcp_gateway",
     "b9": "bench.big_history",
+    "b10": "bench.queue",
 }
 
 

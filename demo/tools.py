@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field
 
 from agentcore.content import data_source, image_part, serialize_structured, text_part
 from agentcore.tools import (
+    CallReview,
     Tool,
     ToolContext,
     ToolError,
@@ -325,6 +326,59 @@ def _refund_order(params: dict[str, Any], context: ToolContext) -> ToolOutput:
     return ToolOutput(content=_refund_content(refund), details={"replayed": replayed})
 
 
+def _refund_review(params: dict[str, Any]) -> CallReview:
+    """Say what the refund does, on which order, against what is left to refund.
+
+    Warns (before anyone approves) about what :func:`_refund_order` would refuse:
+    an unknown order, an amount with more than two decimals, or one over what is
+    left to refund. Money is shown with its currency and two decimals.
+    """
+    from django.db.models import Sum
+
+    from demo.models import Refund
+
+    order_id = str(params.get("order_id", ""))
+    order = ORDERS.get(order_id)
+    try:
+        amount = Decimal(str(params.get("amount")))
+    except InvalidOperation:
+        return CallReview(
+            summary=f"Refund on order {order_id}",
+            warnings=(f"the amount {params.get('amount')!r} is not a number",),
+        )
+    if order is None:
+        return CallReview(
+            summary=f"Refund {amount:.2f} on order {order_id}",
+            warnings=(f"there is no order {order_id}: the refund would be refused",),
+        )
+    currency = order["currency"]
+    total = Decimal(order["total"])
+    refunded = Refund.objects.filter(order_id=order_id).aggregate(s=Sum("amount"))[
+        "s"
+    ] or Decimal("0")
+    left = total - refunded
+    warnings = []
+    if amount != amount.quantize(_CENT):
+        warnings.append(
+            f"{amount} has more than two decimals: the refund would be refused"
+        )
+    if amount > left:
+        warnings.append(
+            f"{amount:.2f} {currency} exceeds what is left to refund "
+            f"({left:.2f} {currency}): the refund would be refused"
+        )
+    return CallReview(
+        summary=f"Refund {amount:.2f} {currency} to {order['customer']} on order {order_id}",
+        facts=(
+            ("Order total", f"{total:.2f} {currency}"),
+            ("Refunded already", f"{refunded:.2f} {currency}"),
+            ("Left to refund", f"{left:.2f} {currency}"),
+            ("Reason given", str(params.get("reason", ""))),
+        ),
+        warnings=tuple(warnings),
+    )
+
+
 refund_order: Final[Tool] = define_tool(
     name="refund_order",
     description=(
@@ -360,6 +414,7 @@ refund_order: Final[Tool] = define_tool(
     permission="demo.add_refund",
     timeout=10.0,
     activity="Refunding {amount} on order {order_id}",
+    review=_refund_review,
 )
 
 # --- render_chart ------------------------------------------------------------------

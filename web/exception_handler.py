@@ -120,14 +120,37 @@ def flatten_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     return flat
 
 
+#: DRF's messages for a field that was not given (or given as null / empty).
+_MISSING_MESSAGES: Final = frozenset(
+    {
+        "This field is required.",
+        "This field may not be null.",
+        "This field may not be blank.",
+    }
+)
+
+
 def _validation_sentence(fields: dict[str, list[str]]) -> str:
     named = [f for f in fields if f != "non_field_errors"]
     if not named:
         first = fields.get("non_field_errors", ["the request is invalid"])[0]
         return f"The request is invalid: {first}"
-    listed = ", ".join(repr(f) for f in named)
-    first = fields[named[0]][0]
-    return f"Invalid value for {listed}: {first}"
+    # A field left out is "missing", not an "invalid value" (DRF's own words for it).
+    missing = [f for f in named if fields[f][0] in _MISSING_MESSAGES]
+    invalid = [f for f in named if f not in missing]
+    parts = []
+    if missing:
+        parts.append(
+            f"Missing {', '.join(repr(f) for f in missing)}: "
+            + ("it is" if len(missing) == 1 else "they are")
+            + " required; add "
+            + ("it" if len(missing) == 1 else "them")
+            + " to the request"
+        )
+    if invalid:
+        listed = ", ".join(repr(f) for f in invalid)
+        parts.append(f"Invalid value for {listed}: {fields[invalid[0]][0]}")
+    return "; ".join(parts)
 
 
 def integrity_conflict(

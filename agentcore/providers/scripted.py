@@ -604,7 +604,9 @@ def _refund_refused(refund: ToolMessage, order_id: str, amount: str) -> str:
         return (
             f"I did not refund {amount} on order {order_id}: the request was cancelled."
         )
-    return f"The refund of {amount} on order {order_id} failed: {_why(refund)}"
+    # It ran (or was refused at execution) with the arguments an approver may have
+    # edited: the proposed amount is not named, the tool's own reason is.
+    return f"The refund on order {order_id} failed: {_why(refund)}"
 
 
 def _json_object(message: ToolMessage | None) -> dict[str, Any] | None:

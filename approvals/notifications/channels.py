@@ -10,7 +10,7 @@ its reference library: headers ``webhook-id`` (the delivery's id, the same on
 every retry, so receivers can drop duplicates), ``webhook-timestamp`` (Unix
 seconds) and ``webhook-signature`` (``v1,<base64 HMAC-SHA256 of
 "<id>.<timestamp>.<body>" keyed by the base64-decoded secret>``); the body is
-JSON ``{"type": "approval.<event>", "timestamp", "data": {...}}``. A receiver
+JSON ``{"type": "approval.<event>", "version": 2, "timestamp", "data": {...}}``. A receiver
 verifies with ``standardwebhooks.Webhook(secret).verify(body, headers)``.
 """
 
@@ -26,6 +26,7 @@ from django.conf import settings
 from django.core.mail import EmailMessage, get_connection
 from standardwebhooks.webhooks import Webhook
 
+from approvals.facts import approval_facts
 from approvals.notifications.links import approval_link_url
 from approvals.notifications.targets import Target
 from approvals.services.notify import approval_snapshot
@@ -38,7 +39,19 @@ _HEADLINES = {
     "expiring": "Approval expiring soon",
     "decided": "Approval decided",
     "escalated": "Approval escalated",
+    "executed": "Approved call executed",
+    "failed": "Approved call failed",
+    "expired": "Approval expired",
 }
+
+#: The version of the webhook payload's shape (docs/notifications.md): 2 added
+#: ``version``, ``data.facts`` and the outcome events.
+PAYLOAD_VERSION = 2
+
+
+def _utc(moment: datetime) -> str:
+    """Return ``moment`` as people read it in a message: ``2026-12-03 09:14 UTC``."""
+    return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
 
 
 class DeliveryFailed(Exception):
@@ -60,12 +73,15 @@ def notification_content(
 ) -> NotificationContent:
     """Return the subject, text and JSON payload announcing ``event`` on ``approval``.
 
-    The payload's ``data`` is the request's snapshot (the queue's JSON shape) plus
-    ``event``, ``link`` (signed, expiring) and ``threadTitle``; ``group`` for an
-    escalation.
+    The payload (version :data:`PAYLOAD_VERSION`) has ``data``: the request's
+    snapshot (the queue's JSON shape) plus ``event``, ``link`` (signed,
+    expiring), ``threadTitle``, ``facts`` (:func:`approvals.facts.approval_facts`
+    without a viewer: votes, deciders, arguments, phase, headline) and ``group``
+    for an escalation. The text says the same facts in sentences.
     """
     link = approval_link_url(approval.pk)
     snapshot = approval_snapshot(approval)
+    facts = approval_facts(approval)
     thread_title = str(approval.thread)
     what = snapshot.get("label") or approval.tool_name
     headline = _HEADLINES.get(event, event)
@@ -77,9 +93,11 @@ def notification_content(
         + (" (destructive)" if approval.is_destructive else ""),
         f"Thread: {thread_title}",
         f"Requested by: {getattr(approval.requested_by, 'username', None) or 'unknown'}",
-        f"Status: {approval.status}",
-        f"Expires at: {approval.expires_at.isoformat()}",
+        facts["headline"],
+        f"Approvals: {facts['votes']['text']}",
     ]
+    if event in ("requested", "expiring", "escalated"):
+        lines.append(f"Expires at: {_utc(approval.expires_at)}")
     if approval.kind == "tool_call" or approval.proposed_arguments:
         lines.append(
             "Arguments: "
@@ -89,20 +107,38 @@ def notification_content(
         )
     if approval.message:
         lines.append(f"Message: {approval.message}")
-    if event == "decided":
+    if facts["arguments"]["edited"]:
         lines.append(
-            f"Decided by: {snapshot['decidedBy'] or 'unknown'} at {snapshot['decidedAt']}"
+            "Proposed arguments: "
+            + json.dumps(
+                approval.proposed_arguments, ensure_ascii=False, sort_keys=True
+            )
         )
-        if approval.reason:
-            lines.append(f"Reason: {approval.reason}")
+    if facts["decidedBy"] and approval.decided_at:
+        lines.append(
+            f"Decided by: {', '.join(facts['decidedBy'])} at "
+            f"{_utc(approval.decided_at)}"
+        )
+    if approval.reason:
+        lines.append(f"Reason: {approval.reason}")
+    execution = facts["execution"]
+    if execution and execution.get("result"):
+        lines.append(f"Result: {execution['result']}")
     if group:
         lines.append(f"Escalated to: {group}")
     lines += ["", f"Open it (sign-in required to decide): {link}", ""]
-    data = {**snapshot, "event": event, "link": link, "threadTitle": thread_title}
+    data = {
+        **snapshot,
+        "event": event,
+        "link": link,
+        "threadTitle": thread_title,
+        "facts": facts,
+    }
     if group:
         data["group"] = group
     payload = {
         "type": f"approval.{event}",
+        "version": PAYLOAD_VERSION,
         "timestamp": datetime.now(UTC).isoformat(),
         "data": data,
     }

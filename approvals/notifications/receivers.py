@@ -16,6 +16,7 @@ from approvals.signals import (
     approval_decided,
     approval_escalated,
     approval_expiring,
+    approval_outcome,
     approval_requested,
 )
 
@@ -61,3 +62,9 @@ def on_changed(approval: ApprovalRequest, **kwargs: Any) -> None:
     from approvals.notifications.delivery import updates_create
 
     updates_create(approval=approval)
+
+
+@receiver(approval_outcome, sender=ApprovalRequest, dispatch_uid="notify.outcome")
+def on_outcome(approval: ApprovalRequest, outcome: str = "", **kwargs: Any) -> None:
+    """Notify the targets subscribed to ``outcome``: ``executed``, ``failed`` or ``expired``."""
+    deliveries_create(approval=approval, event=outcome)

@@ -7,8 +7,8 @@ Each entry is a dict:
   ``"webhook"`` (an HTTP POST signed with the Standard Webhooks scheme) or
   ``"apprise"`` (any apprise URL: Slack, Teams, ntfy...; needs ``pip install
   countersign[apprise]``);
-- ``events``: which of ``requested``, ``expiring``, ``decided``, ``escalated``
-  it receives (default all);
+- ``events``: which of ``requested``, ``expiring``, ``decided``, ``escalated``,
+  ``executed``, ``failed``, ``expired`` it receives (default all);
 - email: ``to`` (a list of addresses), optional ``from``;
 - webhook: ``url`` (http or https) and ``secret`` (``whsec_`` + base64, as
   Standard Webhooks prescribes; generate one with ``python -c "import base64, os;
@@ -35,7 +35,15 @@ from urllib.parse import urlparse
 
 from core.conf import countersign_settings
 
-EVENTS: Final = ("requested", "expiring", "decided", "escalated")
+EVENTS: Final = (
+    "requested",
+    "expiring",
+    "decided",
+    "escalated",
+    "executed",
+    "failed",
+    "expired",
+)
 #: The events a chat surface's messages follow: posted (and posted again in an
 #: escalation group's own channel), then rewritten on every change.
 CHAT_EVENTS: Final = ("requested", "escalated", "updated")

@@ -51,7 +51,7 @@ from approvals.services.dispatch import (
 from approvals.services.grants import grant_create, grant_revoke
 from approvals.services.notify import notify_approval_changed
 from approvals.services.votes import VoteOutcome, vote_record
-from approvals.signals import approval_decided, send_on_commit
+from approvals.signals import approval_decided, approval_outcome, send_on_commit
 from approvals.transitions import AuditFact, approval_transition, call_transition
 from core.types import JSONValue, User
 from threads.models import Run, ToolCall
@@ -180,12 +180,18 @@ def approval_decision_record(
                     or edited_arguments == locked.edited_arguments
                 )
                 and (response is None or response == locked.response)
+                and _took_part(locked, decided_by, decision)
             ):
                 return Decided(approval=locked)
+            deciders = [
+                v.voter.username
+                for v in locked.votes.select_related("voter")
+                if v.reset_at is None and v.decision == decision
+            ] or ([locked.decided_by.username] if locked.decided_by else [])
             raise ApprovalAlreadyDecided(
                 f"approval {locked.pk!r} was already {locked.status!r}"
-                + (f" by {locked.decided_by.username!r}" if locked.decided_by else "")
-                + "; reload the queue"
+                + (f" by {' and '.join(deciders)}" if deciders else "")
+                + "; your decision was not recorded: reload the queue"
             )
         expired = locked.expires_at <= timezone.now()
         interrupt = locked.kind == ApprovalRequest.Kind.INTERRUPT
@@ -246,7 +252,9 @@ def approval_decision_record(
                 undo_seconds=undo_seconds,
             )
         notify_approval_changed(locked, call=call)
-        if not expired:
+        if not expired and not (queued is not None and undo_seconds > 0):
+            # An approval that can still be undone is announced once it stands:
+            # when its window closes (approvals.services.execution).
             send_on_commit(approval_decided, locked)
     return Decided(
         approval=locked,
@@ -254,6 +262,20 @@ def approval_decision_record(
         answered=expired or decision == "reject" or interrupt,
         expired=expired,
     )
+
+
+def _took_part(approval: ApprovalRequest, user: User, decision: Decision) -> bool:
+    """Return whether ``user`` made (or voted for) ``approval``'s decision.
+
+    Only their own repeat is an idempotent no-op (BC34); anyone else's identical
+    decision on a request decided without them is refused, so nobody is told their
+    vote counted when it was never recorded.
+    """
+    if approval.decided_by_id == user.pk:
+        return True
+    return approval.votes.filter(
+        voter_id=user.pk, decision=decision, reset_at__isnull=True
+    ).exists()
 
 
 def approval_expired_error(approval: ApprovalRequest) -> ApprovalExpired:
@@ -772,6 +794,7 @@ def approval_expire_locked(approval: ApprovalRequest, call: ToolCall | None) -> 
         approval=approval, to=ApprovalRequest.Status.EXPIRED, save=False
     )
     approval.decided_at = timezone.now()
+    send_on_commit(approval_outcome, approval, outcome="expired")
     if approval.kind == ApprovalRequest.Kind.INPUT:
         # The waiting call sees the expiry and tells its server "cancel".
         approval.save(update_fields=["status", "decided_at"])

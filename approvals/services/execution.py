@@ -43,6 +43,7 @@ from approvals.services.reapproval import (
     execution_arguments,
     schema_hashes,
 )
+from approvals.signals import approval_decided, approval_outcome, send_on_commit
 from approvals.transitions import AuditFact, call_transition, execution_transition
 from core.conf import countersign_settings
 from core.types import User
@@ -129,6 +130,14 @@ def execution_reserve(*, thread_pk: int, tool_call_pk: int) -> Reserved | Settle
                 f"{execution.not_before.isoformat()} (undo window)",
                 retry_after=wait + 0.05,
             )
+        if (
+            not execution.attempts
+            and approval is not None
+            and approval.status == ApprovalRequest.Status.APPROVED
+        ):
+            # The window closed: the approval stands now, and only now is it
+            # announced (approvals.signals), so an undone one never is.
+            send_on_commit(approval_decided, approval)
     toolset, _ = run_tools(call.run)
     tool = toolset.resolve(call.name)
     if execution.state == ToolExecution.State.RESERVED:
@@ -208,7 +217,12 @@ def execution_outcome_record(
         error=result.error,
         state=ToolCall.State.SUCCEEDED if succeeded else ToolCall.State.FAILED,
     )
-    notify_call_changed(call, approval=call_approval_for_snapshot(call))
+    approval = call_approval_for_snapshot(call)
+    notify_call_changed(call, approval=approval)
+    if approval is not None and locked.authorized_by == "approval":
+        send_on_commit(
+            approval_outcome, approval, outcome="executed" if succeeded else "failed"
+        )
     return Settled(call=call, execution=locked, answered=True)
 
 
@@ -249,6 +263,10 @@ def _refuse(*, call: ToolCall, execution: ToolExecution, detail: str) -> None:
         state=ToolCall.State.FAILED,
     )
     notify_call_changed(call)
+    if execution.authorized_by == "approval":
+        approval = call_approval_for_snapshot(call)
+        if approval is not None:
+            send_on_commit(approval_outcome, approval, outcome="failed")
 
 
 def _reserve(*, call: ToolCall, execution: ToolExecution, tool: Tool) -> None:

@@ -99,6 +99,31 @@ export function prettyArguments(text) {
   }
 }
 
+/** The one way a time is shown: the viewer's local time; the exact UTC time on hover. */
+export function localTime(iso) {
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return "";
+  const today = new Date().toDateString() === date.toDateString();
+  const time = date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  return today ? time : `${date.toLocaleDateString([], { month: "short", day: "numeric" })}, ${time}`;
+}
+
+/** ``2026-12-03 09:14:26 UTC``: the hover text of every time shown. */
+export function utcTitle(iso) {
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return "";
+  return `${date.toISOString().slice(0, 19).replace("T", " ")} UTC`;
+}
+
+/** A ``<time>`` element in the one format (local time, exact UTC on hover). */
+export function timeElement(iso, text) {
+  const el = document.createElement("time");
+  el.dateTime = iso || "";
+  el.title = utcTitle(iso);
+  el.textContent = text ?? localTime(iso);
+  return el;
+}
+
 export function relativeTime(iso, now = Date.now()) {
   const then = Date.parse(iso);
   if (Number.isNaN(then)) return "";

@@ -15,7 +15,9 @@ import {
   isTyping,
   prettyJson,
   readJsonScript,
+  localTime,
   relativeTime,
+  utcTitle,
 } from "./common.js";
 
 const list = document.getElementById("queue");
@@ -41,9 +43,13 @@ function announce(text) {
   live.textContent = text;
 }
 
-function updateCounts() {
+// The server's count covers every page; live arrivals and decisions move it.
+let total = Number(count.textContent) || 0;
+
+function updateCounts(delta = 0) {
   const n = items.size;
-  count.textContent = String(n);
+  total = Math.max(n, total + delta);
+  count.textContent = String(total);
   empty.hidden = n > 0;
   if (selectAll) selectAll.checked = n > 0 && [...items.values()].every((v) => v.check.checked);
 }
@@ -85,7 +91,7 @@ function confirmDialog(title, text, lines = []) {
     no.addEventListener("click", onNo);
     dialog.addEventListener("cancel", onNo);
     dialog.showModal();
-    no.focus(); // the safe choice has the focus
+    yes.focus(); // Enter confirms what the user just asked for; Escape cancels
   });
 }
 
@@ -116,21 +122,26 @@ function diffList(diff) {
 function create(ctx) {
   const id = ctx.id;
   const check = h("input", { type: "checkbox", id: `select-${id}` });
-  const title = h("h2", { class: "req-tool", id: `req-title-${id}`, text: ctx.tool });
+  // One line per request; the rest (the detail) shows for the selected card only.
+  const open = h("button", { type: "button", class: "req-open", "aria-expanded": "false", "aria-controls": `req-detail-${id}` });
+  const title = h("h2", { class: "req-tool", id: `req-title-${id}` }, open);
   const risk = h("span", { class: "badge" });
-  const label = h("p", { class: "req-label muted" });
-  const verdict = h("span", { class: "verdict" });
-  const threadLink = h("a", { class: "req-thread" });
-  const callLink = h("a", { class: "req-call", text: "Show the call in its thread" });
+  const votes = h("span", { class: "badge badge-votes" });
+  const summary = h("span", { class: "req-summary" });
   const requester = h("span", { class: "req-requester" });
-  const agent = h("span", { class: "req-agent" });
   const age = h("span", { class: "req-age" });
   const expiry = h("span", { class: "req-expiry" });
+  const headline = h("p", { class: "req-headline", id: `req-headline-${id}` });
+  const label = h("p", { class: "req-label muted" });
+  const verdict = h("p", { class: "verdict verdict-bad", hidden: true });
+  const threadLink = h("a", { class: "req-thread" });
+  const callLink = h("a", { class: "req-call", text: "Show the call in its thread" });
+  const agent = h("span", { class: "req-agent" });
   const riskWhy = h("ul", { class: "req-risk-reasons" });
   const rationale = h("blockquote", { class: "req-rationale" });
   const rationaleBox = h("div", { class: "req-rationale-box" }, h("p", { class: "req-meta", text: "The agent said before the call:" }), rationale);
   const basedOn = h("ul", { class: "req-based-on" });
-  const basedOnBox = h("details", { class: "req-based-on-box" }, h("summary", { text: "Results it was based on" }), basedOn);
+  const basedOnBox = h("details", { class: "req-based-on-box", open: true }, h("summary", { text: "Results it was based on" }), basedOn);
   const argsHeading = h("p", { class: "req-meta", text: "Arguments:" });
   const args = h("pre", { class: "call-args req-args" });
   const diffBox = h("div", { class: "req-diff" });
@@ -144,38 +155,57 @@ function create(ctx) {
   const undoBox = h("div", { class: "req-undo", role: "status", hidden: true });
   const form = needsForm(ctx) ? responseForm(ctx.responseSchema, id) : null;
   const error = h("p", { class: "error", role: "alert", hidden: true });
-  const el = h(
-    "li",
-    { class: "req card", tabindex: "-1", id: `req-${id}`, dataset: { approvalId: String(id) } },
-    h(
-      "div",
-      { class: "req-head" },
-      canDecide && viewName === "pending" ? h("label", { class: "check", for: `select-${id}` }, check, h("span", { class: "visually-hidden", text: `Select ${ctx.tool} request ${id}` })) : null,
-      title,
-      risk,
-      verdict,
-    ),
-    label,
-    h("p", { class: "req-meta" }, threadLink, " · ", callLink),
-    h("p", { class: "req-meta" }, requester, " · ", agent, " · ", age, " · ", expiry),
-    riskWhy,
-    rationaleBox,
-    basedOnBox,
-    changed,
-    message,
+  const actionSlot = h("div", { class: "req-action-slot" });
+  const warnings = h("ul", { class: "req-warnings notice", hidden: true, "aria-label": "Check before deciding" });
+  const reviewFacts = h("dl", { class: "req-facts" });
+  const detail = h(
+    "div",
+    { class: "req-detail", id: `req-detail-${id}` },
+    headline,
+    warnings,
+    authNote,
+    undoBox,
+    error,
+    actionSlot,
+    reviewFacts,
+    verdict,
     argsHeading,
     args,
     diffBox,
     mismatch,
     form ? form.el : null,
-    authNote,
     outcome,
-    undoBox,
+    label,
+    message,
+    changed,
+    riskWhy,
+    rationaleBox,
+    basedOnBox,
+    h("p", { class: "req-meta" }, threadLink, " · ", callLink, " · ", agent),
   );
-  const view = { id, el, check, title, risk, riskWhy, label, verdict, threadLink, callLink, requester, agent, age, expiry, rationale, rationaleBox, basedOn, basedOnBox, args, argsHeading, diffBox, mismatch, changed, changedNote, previousArgs, message, authNote, outcome, undoBox, error, ctx, form, editing: false };
+  const el = h(
+    "li",
+    { class: "req card", tabindex: "-1", id: `req-${id}`, dataset: { approvalId: String(id) }, "aria-labelledby": `req-title-${id}` },
+    h(
+      "div",
+      { class: "req-head" },
+      canDecide && viewName === "pending" ? h("label", { class: "check", for: `select-${id}` }, check, h("span", { class: "visually-hidden", text: `Select ${ctx.tool} request ${id}` })) : null,
+      title,
+      summary,
+      risk,
+      votes,
+      h("span", { class: "req-line" }, requester, " · ", age, " · ", expiry),
+    ),
+    detail,
+  );
+  const view = { warnings, reviewFacts, id, el, open, check, title, risk, votes, summary, headline, riskWhy, label, verdict, threadLink, callLink, requester, agent, age, expiry, rationale, rationaleBox, basedOn, basedOnBox, args, argsHeading, diffBox, mismatch, changed, changedNote, previousArgs, message, authNote, outcome, undoBox, error, actionSlot, detail, ctx, form, editing: false };
   if (canDecide && viewName === "pending") buildActions(view);
-  el.append(error);
-  el.addEventListener("focusin", () => select(id, { focus: false }));
+  open.addEventListener("click", () => select(id));
+  // Focus selects the card, except on its bulk checkbox: opening the card there would
+  // move the box under the pointer between press and release.
+  el.addEventListener("focusin", (event) => {
+    if (event.target !== check) select(id, { focus: false });
+  });
   el.addEventListener("click", (event) => {
     if (!(event.target instanceof Element) || !event.target.closest("button, a, input, textarea, label, select, summary")) select(id);
   });
@@ -285,7 +315,7 @@ function buildActions(view) {
   const editor = h("div", { class: "editor", id: `editor-${id}`, hidden: true }, formSlot, rawBox, h("p", { class: "req-meta", text: "Changes against the proposed arguments:" }), editDiff, h("div", { class: "actions" }, rawToggle, saveEdit, cancelEdit));
   const actions = h("div", { class: "actions" }, approve, edit, h("label", { for: `reason-${id}`, class: "visually-hidden", text: "Reason for rejecting" }), reason, reject);
   if (view.form) edit.hidden = true; // a question has no arguments to edit
-  view.el.append(actions, editor);
+  view.actionSlot.append(actions, editor);
   Object.assign(view, { approve, edit, reason, reject, textarea, editor, saveEdit, cancelEdit, rawToggle, rawBox, formSlot, editDiff, actions, schemaEditor: null });
 
   approve.addEventListener("click", () => approveWithChecks(view));
@@ -385,17 +415,34 @@ function closeEditor(view) {
   view.edit.focus();
 }
 
+function money(value) {
+  return typeof value === "number" ? value.toFixed(2) : null;
+}
+
 function update(view, ctx) {
   view.ctx = ctx;
-  view.title.textContent = ctx.tool;
-  view.label.textContent = ctx.label || "";
-  view.label.hidden = !ctx.label;
+  const facts = ctx.facts || {};
+  const viewer = facts.viewer || {};
+  const votes = facts.votes || { given: 0, required: 1, text: "" };
+  const args = facts.arguments || { approved: ctx.editedArguments ?? ctx.proposedArguments, diff: ctx.argumentsDiff || [] };
+  view.open.textContent = ctx.tool;
+  const review = facts.review || null;
+  view.summary.textContent = (review && review.summary) || ctx.label || "";
+  view.warnings.replaceChildren(...((review && review.warnings) || []).map((w) => h("li", { text: `Check first: ${w}.` })));
+  view.warnings.hidden = !(review && review.warnings && review.warnings.length);
+  view.reviewFacts.replaceChildren(...((review && review.declared && review.facts) || []).flatMap((f) => [h("dt", { text: f.label }), h("dd", { text: f.value })]));
+  view.label.textContent = "";
+  view.label.hidden = true;
   const level = (ctx.risk && ctx.risk.level) || "medium";
   view.risk.textContent = `${level} risk`;
   view.risk.className = `badge risk-${level}${level === "high" || level === "critical" ? " badge-destructive" : ""}`;
+  view.votes.textContent = votes.required > 1 || votes.given ? votes.text : "";
+  view.votes.hidden = !view.votes.textContent;
+  view.headline.textContent = facts.headline || "";
   view.riskWhy.replaceChildren(...((ctx.risk && ctx.risk.reasons) || []).map((r) => h("li", { text: r })));
-  view.verdict.textContent = ctx.schemaValid === false ? `arguments invalid: ${ctx.schemaErrors || "see schema"}` : "arguments valid";
-  view.verdict.className = `verdict ${ctx.schemaValid === false ? "verdict-bad" : "verdict-ok"}`;
+  // Only a problem is flagged: "valid" next to a call the tool may still refuse would mislead.
+  view.verdict.hidden = ctx.schemaValid !== false;
+  view.verdict.textContent = ctx.schemaValid === false ? `The arguments do not fit the tool's schema: ${ctx.schemaErrors || "see the schema"}` : "";
   view.threadLink.textContent = `Thread: ${ctx.thread.title}`;
   view.threadLink.href = ctx.thread.url;
   view.callLink.href = ctx.callUrl;
@@ -409,59 +456,63 @@ function update(view, ctx) {
   view.basedOnBox.hidden = !(ctx.basedOn && ctx.basedOn.length);
   view.message.textContent = ctx.message || "";
   view.message.hidden = !ctx.message || ctx.kind === "tool_call";
-  view.args.textContent = prettyJson(ctx.editedArguments ?? ctx.proposedArguments);
+  // What would run: the approved (edited) arguments, with the proposal beside them.
+  view.argsHeading.textContent = args.edited ? `Arguments as edited${args.editedBy ? ` by ${args.editedBy}` : ""} (these run):` : "Arguments:";
+  view.args.textContent = prettyJson(args.approved);
   // A question bound to no call has no arguments (IR-18).
   view.args.hidden = view.argsHeading.hidden = !ctx.toolCallId && ctx.kind !== "tool_call";
   view.mismatch.hidden = !ctx.argumentsMismatch;
   if (ctx.argumentsMismatch) view.mismatch.textContent = `The agent reported running other arguments than the approved ones: ${JSON.stringify(ctx.argumentsMismatch.reportedArguments)}`;
-  view.diffBox.replaceChildren(...(ctx.argumentsDiff && ctx.argumentsDiff.length ? [h("p", { class: "req-meta", text: "Edited against proposed:" }), diffList(ctx.argumentsDiff)] : []));
+  view.diffBox.replaceChildren(...(args.diff && args.diff.length ? [h("p", { class: "req-meta", text: "Proposed by the agent → approved:" }), diffList(args.diff)] : []));
   view.changed.hidden = !ctx.reapproval;
   if (ctx.reapproval) {
     view.changedNote.textContent = ctx.reapproval === "schema_changed" ? `Schema changed since approval (request #${ctx.supersedes})` : `Arguments changed since approval (request #${ctx.supersedes})`;
     view.previousArgs.textContent = prettyJson(ctx.previousArguments);
   }
-  const auth = ctx.authorization || {};
-  const blocked = viewName === "pending" && canDecide && !ctx.canAuthorize;
-  view.authNote.hidden = !blocked;
-  if (blocked) {
-    const who = [...((auth.whoCan && auth.whoCan.users) || []), ...((auth.whoCan && auth.whoCan.groups) || []).map((g) => `group ${g}`)];
-    view.authNote.textContent = `You cannot approve this: you lack ${(auth.missingPermissions || []).join(" and ")}. ${who.length ? `Who can: ${who.join(", ")}.` : "Nobody holds every permission it needs yet; ask an administrator."}`;
-  }
+  const pending = viewName === "pending" && ctx.status === "pending";
+  const blocked = pending && canDecide && !viewer.canApprove;
+  const words = [viewer.whyNot, viewer.whoCan].filter(Boolean).join(" ");
+  view.authNote.hidden = !(pending && words);
+  view.authNote.textContent = words;
   if (view.approve) {
     view.approve.disabled = blocked;
     view.edit.disabled = blocked;
+    view.reject.disabled = pending && !viewer.canReject;
+    view.reason.disabled = view.reject.disabled;
     if (blocked) {
       view.approve.setAttribute("aria-describedby", view.authNote.id);
     } else view.approve.removeAttribute("aria-describedby");
   }
-  view.outcome.hidden = !ctx.outcome;
-  if (ctx.outcome) view.outcome.textContent = outcomeText(ctx.outcome);
+  view.outcome.hidden = !ctx.outcome || viewName === "pending";
+  if (ctx.outcome) view.outcome.textContent = [facts.headline, outcomeText(ctx.outcome)].filter(Boolean).join(" ");
+  // The decided view says it once, in the outcome line.
+  view.headline.hidden = viewName !== "pending";
   tick(view);
 }
 
 function outcomeText(outcome) {
-  let text = outcome.summary;
-  if (outcome.execution && outcome.execution.result) text += ` — result: ${outcome.execution.result}`;
-  return text;
+  return outcome.execution && outcome.execution.result ? `Result: ${outcome.execution.result}` : "";
 }
 
 function tick(view, now = Date.now()) {
   const a = view.ctx;
-  view.age.textContent = a.requestedAt ? `requested ${relativeTime(a.requestedAt, now)}` : "";
-  view.age.title = a.requestedAt || "";
+  view.age.textContent = a.requestedAt ? relativeTime(a.requestedAt, now) : "";
+  view.age.title = utcTitle(a.requestedAt);
   if (viewName === "pending") {
     const left = countdown(a.expiresAt, now);
     view.expiry.textContent = left === "expired" ? "expired" : `expires in ${left}`;
     view.expiry.classList.toggle("soon", Date.parse(a.expiresAt) - now < 5 * 60 * 1000);
+    view.expiry.title = utcTitle(a.expiresAt);
   } else {
-    // A decided request did not expire: say so only of those that did.
-    const at = new Date(a.expiresAt).toISOString().slice(0, 19).replace("T", " ");
-    view.expiry.textContent = a.status === "expired" ? `expired ${at} UTC` : "";
+    // One time per card: when it was decided (or expired), in the viewer's time.
+    const at = a.decidedAt || a.expiresAt;
+    const verb = { approved: "approved", rejected: "rejected", expired: "expired", cancelled: "cancelled" }[a.status] || a.status;
+    view.expiry.textContent = `${verb} ${localTime(at)}`;
+    view.expiry.title = utcTitle(at);
   }
-  view.expiry.title = a.expiresAt;
   if (view.undoUntil) {
     const left = Math.max(0, Math.ceil((Date.parse(view.undoUntil) - now) / 1000));
-    view.undoText.textContent = `Approved — executes in ${left} s.`;
+    view.undoText.textContent = `Approved — executes in ${left} s unless you undo it.`;
     if (left <= 0) {
       view.undoUntil = null;
       remove(view.id, { ...view.ctx, status: "approved" });
@@ -474,9 +525,14 @@ function showError(view, text) {
   view.error.hidden = !text;
 }
 
+function showNote(view, text) {
+  view.headline.textContent = `${text} ${(view.ctx.facts && view.ctx.facts.headline) || ""}`.trim();
+}
+
 function setBusy(view, busy) {
   if (!view.approve) return;
-  for (const b of [view.approve, view.edit, view.reject, view.saveEdit]) b.disabled = busy || (b !== view.reject && !view.ctx.canAuthorize);
+  const viewer = (view.ctx.facts && view.ctx.facts.viewer) || {};
+  for (const b of [view.approve, view.edit, view.reject, view.saveEdit]) b.disabled = busy || (b === view.reject ? !viewer.canReject : !viewer.canApprove);
   view.el.classList.toggle("busy", busy);
 }
 
@@ -493,13 +549,19 @@ function showUndo(view, undoUntil) {
   undo.addEventListener("click", async () => {
     undo.disabled = true;
     try {
+      const hadEdit = Boolean(view.ctx.facts && view.ctx.facts.arguments && view.ctx.facts.arguments.edited);
       const back = await apiFetch(`/api/approvals/${view.id}/undo/`, { method: "POST", body: {} });
       view.undoUntil = null;
       view.undoBox.hidden = true;
       view.actions.hidden = false;
       setBusy(view, false);
-      announce(`${view.ctx.tool} approval undone; it is pending again`);
       await refresh(view.id, back);
+      const dropped = hadEdit && (back.editedArguments === null || back.editedArguments === undefined);
+      const said = dropped
+        ? `Approval undone. Your edit was dropped with it: the request is back with the arguments the agent proposed.`
+        : `Approval undone; the request is pending again.`;
+      showNote(view, said);
+      announce(said);
       view.approve.focus();
     } catch (error) {
       showError(view, errorText(error));
@@ -535,7 +597,7 @@ function belongs(ctx) {
   return inView && matchesFilters(ctx);
 }
 
-function upsert(ctx) {
+function upsert(ctx, { initial = false } = {}) {
   if (!ctx || ctx.id === undefined) return;
   const existing = items.get(ctx.id);
   if (existing && existing.undoUntil && ctx.status === "approved") return; // in its undo window
@@ -549,14 +611,15 @@ function upsert(ctx) {
   }
   const view = create(ctx);
   items.set(ctx.id, view);
-  if (viewName === "decided") list.prepend(view.el); // newest decision first
+  if (initial) list.append(view.el); // the server's order: urgency, or newest decision first
+  else if (viewName === "decided") list.prepend(view.el); // a new decision is the newest
   else {
     // Keep the page's order: soonest expiry (default) or oldest request first.
     const field = (filters.get("sort") || "expires") === "expires" ? "expiresAt" : "requestedAt";
     const after = [...items.values()].find((v) => v !== view && (v.ctx[field] || "") > (ctx[field] || ""));
     list.insertBefore(view.el, after ? after.el : null);
   }
-  updateCounts();
+  updateCounts(initial ? 0 : 1);
   if (current === null) select(ctx.id, { focus: false });
 }
 
@@ -589,7 +652,7 @@ function remove(id, ctx) {
     const next = ids[index + 1] ?? ids[index - 1];
     if (next !== undefined && items.has(next)) select(next, { focus: hadFocus });
   }
-  updateCounts();
+  updateCounts(-1);
 }
 
 function select(id, { focus = true } = {}) {
@@ -602,6 +665,14 @@ function select(id, { focus = true } = {}) {
   const view = items.get(id);
   view.el.classList.add("selected");
   view.el.setAttribute("aria-current", "true");
+  for (const other of items.values()) other.open.setAttribute("aria-expanded", String(other === view));
+  // A line's detail (the agent's rationale, the results it used) is read when it opens.
+  if (view.ctx.detail === false && !view.loading) {
+    view.loading = true;
+    refresh(id).finally(() => {
+      view.loading = false;
+    });
+  }
   if (focus) {
     view.el.focus();
     view.el.scrollIntoView({ block: "nearest" });
@@ -618,12 +689,14 @@ function move(delta) {
 // -- decisions -------------------------------------------------------------------------
 
 async function approveWithChecks(view, { edited } = {}) {
-  if (!view.ctx.canAuthorize) {
-    showError(view, view.ctx.authorization ? view.ctx.authorization.reason : "You may not approve this request.");
+  const viewer = (view.ctx.facts && view.ctx.facts.viewer) || {};
+  if (!viewer.canApprove) {
+    showError(view, [viewer.whyNot, viewer.whoCan].filter(Boolean).join(" ") || "You may not approve this request.");
     return false;
   }
   if (needsConfirmation(view.ctx)) {
-    const ok = await confirmDialog(`Approve ${view.ctx.tool}?`, "This call is high risk. Approve it?", view.ctx.risk.reasons || []);
+    const review = (view.ctx.facts && view.ctx.facts.review) || {};
+    const ok = await confirmDialog(`Approve ${view.ctx.tool}?`, `${review.summary ? `${review.summary}. ` : ""}This call is high risk. Approve it?`, [...(review.warnings || []).map((w) => `Check first: ${w}.`), ...(view.ctx.risk.reasons || [])]);
     if (!ok) return false;
   }
   return decide(view, "approve", { edited });
@@ -684,7 +757,7 @@ if (canDecide && bulkApprove) {
       bulkError.hidden = false;
       return;
     }
-    const allowed = views.filter((v) => v.ctx.canAuthorize);
+    const allowed = views.filter((v) => v.ctx.facts && v.ctx.facts.viewer && v.ctx.facts.viewer.canApprove);
     const refused = views.length - allowed.length;
     const lines = allowed.map((v) => `${v.ctx.tool} #${v.id} (${v.ctx.risk.level} risk) — ${v.ctx.thread.title}`);
     if (refused) lines.push(`${refused} you may not authorize will be left pending`);
@@ -731,8 +804,27 @@ if (shortcutsToggle) {
   });
 }
 
+const shortcutsDialog = document.getElementById("shortcuts");
+const shortcutsOpen = document.getElementById("shortcuts-open");
+if (shortcutsDialog && shortcutsOpen) {
+  const close = () => {
+    shortcutsDialog.close();
+    shortcutsOpen.focus();
+  };
+  shortcutsOpen.addEventListener("click", () => {
+    shortcutsDialog.showModal();
+    document.getElementById("shortcuts-close").focus();
+  });
+  document.getElementById("shortcuts-close").addEventListener("click", close);
+}
+
 document.addEventListener("keydown", (event) => {
-  if (!shortcutsToggle || !shortcutsOn() || dialog.open) return;
+  if (event.key === "?" && shortcutsOpen && !isTyping(event) && !dialog.open && !shortcutsDialog.open) {
+    event.preventDefault();
+    shortcutsOpen.click();
+    return;
+  }
+  if (!shortcutsToggle || !shortcutsOn() || dialog.open || (shortcutsDialog && shortcutsDialog.open)) return;
   if (isTyping(event) || event.ctrlKey || event.metaKey || event.altKey) return;
   const view = current !== null ? items.get(current) : null;
   switch (event.key) {
@@ -745,13 +837,13 @@ document.addEventListener("keydown", (event) => {
       move(-1);
       break;
     case "a":
-      if (canDecide && view && view.approve && !view.undoUntil) {
+      if (canDecide && view && view.approve && !view.undoUntil && !view.approve.disabled) {
         event.preventDefault();
         approveWithChecks(view); // a destructive call is confirmed first
       }
       break;
     case "r":
-      if (canDecide && view && view.reason && !view.undoUntil) {
+      if (canDecide && view && view.reason && !view.undoUntil && !view.reject.disabled) {
         event.preventDefault();
         if (view.reason.value.trim()) decide(view, "reject");
         else {
@@ -788,7 +880,7 @@ const socket = new ReconnectingSocket({
   },
 });
 
-for (const ctx of readJsonScript("queue-initial") || []) upsert(ctx);
+for (const ctx of readJsonScript("queue-initial") || []) upsert(ctx, { initial: true });
 updateCounts();
 // A link to one request (a notification's signed link, the thread page's "Open in the
 // approval queue") names its card in the fragment; the cards are built here, after the

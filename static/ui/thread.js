@@ -13,6 +13,8 @@ import {
   prettyArguments,
   prettyJson,
   readJsonScript,
+  timeElement,
+  utcTitle,
 } from "./common.js";
 
 const root = document.getElementById("thread");
@@ -375,14 +377,21 @@ function setApproval(call, approval) {
   renderDecisionArea(call);
   if (!edited) {
     call.editedEl.hidden = true;
+    call.argsEl.parentElement.hidden = false;
     return;
   }
-  const key = JSON.stringify([approval.proposedArguments, approval.editedArguments]);
+  const facts = factsOf(approval);
+  const editor = (facts && facts.arguments && facts.arguments.editedBy) || approval.decidedBy;
+  const heading = approval.status === "pending" ? `Edited${editor ? ` by ${editor}` : ""}; runs once approved` : `Approved as edited${editor ? ` by ${editor}` : ""}`;
+  const key = JSON.stringify([approval.proposedArguments, approval.editedArguments, heading]);
+  // Proposed and approved side by side replace the streamed (proposed) arguments, so
+  // the card never shows the proposal alone under an edited label.
+  call.argsEl.parentElement.hidden = true;
   if (call.editedEl.dataset.key === key) return;
   call.editedEl.dataset.key = key;
   call.editedEl.replaceChildren(
     h("div", { class: "edited-col" }, h("h4", { text: "Proposed by the agent" }), h("pre", { class: "call-args", text: prettyJson(approval.proposedArguments) })),
-    h("div", { class: "edited-col" }, h("h4", { text: `Approved as edited${approval.decidedBy ? ` by ${approval.decidedBy}` : ""}` }), h("pre", { class: "call-args", text: prettyJson(approval.editedArguments) })),
+    h("div", { class: "edited-col" }, h("h4", { text: heading }), h("pre", { class: "call-args", text: prettyJson(approval.editedArguments) })),
   );
   call.editedEl.hidden = false;
 }
@@ -400,14 +409,8 @@ function applyKnown(call) {
 
 // -- deciding where you are: the pending card and the decided card -----------------------
 
-function clockTime(iso) {
-  const date = new Date(iso);
-  if (Number.isNaN(date.getTime())) return "";
-  return date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
-}
-
 function timeEl(iso) {
-  return h("time", { datetime: iso, title: iso, text: clockTime(iso) });
+  return timeElement(iso);
 }
 
 function isPendingHere(call) {
@@ -415,12 +418,18 @@ function isPendingHere(call) {
   return Boolean(a && a.status === "pending" && call.state === "awaiting_approval");
 }
 
+/** The facts every surface shows (approvals.facts), from the server's last read. */
+function factsOf(approval) {
+  return (approval && approval.context && approval.context.facts) || null;
+}
+
 function authorizationOf(approval) {
   const context = approval.context || {};
   const auth = context.authorization || {};
   return {
-    canAuthorize: Boolean(context.canAuthorize ?? auth.canAuthorize),
-    canReject: Boolean(auth.canReject ?? context.canAuthorize),
+    // The facts' viewer also knows whether this user voted already (N of M).
+    canAuthorize: Boolean(context.facts ? context.facts.viewer.canApprove : (context.canAuthorize ?? auth.canAuthorize)),
+    canReject: Boolean(context.facts ? context.facts.viewer.canReject : (auth.canReject ?? context.canAuthorize)),
     reason: auth.reason || "",
     whoCan: auth.whoCan || null,
   };
@@ -453,11 +462,13 @@ function renderDecided(call) {
   const execution = outcome && outcome.execution;
   // Re-rendered only when something it says changed: replacing a focused Undo
   // button would drop the keyboard focus.
-  const key = JSON.stringify([a.status, a.decidedBy, a.decidedAt, a.reason, a.editedArguments, call.state, execution, call.undo && call.undo.until]);
+  const key = JSON.stringify([a.status, a.decidedBy, a.approvals && a.approvals.by, a.decidedAt, a.reason, a.editedArguments, call.state, execution, call.undo && call.undo.until]);
   if (!call.decisionEl.hidden && call.decisionEl.dataset.key === key) return;
   call.decisionEl.dataset.key = key;
   const parts = [];
-  const who = a.decidedBy ? ` by ${a.decidedBy}` : "";
+  // Every approver whose vote counted (N of M), not only the last one.
+  const voters = a.status === "approved" && a.approvals && a.approvals.by && a.approvals.by.length ? a.approvals.by : a.decidedBy ? [a.decidedBy] : [];
+  const who = voters.length ? ` by ${voters.length > 1 ? `${voters.slice(0, -1).join(", ")} and ${voters[voters.length - 1]}` : voters[0]}` : "";
   const edited = a.editedArguments !== null && a.editedArguments !== undefined;
   const verb = { approved: edited ? "Approved with edits" : "Approved", rejected: "Rejected", expired: "Expired", cancelled: "Cancelled" }[a.status] || a.status;
   parts.push(h("strong", { text: `${verb}${a.status === "expired" ? "" : who}` }));
@@ -495,7 +506,9 @@ function executionSentence(call, approval) {
 function renderPendingPanel(call) {
   const a = call.approval;
   const auth = authorizationOf(a);
-  const key = JSON.stringify([a.id, auth.canAuthorize, auth.canReject, auth.reason]);
+  const facts = factsOf(a);
+  const viewer = (facts && facts.viewer) || {};
+  const key = JSON.stringify([a.id, auth.canAuthorize, auth.canReject, facts && facts.headline, viewer.whyNot, viewer.whoCan]);
   if (call.panel && call.panel.key === key) {
     tickPanel(call);
     return;
@@ -514,18 +527,14 @@ function renderPendingPanel(call) {
   });
   const panel = { key, expiry, busy: false };
   const children = [
-    h("h4", { class: "pending-head", text: "Waiting for a decision" }),
+    h("h4", { class: "pending-head", text: (facts && facts.headline) || "Waiting for a decision" }),
     risk
       ? h("p", { class: "pending-risk" }, h("span", { class: `risk risk-${risk.level}`, text: `${risk.level} risk` }), " ", (risk.reasons || []).join("; "))
       : null,
     metaEl,
   ];
-  if (!auth.canAuthorize) {
-    const who = auth.whoCan ? [...(auth.whoCan.users || []), ...(auth.whoCan.groups || []).map((g) => `group ${g}`)] : [];
-    children.push(
-      h("p", { class: "notice pending-auth" }, `You can't approve this request${auth.reason ? `: ${auth.reason}` : "."}`, who.length && !auth.reason.includes("who can") ? ` Who can: ${who.join(", ")}.` : ""),
-    );
-  }
+  const words = [viewer.whyNot, viewer.whoCan].filter(Boolean).join(" ");
+  if (words) children.push(h("p", { class: "notice pending-auth" }, words));
   if (a.kind && a.kind !== "tool_call") {
     // A remote agent's interrupt is answered with a response to its schema: the queue has the form.
     children.push(h("p", { class: "pending-meta", text: "This request is answered in the approval queue." }));
@@ -730,7 +739,7 @@ function tickPanel(call, now = Date.now()) {
   if (!panel || !call.approval) return;
   const left = countdown(call.approval.expiresAt, now);
   panel.expiry.textContent = left === "expired" ? "expired" : `expires in ${left}`;
-  panel.expiry.title = call.approval.expiresAt;
+  panel.expiry.title = utcTitle(call.approval.expiresAt);
   panel.expiry.classList.toggle("soon", Date.parse(call.approval.expiresAt) - now < 5 * 60 * 1000);
 }
 

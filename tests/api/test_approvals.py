@@ -35,12 +35,20 @@ def test_dc05_approval_retrieve_mirrors_the_snapshot(api, approval):
     body = response.json()
     # The fields that depend on who asks, or on the tool's policy.
     mine = {
-        k: body.pop(k) for k in ("canAuthorize", "authorization", "risk", "undoUntil")
+        k: body.pop(k)
+        for k in ("canAuthorize", "authorization", "risk", "undoUntil", "facts")
     }
     assert body == {**snapshot, "runId": "t-refund-run", "execution": None}
     assert mine["canAuthorize"] is False  # the owner holds neither permission
     assert mine["risk"]["level"] == "high"
     assert mine["undoUntil"] is None
+    # The facts every surface shows, with the owner's own "why not", in words.
+    assert mine["facts"]["votes"]["text"] == "0 of 1 approval"
+    assert mine["facts"]["headline"] == "Waiting for a decision from an approver."
+    assert mine["facts"]["viewer"]["whyNot"] == (
+        "Your account may view requests but not decide them (it lacks the "
+        "permission “Can approve or reject tool calls”)."
+    )
     assert response.json()["proposedArguments"] == PROPOSED
     assert response.json()["status"] == "pending"
 
@@ -194,6 +202,30 @@ def test_sec02_reject_needs_a_reason_and_answers_the_call(approver_api, approval
     assert tool_message.error == "declined_by_operator"
     # An approver may read the calls behind the requests they decide.
     assert (call.status_code, call.json()["state"]) == (200, "declined")
+
+
+def test_a_second_users_identical_approve_is_refused_not_silently_accepted(
+    approver_api, second_approver, approval
+):
+    """Only the decider's own repeat is a 200 no-op; another approver's identical
+    approve of a decided request is a 409 saying their vote was not recorded."""
+    first = approver_api.post(
+        f"/api/approvals/{approval.pk}/approve/", {}, format="json"
+    )
+    repeat = approver_api.post(
+        f"/api/approvals/{approval.pk}/approve/", {}, format="json"
+    )
+    other = token_client(second_approver).post(
+        f"/api/approvals/{approval.pk}/approve/", {}, format="json"
+    )
+
+    assert (first.status_code, repeat.status_code) == (200, 200)
+    assert other.status_code == 409
+    assert other.json()["type"] == "already_decided"
+    assert "your decision was not recorded" in other.json()["detail"]
+    assert list(approval.votes.values_list("voter__username", flat=True)) == [
+        first.json()["decidedBy"]
+    ]
 
 
 def test_sec02_a_rejected_call_cannot_then_be_approved(approver_api, api, approval):

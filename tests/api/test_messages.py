@@ -128,6 +128,10 @@ def test_missing_content_is_required(api, thread):
 
     assert response.status_code == 400
     assert response.json()["fields"] == {"content": ["This field is required."]}
+    # Said as missing, not as an "invalid value".
+    assert response.json()["detail"] == (
+        "Missing 'content': it is required; add it to the request"
+    )
 
 
 def test_dc05_posting_while_a_run_is_active_is_409(api, thread):

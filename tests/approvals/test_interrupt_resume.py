@@ -210,10 +210,10 @@ def test_ir13_resume_racing_a_rest_queue_approval_executes_once(
     """IR-13: a resume and an operator's ``POST /api/approvals/<pk>/approve/`` at once.
 
     Both hold the thread's lock while they decide, so whichever commits first
-    decides. When the resume wins, the queue's identical approval is answered with
-    the recorded decision (200, decided by the resume's sender, as two operators
-    approving at once are, DC-04); when the queue wins, the resume gets 409
-    ``interrupt_decided``. Either way one decision, one refund, one answer.
+    decides. When the resume wins, the queue's identical approval is refused (409:
+    the operator's vote was not recorded, and saying 200 would tell them it was);
+    when the queue wins, the resume gets 409 ``interrupt_decided``. Either way one
+    decision, one refund, one answer.
     """
     approval = interrupted(approver, executor, "ir13-rest-race")
     operator = APIClient()
@@ -232,11 +232,13 @@ def test_ir13_resume_racing_a_rest_queue_approval_executes_once(
 
     approval.refresh_from_db()
     assert approval.status == ApprovalRequest.Status.APPROVED
-    assert queued.status_code == 200, queued.content
-    assert queued.json()["decidedBy"] == approval.decided_by.username
     if isinstance(resumed, tuple):
         assert approval.decided_by == approver
+        assert queued.status_code == 409, queued.content
+        assert "was not recorded" in queued.json()["detail"]
     else:
+        assert queued.status_code == 200, queued.content
+        assert queued.json()["decidedBy"] == second_approver.username
         assert isinstance(resumed, ResumeRefused), resumed
         assert resumed.code == "interrupt_decided"
         assert approval.decided_by == second_approver

@@ -294,6 +294,7 @@ def test_notifications_reach_email_and_webhook_and_a_broken_target_is_recorded(
     )
 
     executor.wait_for(lambda: _settled(approval, "decided"))
+    executor.wait_for(lambda: _settled(approval, "executed"))
     final = _deliveries(approval)
     assert final[("decided", "ops-mail")].status == "delivered"
     assert final[("decided", "broken")].status == "failed"
@@ -320,8 +321,9 @@ def test_notifications_reach_email_and_webhook_and_a_broken_target_is_recorded(
     )
     assert page.status_code == 200
     listed = page.content.decode()
-    assert "3 notification deliveries" in listed  # requested, expiring, decided
-    assert listed.count("Connection refused") == 3
+    # requested, expiring, decided, and the outcome: executed
+    assert "4 notification deliveries" in listed
+    assert listed.count("Connection refused") == 4
 
 
 def test_escalation_is_delivered_naming_the_group(
@@ -409,7 +411,7 @@ def test_system_checks_name_each_bad_notification_setting(settings):
         ),
         (
             "approvals.E102",
-            "COUNTERSIGN['NOTIFICATIONS'][4]['events'] is ['later']; give a non-empty list of requested, expiring, decided, escalated",
+            "COUNTERSIGN['NOTIFICATIONS'][4]['events'] is ['later']; give a non-empty list of requested, expiring, decided, escalated, executed, failed, expired",
         ),
         ("approvals.E103", "two notification targets are named 'a'"),
         ("approvals.E105", "COUNTERSIGN['PUBLIC_URL'] is '/relative'"),
@@ -462,3 +464,118 @@ def test_worker_environment_configures_notifications(monkeypatch):
     assert broken.returncode == 1
     assert "approvals.E101" in broken.stderr
     assert "COUNTERSIGN['NOTIFICATIONS'] is str, not a list" in broken.stderr
+
+
+@pytest.fixture
+def embedded(settings: Any, transactional_db: Any) -> Iterator[Any]:
+    """Run background work on the embedded pool only (one flow, not both executors)."""
+    from tests.helpers.executors import Executor, use_embedded
+
+    use_embedded(settings)
+    yield Executor(mode="embedded")
+    from threads.execution import wait_embedded
+
+    wait_embedded(timeout=30)
+
+
+def test_an_undone_approval_is_never_announced_and_the_standing_one_is(
+    settings, webhook_receiver, user, approver, embedded
+):
+    """Approve (edited) with an undo window, undo, approve again: one ``approval.decided``
+    (the approval that stood, naming its decider and arguments), then ``approval.executed``;
+    payloads are version 2 and carry the facts every surface shows."""
+    from approvals.services import approval_undo
+    from tests.helpers.governance import held_refund
+
+    received, hook_port = webhook_receiver
+    settings.COUNTERSIGN = {
+        **settings.COUNTERSIGN,
+        "NOTIFICATIONS": [
+            {
+                "name": "hook",
+                "kind": "webhook",
+                "url": f"http://127.0.0.1:{hook_port}/hooks",
+                "secret": SECRET,
+                "events": ["decided", "executed", "failed", "expired"],
+            }
+        ],
+        "PUBLIC_URL": "http://testserver",
+    }
+    call = held_refund(user, embedded)
+    approval = ApprovalRequest.objects.get(tool_call=call)
+    edited = {"order_id": "A-1001", "amount": 10.0, "reason": "partial"}
+
+    # Given an edited approval inside its undo window, taken back
+    approval_decide(
+        approval=approval,
+        decided_by=approver,
+        decision="approve",
+        edited_arguments=edited,
+        # Long enough to undo under load; the deferred delivery then finds nothing.
+        undo_seconds=3,
+    )
+    approval_undo(approval=ApprovalRequest.objects.get(pk=approval.pk), user=approver)
+    undone = ApprovalRequest.objects.get(pk=approval.pk)
+    # The edit goes with the approval it came with: the request shows the proposal.
+    assert undone.status == "pending"
+    assert undone.edited_arguments is None
+    assert not NotificationDelivery.objects.filter(approval=approval).exists()
+
+    # When the approval that stands is made (a short window this time) and runs
+    approval_decide(
+        approval=undone,
+        decided_by=approver,
+        decision="approve",
+        edited_arguments=edited,
+        undo_seconds=0.3,
+    )
+    assert not NotificationDelivery.objects.filter(approval=approval).exists()
+    embedded.settle(call.thread)
+    embedded.wait_for(lambda: _settled(approval, "executed"))
+    embedded.wait_for(lambda: len(received.verified) == 2)
+
+    # Then exactly one decided (the standing approval) and its outcome were sent
+    assert sorted(
+        NotificationDelivery.objects.filter(approval=approval).values_list(
+            "event", flat=True
+        )
+    ) == ["decided", "executed"]
+    by_type = {p["type"]: p for p in received.verified}
+    assert sorted(by_type) == ["approval.decided", "approval.executed"]
+    decided = by_type["approval.decided"]
+    assert decided["version"] == 2
+    facts = decided["data"]["facts"]
+    assert facts["decidedBy"] == ["ada"]
+    assert facts["arguments"]["approved"] == edited
+    assert facts["arguments"]["proposed"]["amount"] == 25.0
+    assert facts["standing"] is True
+    executed = by_type["approval.executed"]["data"]["facts"]
+    assert executed["phase"] == "executed"
+    assert executed["execution"]["state"] == "succeeded"
+    assert "10.00" in executed["execution"]["result"]
+    assert str(Refund.objects.get().amount) == "10.00"
+
+
+def test_an_expired_request_is_announced_as_expired(
+    settings, db, user, django_capture_on_commit_callbacks
+):
+    """Expiry is an outcome: ``approval.expired`` is recorded for its targets."""
+    from orchestration.pipeline import approvals_expire
+    from tests.helpers.api import pending_refund_thread
+
+    settings.COUNTERSIGN = {
+        **settings.COUNTERSIGN,
+        "NOTIFICATIONS": [{"name": "mail", "kind": "email", "to": ["a@example.com"]}],
+    }
+    thread = pending_refund_thread(user)
+    approval = ApprovalRequest.objects.get(thread=thread)
+    ApprovalRequest.objects.filter(pk=approval.pk).update(
+        expires_at=approval.requested_at
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        assert approvals_expire() == 1
+    assert list(
+        NotificationDelivery.objects.filter(approval=approval).values_list(
+            "event", "target"
+        )
+    ) == [("expired", "mail")]

@@ -42,7 +42,8 @@ def _assert_exactly_once(call):
 def test_dc04_two_operators_approving_at_once(
     approver, second_approver, pending_refund, executor
 ):
-    """Two simultaneous approvals: one decision, one execution, one tool message."""
+    """Two simultaneous approvals: one decision, one execution, one tool message; the
+    loser is told its vote was not recorded."""
     call = pending_refund
     approval = ApprovalRequest.objects.get(tool_call=call)
 
@@ -56,10 +57,13 @@ def test_dc04_two_operators_approving_at_once(
     )
     executor.settle(call.thread)
 
-    assert all(isinstance(r, ApprovalRequest) for r in results), results
     approval.refresh_from_db()
     assert approval.decided_by in (approver, second_approver)
-    assert {r.decided_by_id for r in results} == {approval.decided_by_id}
+    won = [r for r in results if isinstance(r, ApprovalRequest)]
+    lost = [r for r in results if isinstance(r, ApprovalAlreadyDecided)]
+    assert (len(won), len(lost)) == (1, 1), results
+    assert won[0].decided_by_id == approval.decided_by_id
+    assert "your decision was not recorded" in str(lost[0])
     _assert_exactly_once(call)
     assert ToolExecution.objects.get(tool_call=call).attempts == 1
 

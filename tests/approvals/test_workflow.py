@@ -245,14 +245,21 @@ def test_sec02_edited_arguments_are_executed_and_original_kept(
 def test_bc34_repeated_approval_enqueues_nothing(
     approver, second_approver, pending_refund, executor
 ):
-    """A second approve returns the existing state; a conflicting decision is refused (BC34)."""
+    """The decider's repeated approve returns the existing state (BC34); anyone else's
+    approve or reject of the decided request is refused, saying their vote was not
+    recorded, rather than answered as if it counted."""
     call = pending_refund
     approval = ApprovalRequest.objects.get(tool_call=call)
 
     first = approval_decide(approval=approval, decided_by=approver, decision="approve")
-    again = approval_decide(
-        approval=approval, decided_by=second_approver, decision="approve"
-    )
+    again = approval_decide(approval=approval, decided_by=approver, decision="approve")
+    with pytest.raises(
+        ApprovalAlreadyDecided,
+        match="already 'approved' by ada; your decision was not recorded",
+    ):
+        approval_decide(
+            approval=approval, decided_by=second_approver, decision="approve"
+        )
     with pytest.raises(ApprovalAlreadyDecided, match="already 'approved'"):
         approval_decide(
             approval=approval,

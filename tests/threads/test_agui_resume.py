@@ -125,6 +125,12 @@ async def test_ir05_ir07_ir15_resume_approves_and_continues_in_the_same_stream(
             "+00:00", "Z"
         )
         assert interrupt["message"].startswith("Refunding 25.0 on order A-1001")
+        facts = interrupt["metadata"].pop("facts")
+        # The facts every surface shows (approvals.facts), without a viewer.
+        assert facts["votes"]["text"] == "0 of 1 approval"
+        assert facts["headline"] == "Waiting for a decision from an approver."
+        assert facts["arguments"]["approved"] == approval.proposed_arguments
+        assert "viewer" not in facts
         assert interrupt["metadata"] == {
             "approvalId": approval.pk,
             "tool": "refund_order",

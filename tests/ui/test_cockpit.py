@@ -558,9 +558,11 @@ def test_approver_without_the_tools_permission_is_told_why_and_who_can(
         # Then the card says he can't approve it, why, and who can
         pending = card(page, "refund_order")
         notice = pending.locator(".pending-auth")
-        expect(notice).to_contain_text("You can't approve this request")
-        expect(notice).to_contain_text("demo.add_refund")
-        expect(notice).to_contain_text("alice")
+        # in words: the permission's name, never its codename
+        expect(notice).to_have_text(
+            "Approving refund_order also needs the permission “Can add refund”, "
+            "which your account lacks; you may still reject it. Who can: alice."
+        )
         expect(pending.get_by_role("button", name="Approve", exact=True)).to_have_count(
             0
         )

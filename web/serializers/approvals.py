@@ -12,6 +12,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from approvals.authorization import approval_authorization
+from approvals.facts import approval_facts
 from approvals.interrupt_ids import interrupt_id
 from approvals.labels import approval_label
 from approvals.models import ApprovalGrant, ApprovalRequest, ToolExecution
@@ -213,6 +214,13 @@ class ApprovalOutputSerializer(serializers.Serializer):
         help_text="Until when `POST .../undo/` can return an approval to pending "
         "(its execution waits until then); null otherwise."
     )
+    facts = serializers.SerializerMethodField(
+        help_text="What every surface shows, computed once (approvals.facts): "
+        "phase, standing, headline, votes {given, required, remaining, voters, "
+        "waitingGroups, rejections, text}, arguments {proposed, approved, edited, "
+        "editedBy, diff}, decidedBy, decidedAt, undoUntil, execution, and viewer "
+        "{canApprove, canReject, hasVoted, whyNot, whoCan} for you."
+    )
 
     def _authorization(self, approval: ApprovalRequest) -> dict[str, Any]:
         cache: dict[int, dict[str, Any]] = self.context.get("_authorization") or {}
@@ -238,6 +246,10 @@ class ApprovalOutputSerializer(serializers.Serializer):
     @extend_schema_field(serializers.DateTimeField(allow_null=True))
     def get_undoUntil(self, approval: ApprovalRequest) -> str | None:
         return approval_undo_until(approval)
+
+    @extend_schema_field(serializers.DictField())
+    def get_facts(self, approval: ApprovalRequest) -> dict[str, Any]:
+        return approval_facts(approval, _request_user(self))
 
     @extend_schema_field(serializers.CharField())
     def get_interruptId(self, approval: ApprovalRequest) -> str:

@@ -12,6 +12,8 @@ Decisions go through the REST API. Implements DC-03, DC-05, SEC-02.
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.contrib.auth.decorators import login_required
 from django.core import signing
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -23,7 +25,9 @@ from django.views.decorators.http import require_GET
 from approvals.models import DECIDE_PERMISSION, ApprovalRequest
 from approvals.notifications.links import approval_link_verify
 from approvals.selectors import (
+    QUEUE_SORTS,
     QUEUE_VIEWS,
+    RISK_LEVELS,
     approval_context,
     approval_get,
     approval_queue,
@@ -41,24 +45,71 @@ QUEUE_FILTERS = {
     "q": "",
     "sort": "expires",
 }
+#: Every parameter the queue page takes; anything else is a 400 naming it.
+QUEUE_PARAMETERS = ("view", *QUEUE_FILTERS, "mine", "page")
+#: The values some parameters may take (the others are free text or a facet).
+QUEUE_CHOICES = {
+    "view": QUEUE_VIEWS,
+    "sort": QUEUE_SORTS,
+    "risk": ("", *RISK_LEVELS),
+    "mine": ("", "0", "1"),
+}
+
+
+def _queue_problem(request: HttpRequest) -> str:
+    """Return what is wrong with the queue's query string, as a sentence, or ``""``."""
+    for name in request.GET:
+        if name not in QUEUE_PARAMETERS:
+            return (
+                f"The queue has no filter called “{name[:60]}”. It filters by "
+                + ", ".join(QUEUE_PARAMETERS)
+                + "; remove it from the address."
+            )
+    for name, allowed in QUEUE_CHOICES.items():
+        value = request.GET.get(name)
+        if value is not None and value not in allowed:
+            return (
+                f"The filter “{name}” cannot be “{value[:60]}”: use one of "
+                + ", ".join(f"“{a}”" for a in allowed if a)
+                + "."
+            )
+    page = request.GET.get("page")
+    if page is not None and not (page.isdigit() and 0 < int(page) < 10**6):
+        return f"The page “{page[:60]}” is not a page number: use 1, 2, 3…"
+    return ""
 
 
 @require_GET
 @login_required
 @ensure_csrf_cookie
 def approval_queue_page(request: HttpRequest) -> HttpResponse:
-    """Render the queue; read-only for users without the decide permission."""
+    """Render one page of the queue; read-only for users without the decide permission.
+
+    Deciders see the requests they can decide now by default (``mine=1``;
+    ``mine=0`` shows every pending request). An unknown parameter or a value
+    outside its choices answers 400 with a page naming it (DC-03).
+    """
     if not can_see_queue(request.user):
         # A page that says why and what to do, with the status a client can read.
         return render(request, "ui/no_queue.html", {"nav": "approvals"}, status=403)
+    problem = _queue_problem(request)
+    if problem:
+        return render(
+            request,
+            "ui/queue_bad_filter.html",
+            {"problem": problem, "nav": "approvals"},
+            status=400,
+        )
     view = request.GET.get("view", "pending")
-    if view not in QUEUE_VIEWS:
-        view = "pending"
+    can_decide = request.user.has_perm(DECIDE_PERMISSION)
+    mine = (
+        view == "pending" and request.GET.get("mine", "1" if can_decide else "0") == "1"
+    )
     filters = {
         name: request.GET.get(name, default)[:200]
         for name, default in QUEUE_FILTERS.items()
     }
-    cards = approval_queue(
+    queue = approval_queue(
         user=request.user,
         view=view,
         tool=filters["tool"],
@@ -67,17 +118,29 @@ def approval_queue_page(request: HttpRequest) -> HttpResponse:
         risk=filters["risk"],
         search=filters["q"].strip(),
         sort=filters["sort"],
+        mine=mine,
+        page=int(request.GET.get("page", "1")),
     )
+    keep = {k: v for k, v in request.GET.items() if k != "page"}
     return render(
         request,
         "ui/approval_queue.html",
         {
-            "approvals": cards,
+            "approvals": queue["cards"],
+            "queue": queue,
+            "previous_url": "?" + urlencode({**keep, "page": queue["page"] - 1})
+            if queue["page"] > 1
+            else "",
+            "next_url": "?" + urlencode({**keep, "page": queue["page"] + 1})
+            if queue["page"] < queue["pages"]
+            else "",
+            "mine_url": "?" + urlencode({**keep, "mine": "0" if mine else "1"}),
             "view": view,
+            "mine": mine,
             "filters": filters,
             "facets": approval_queue_facets(user=request.user),
             "risks": ["critical", "high", "medium", "low"],
-            "can_decide": request.user.has_perm(DECIDE_PERMISSION),
+            "can_decide": can_decide,
             "undo_seconds": float(countersign_settings.DECISION_UNDO_SECONDS),
             "can_see_queue": True,
             "nav": "approvals",
