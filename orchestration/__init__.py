@@ -11,6 +11,7 @@ Not a Django app: it has no models. See ``docs/architecture.md``.
 #: The modules other packages may import (tests/test_architecture.py).
 PUBLIC_MODULES = frozenset(
     {
+        "orchestration.external",
         "orchestration.janitor",
         "orchestration.pipeline",
         "orchestration.resume",

@@ -15,6 +15,7 @@ PUBLIC_MODULES = frozenset(
         "threads.checks",
         "threads.exceptions",
         "threads.execution",
+        "threads.external",
         "threads.idempotency",
         "threads.ids",
         "threads.interrupt_sources",

@@ -24,7 +24,11 @@ from agentcore.events import (
     message_from_dict,
 )
 from core.types import User
-from threads.agent_config import agent_application_tools, agent_settings
+from threads.agent_config import (
+    agent_application_tools,
+    agent_is_external,
+    agent_settings,
+)
 from threads.answers import (
     run_answer_dangling_calls,
     run_awaits_answers,
@@ -208,6 +212,7 @@ def run_create(
     outer: Run | None = None,
     wire_input: dict[str, Any] | None = None,
     managed: bool = True,
+    recorded: dict[str, Any] | None = None,
 ) -> Run:
     """Create a queued run on ``thread`` and enqueue its execution after commit.
 
@@ -220,11 +225,24 @@ def run_create(
     ``outer``, or, without ``outer``, a client-visible run of its own whose
     ``RUN_STARTED`` (echoing ``wire_input``, what the client sent) is written now;
     ``managed=False`` keeps the unmanaged shape of the run it continues.
-    Must be called inside a transaction holding the thread's row lock
+    ``recorded`` (the run's input) makes a run that is reported rather than run:
+    an external agent's declared call (:mod:`threads.external`), created
+    ``running`` and unmanaged, whose events the caller records; it is never
+    enqueued. Must be called inside a transaction holding the thread's row lock
     (:func:`threads.locks.thread_lock`), with ``continues`` read in it.
     """
     latest = thread.runs.order_by("-created_at", "-id").first()
     fields: dict[str, Any] = {}
+    if recorded is not None:
+        return Run.objects.create(
+            thread=thread,
+            agent=agent or thread.agent,
+            parent_run=latest,
+            status=Run.Status.RUNNING,
+            wire_state=Run.WireState.UNMANAGED,
+            input=recorded,
+            started_at=timezone.now(),
+        )
     if run_id:
         fields["run_id"] = run_id
     if client_input is not None:
@@ -460,6 +478,11 @@ def continuation_maybe_start(*, run: Run) -> Run | None:
         locked = run_lock(run_pk=run.pk, thread_pk=run.thread_id)
         wire_results_report(thread=locked.thread)
         if locked.status != Run.Status.AWAITING_TOOLS:
+            return None
+        if agent_is_external(locked.agent):
+            # Nothing to continue: the external agent runs elsewhere and learns
+            # the answer from the approval API; its run ends once answered.
+            run_finish_if_answered(run=locked)
             return None
         reserved = Run.objects.filter(continues=locked).first()
         if reserved is not None:
