@@ -13,16 +13,10 @@ import pytest
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest, AuditEntry, ToolExecution
-from tests.helpers.external import EXTERNAL_AGENTS, declare
+from tests.helpers.external import declare
 from threads.models import Event, Message, Run, Thread, ToolCall
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def external_agents(settings: Any) -> None:
-    """Configure the external agents of tests.helpers.external next to the demo agent."""
-    settings.COUNTERSIGN_AGENTS = {**settings.COUNTERSIGN_AGENTS, **EXTERNAL_AGENTS}
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("external_agents")]
 
 
 def approve(client: Any, approval_id: int, **body: Any) -> Any:
