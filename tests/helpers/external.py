@@ -11,6 +11,7 @@ EXTERNAL_AGENTS: Final[dict[str, Any]] = {
         "strict": True,
         "policies": {
             "refund": {"action": "require_approval"},
+            "refund2": {"action": "require_approval", "approvals_required": 2},
             "lookup": "auto",
             "wipe": "deny",
         },
@@ -74,3 +75,47 @@ class DjangoTransport:
 
     def close(self) -> None:
         self.inner.close()
+
+
+def approve_when_pending(
+    base_url: str,
+    token: str,
+    *,
+    tool: str,
+    edit: dict[str, Any] | None = None,
+    timeout: float = 30.0,
+    alongside: Any = None,
+) -> dict[str, Any]:
+    """Approve (with ``edit``) the first pending request for ``tool`` once the queue shows it.
+
+    Reads the queue over the REST API as an approver would, every 50 ms, until
+    ``timeout`` seconds; returns the approval as the API answered it. With
+    ``alongside`` (the future of the flow that should be waiting), a flow that
+    ended first re-raises its error here.
+    """
+    import time
+
+    import httpx
+
+    headers = {"Authorization": f"Token {token}"}
+    deadline = time.monotonic() + timeout
+    with httpx.Client(base_url=base_url, headers=headers, timeout=30) as http:
+        while True:
+            found = http.get(
+                "/api/approvals/", params={"status": "pending", "tool": tool}
+            )
+            results = found.json()["results"]
+            if results:
+                body = {"editedArguments": edit} if edit is not None else {}
+                response = http.post(
+                    f"/api/approvals/{results[0]['id']}/approve/", json=body
+                )
+                assert response.status_code == 200, response.text
+                data: dict[str, Any] = response.json()
+                return data
+            if alongside is not None and alongside.done():
+                alongside.result()
+                raise AssertionError(f"the flow ended without a pending {tool} request")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no pending {tool} request within {timeout}s")
+            time.sleep(0.05)
