@@ -98,7 +98,12 @@ _REMOTE_KEYS: Final[dict[str, Any]] = {"url": str, "headers": dict[str, str]}
 #: Keys of an external agent: one that runs elsewhere and declares its calls
 #: through the approval API (docs/integrations.md). ``strict`` refuses a tool
 #: its ``policies`` do not name.
-_EXTERNAL_KEYS: Final[dict[str, Any]] = {"strict": bool, "description": str}
+_EXTERNAL_KEYS: Final[dict[str, Any]] = {
+    "strict": bool,
+    "description": str,
+    # {"url", "secret"}: the caller's signed callback (approvals.notifications).
+    "webhook": dict[str, str],
+}
 
 
 _HINT: Final = "Give a value of the type docs/configuration.md names."

@@ -6,11 +6,16 @@ ledger; no worker is needed (an external agent's call is run by its caller).
 
 from __future__ import annotations
 
+import base64
+import threading
+from collections.abc import Iterator
 from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 from django.utils import timezone
+from standardwebhooks.webhooks import Webhook
 
 from approvals.models import ApprovalRequest, AuditEntry, ToolExecution
 from tests.helpers.external import declare
@@ -477,6 +482,30 @@ def test_a_worker_delivery_never_runs_an_external_call(
     assert ToolCall.objects.get(pk=call.pk).state == "approved"
 
 
+def test_the_janitors_redelivery_of_a_lapsed_claim_records_outcome_unknown(
+    api: Any, approver_api: Any
+) -> None:
+    """A lapsed claim the janitor hands to a worker becomes outcome_unknown, never run."""
+    from orchestration.pipeline import tool_call_execute
+
+    state = _approved(api, approver_api)
+    call = ToolCall.objects.get(tool_call_id=state["toolCallId"])
+    api.post(
+        f"/api/external/tool-calls/{call.tool_call_id}/claim/",
+        {"holder": "r1"},
+        format="json",
+    )
+    # a live claim: the worker leaves it to its holder
+    tool_call_execute(tool_call_pk=call.pk)
+    assert ToolCall.objects.get(pk=call.pk).state == "executing"
+    ToolExecution.objects.update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    tool_call_execute(tool_call_pk=call.pk)
+    assert ToolCall.objects.get(pk=call.pk).state == "outcome_unknown"
+    assert ToolExecution.objects.get().state == "outcome_unknown"
+    status = api.get(f"/api/external/tool-calls/{call.tool_call_id}/").json()
+    assert status["status"] == "outcome_unknown"
+
+
 # -- waiting -----------------------------------------------------------------------
 
 
@@ -495,3 +524,60 @@ def test_another_users_call_is_not_found(api: Any, other_api: Any) -> None:
         == 404
     )
     assert other_api.get("/api/external/tool-calls/nope/").status_code == 404
+
+
+SECRET = "whsec_" + base64.b64encode(b"countersign-callback-secret-32b").decode()
+
+
+@pytest.fixture
+def callback_receiver() -> Iterator[tuple[list[dict[str, Any]], int]]:
+    """A local HTTP server verifying each Standard Webhooks POST with ``SECRET``."""
+    received: list[dict[str, Any]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["content-length"]))
+            received.append(Webhook(SECRET).verify(body, dict(self.headers)))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield received, server.server_address[1]
+    server.shutdown()
+
+
+def test_a_decision_reaches_the_agents_signed_webhook(
+    api: Any, approver_api: Any, settings: Any, callback_receiver: Any
+) -> None:
+    """The agent's webhook gets the decision, signed; another agent's does not."""
+    from approvals.models import NotificationDelivery
+    from approvals.notifications.delivery import (
+        deliveries_create,
+        notification_deliver,
+    )
+
+    received, port = callback_receiver
+    agents = dict(settings.COUNTERSIGN_AGENTS)
+    agents["billing"] = {
+        **agents["billing"],
+        "webhook": {"url": f"http://127.0.0.1:{port}/hook", "secret": SECRET},
+    }
+    settings.COUNTERSIGN_AGENTS = agents
+    other = declare(api, agent="helper", tool="send_mail", arguments={}).json()
+    body = declare(api).json()
+    approve(approver_api, body["approvalId"])
+    approve(approver_api, other["approvalId"])
+    # what the approval_decided receiver does after the decision commits
+    for approval in ApprovalRequest.objects.all():
+        deliveries_create(approval=approval, event="decided")
+    (delivery,) = NotificationDelivery.objects.filter(target="agent:billing")
+    assert delivery.approval_id == body["approvalId"]
+    assert notification_deliver(delivery_pk=delivery.pk) == "delivered"
+    assert len(received) == 1
+    assert received[0]["type"] == "approval.decided"
+    assert received[0]["data"]["id"] == body["approvalId"]

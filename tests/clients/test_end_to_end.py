@@ -11,17 +11,21 @@ fake model (no API key).
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
 import pytest
 from countersign_client import AsyncClient, Client, Conflict
 from countersign_client.adapters.gate import Gate
+from standardwebhooks.webhooks import Webhook
 
 from approvals.models import ApprovalRequest, ApprovalVote, AuditEntry
 from tests.helpers.external import (
@@ -40,12 +44,41 @@ pytestmark = [
 ]
 
 
+SECRET = "whsec_" + base64.b64encode(b"countersign-e2e-callback-secret").decode()
+
+
 @pytest.fixture(scope="module", autouse=True)
-def external_agents_env() -> Iterator[None]:
-    """Configure the external agents in the server's and the worker's environment."""
+def callbacks() -> Iterator[list[dict[str, Any]]]:
+    """Configure the external agents for the server and the worker, ``billing``'s webhook here.
+
+    Yields the webhook deliveries received, each verified with ``SECRET``.
+    """
+    received: list[dict[str, Any]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["content-length"]))
+            received.append(Webhook(SECRET).verify(body, dict(self.headers)))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    agents = dict(EXTERNAL_AGENTS)
+    agents["billing"] = {
+        **agents["billing"],
+        "webhook": {
+            "url": f"http://127.0.0.1:{server.server_address[1]}/hook",
+            "secret": SECRET,
+        },
+    }
     before = os.environ.get("COUNTERSIGN_AGENTS_JSON")
-    os.environ["COUNTERSIGN_AGENTS_JSON"] = json.dumps(EXTERNAL_AGENTS)
-    yield
+    os.environ["COUNTERSIGN_AGENTS_JSON"] = json.dumps(agents)
+    yield received
+    server.shutdown()
     if before is None:
         del os.environ["COUNTERSIGN_AGENTS_JSON"]
     else:
@@ -70,10 +103,14 @@ def story(tool_call_id: str) -> dict[str, Any]:
     }
 
 
-def test_two_of_n_with_an_edit_long_poll_sse_and_a_claim_race(
-    live: Any, user: Any, nonstaff_approver: Any, second_approver: Any
+def test_two_of_n_with_an_edit_long_poll_sse_webhook_and_a_claim_race(
+    live: Any,
+    user: Any,
+    nonstaff_approver: Any,
+    second_approver: Any,
+    callbacks: list[dict[str, Any]],
 ) -> None:
-    """The decision reaches a long-poll and an SSE stream; of two replicas one runs it."""
+    """The decision reaches a long-poll, an SSE stream and the signed webhook; one replica runs it."""
     token = token_for(user)
     agent = Client(live.url, token=token, agent="billing", holder="declarer")
     state = agent.declare(
@@ -155,6 +192,12 @@ def test_two_of_n_with_an_edit_long_poll_sse_and_a_claim_race(
     approval = ApprovalRequest.objects.get(tool_call__tool_call_id=call_id)
     assert approval.status == "approved"
     assert ApprovalVote.objects.filter(approval=approval, reset_at=None).count() == 2
+    # the worker delivers the signed webhook after the decision
+    deadline = time.monotonic() + 30
+    while not callbacks and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [c["type"] for c in callbacks] == ["approval.decided"], live.logs()
+    assert callbacks[0]["data"]["id"] == approval.pk
 
 
 def test_pydantic_ai_deferred_tools_run_the_edited_call_once(
