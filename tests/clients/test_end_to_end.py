@@ -14,11 +14,13 @@ import asyncio
 import base64
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -426,3 +428,116 @@ def test_claude_agent_sdk_can_use_tool_allows_the_edited_input(
     (call,) = ToolCall.objects.filter(thread__thread_id="conv-claude", name="refund")
     assert call.state == "succeeded"
     assert story(call.tool_call_id)["answer"] == "refunded 9"
+
+
+def _examples() -> dict[str, str]:
+    """Return docs/integrations.md's Python examples by their ``# example:`` name."""
+    text = (Path(__file__).resolve().parents[2] / "docs/integrations.md").read_text()
+    return {
+        match.group(1): match.group(2)
+        for match in re.finditer(
+            r"```python\n# example: ([\w-]+)\n(.*?)```", text, flags=re.DOTALL
+        )
+    }
+
+
+def _approve_until(base_url: str, token: str, running: Future[Any]) -> int:
+    """Approve every pending request, as an approver in the queue would, until ``running`` ends."""
+    approved = 0
+    with httpx.Client(
+        base_url=base_url, headers={"Authorization": f"Token {token}"}, timeout=30
+    ) as http:
+        deadline = time.monotonic() + 60
+        while not running.done() and time.monotonic() < deadline:
+            pending = http.get("/api/approvals/", params={"status": "pending"})
+            for approval in pending.json()["results"]:
+                http.post(f"/api/approvals/{approval['id']}/approve/", json={})
+                approved += 1
+            time.sleep(0.05)
+    running.result(timeout=5)
+    return approved
+
+
+def test_the_integration_docs_examples_run(
+    live: Any, user: Any, nonstaff_approver: Any, capsys: Any
+) -> None:
+    """Each Python example of docs/integrations.md runs against the live server."""
+    from claude_agent_sdk import ClaudeAgentOptions
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import tool
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+    )
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    examples = _examples()
+    assert set(examples) == {"client", "pydantic-ai", "langgraph", "claude-agent-sdk"}
+    token = token_for(user)
+    approver = token_for(nonstaff_approver)
+    base = {"BASE_URL": live.url, "TOKEN": token}
+
+    def pydantic_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if any(isinstance(p, ToolReturnPart) for m in messages for p in m.parts):
+            return ModelResponse(parts=[TextPart("done")])
+        return ModelResponse(
+            parts=[ToolCallPart("refund", {"order_id": "A-1", "amount": 25})]
+        )
+
+    class FakeModel(GenericFakeChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self
+
+    @tool
+    def refund(order_id: str, amount: float) -> str:
+        """Refund an order."""
+        return f"refunded {amount}"
+
+    langgraph_model = FakeModel(
+        messages=iter(
+            [
+                AIMessage(
+                    content="",
+                    tool_calls=[
+                        {
+                            "name": "refund",
+                            "args": {"order_id": "A-1", "amount": 25},
+                            "id": "c1",
+                        }
+                    ],
+                ),
+                AIMessage(content="done"),
+            ]
+        )
+    )
+    namespaces = {
+        "client": dict(base),
+        "pydantic-ai": {**base, "model": FunctionModel(pydantic_model)},
+        "langgraph": {**base, "model": langgraph_model, "refund": refund},
+        "claude-agent-sdk": dict(base),
+    }
+
+    def run(name: str) -> None:
+        namespace = namespaces[name]
+        exec(compile(examples[name], f"docs/integrations.md:{name}", "exec"), namespace)
+        if "main" in namespace:
+            asyncio.run(namespace["main"]())
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        for name in ("client", "pydantic-ai", "langgraph"):
+            assert _approve_until(live.url, approver, pool.submit(run, name)) == 1, name
+    run("claude-agent-sdk")
+    assert isinstance(namespaces["claude-agent-sdk"]["options"], ClaudeAgentOptions)
+    assert "{'refunded': 25}" in capsys.readouterr().out
+    answers = list(
+        Message.objects.filter(role="tool")
+        .order_by("thread__thread_id")
+        .values_list("thread__thread_id", "content")
+    )
+    assert ("lg-1", "refunded 25.0") in answers
+    assert ("pa-1", "refunded 25.0") in answers
+    assert len(answers) == 3
