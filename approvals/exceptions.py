@@ -178,3 +178,18 @@ class OutcomeRefused(ApprovalError):
         super().__init__(message)
         self.code = code
         self.field = field
+
+
+class NotClaimable(ApprovalError):
+    """The call may not be claimed: not approved (pending, refused, run already...): 409.
+
+    ``call_status`` is its status in the approval API (docs/integrations.md).
+    """
+
+    code = "not_claimable"
+    status = 409
+    field = "status"
+
+    def __init__(self, message: str, *, call_status: str) -> None:
+        super().__init__(message)
+        self.call_status = call_status

@@ -34,8 +34,9 @@ from django.db import transaction
 
 from agentcore.arguments import canonical_json, canonical_sha256
 from agentcore.dispatch import ToolResult
-from approvals.exceptions import ExternalCallInvalid
+from approvals.exceptions import ExternalCallInvalid, NotClaimable
 from approvals.models import ApprovalRequest, ToolExecution
+from approvals.selectors import external_call_status
 from approvals.services.execution import (
     Settled,
     execution_outcome_report,
@@ -150,18 +151,18 @@ def _call(body: Any) -> ToolCall:
 
 def external_call_claim(
     *, call: ToolCall, holder: str, lease_seconds: float
-) -> ToolExecution | None:
-    """Claim approved ``call`` for ``holder`` for ``lease_seconds``; return its execution.
+) -> dict[str, Any]:
+    """Claim approved ``call`` for ``holder`` for ``lease_seconds``; return its state.
 
     One claim wins: the execution is reserved for ``holder`` and committed before
     the caller runs the tool. The same holder claiming again renews the lease.
+    Returns :func:`approvals.selectors.external_call_status` (``claimed``).
     Raises :class:`approvals.exceptions.ExecutionClaimed` (another holder's live
-    claim), :class:`approvals.exceptions.ExecutionDeferred` (inside the decision's
-    undo window), and answers nothing when the call may not run (not approved,
-    already answered, its arguments changed: the returned state says so); a claim
-    found lapsed becomes ``outcome_unknown`` and its run's story shows it.
-    ``None`` when the call has no execution (not approved). Implements LP-05,
-    LP-07, BC32, BC34.
+    claim), :class:`approvals.exceptions.ExecutionDeferred` (inside the
+    decision's undo window) and :class:`approvals.exceptions.NotClaimable` when
+    the call may not run (pending, rejected, denied, already run, or its claim
+    lapsed: then it became ``outcome_unknown``, which its thread shows).
+    Implements LP-05, LP-07, BC32, BC34.
     """
     with transaction.atomic():
         step = execution_reserve(
@@ -172,7 +173,14 @@ def external_call_claim(
         )
         if isinstance(step, Settled) and step.answered and step.call is not None:
             run_continue(run=step.call.run)
-    return step.execution
+    state = external_call_status(call)
+    if state["status"] != "claimed" or (state["claim"] or {}).get("holder") != holder:
+        raise NotClaimable(
+            f"call {call.tool_call_id!r} is {state['status']!r}, not approved for "
+            "you to run; do not run it",
+            call_status=state["status"],
+        )
+    return state
 
 
 def external_outcome_report(

@@ -19,7 +19,6 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +26,15 @@ import httpx
 import pytest
 from countersign_client import AsyncClient, Client, Conflict
 from countersign_client.adapters.gate import Gate
-from standardwebhooks.webhooks import Webhook
 
 from approvals.models import ApprovalRequest, ApprovalVote, AuditEntry
 from tests.helpers.external import (
     EXTERNAL_AGENTS,
     REFUND_SCHEMA,
     approve_when_pending,
+    langgraph_refund_model,
+    pydantic_ai_refund_model,
+    signed_webhook_receiver,
 )
 from tests.helpers.live import token_for
 from threads.models import Event, Message, ToolCall
@@ -55,32 +56,15 @@ def callbacks() -> Iterator[list[dict[str, Any]]]:
 
     Yields the webhook deliveries received, each verified with ``SECRET``.
     """
-    received: list[dict[str, Any]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["content-length"]))
-            received.append(Webhook(SECRET).verify(body, dict(self.headers)))
-            self.send_response(204)
-            self.end_headers()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    agents = dict(EXTERNAL_AGENTS)
-    agents["billing"] = {
-        **agents["billing"],
-        "webhook": {
-            "url": f"http://127.0.0.1:{server.server_address[1]}/hook",
-            "secret": SECRET,
-        },
-    }
-    before = os.environ.get("COUNTERSIGN_AGENTS_JSON")
-    os.environ["COUNTERSIGN_AGENTS_JSON"] = json.dumps(agents)
-    yield received
-    server.shutdown()
+    with signed_webhook_receiver(SECRET) as (received, url):
+        agents = dict(EXTERNAL_AGENTS)
+        agents["billing"] = {
+            **agents["billing"],
+            "webhook": {"url": url, "secret": SECRET},
+        }
+        before = os.environ.get("COUNTERSIGN_AGENTS_JSON")
+        os.environ["COUNTERSIGN_AGENTS_JSON"] = json.dumps(agents)
+        yield received
     if before is None:
         del os.environ["COUNTERSIGN_AGENTS_JSON"]
     else:
@@ -211,33 +195,9 @@ def test_pydantic_ai_deferred_tools_run_the_edited_call_once(
         report_tool_returns,
     )
     from pydantic_ai import Agent, DeferredToolRequests
-    from pydantic_ai.messages import (
-        ModelMessage,
-        ModelResponse,
-        TextPart,
-        ToolCallPart,
-        ToolReturnPart,
-    )
-    from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        returned = [
-            p
-            for m in messages
-            for p in getattr(m, "parts", [])
-            if isinstance(p, ToolReturnPart)
-        ]
-        if returned:
-            return ModelResponse(parts=[TextPart(f"done: {returned[0].content}")])
-        return ModelResponse(
-            parts=[
-                ToolCallPart(
-                    "refund", {"order_id": "P-1", "amount": 25}, tool_call_id="pa-1"
-                )
-            ]
-        )
-
-    agent = Agent(FunctionModel(model), output_type=[str, DeferredToolRequests])
+    model = pydantic_ai_refund_model(order_id="P-1", amount=25, call_id="pa-1")
+    agent = Agent(model, output_type=[str, DeferredToolRequests])
     ran: list[dict[str, Any]] = []
 
     @agent.tool_plain(requires_approval=True)
@@ -287,8 +247,6 @@ def test_langgraph_human_in_the_loop_runs_the_edited_call_once(
     )
     from langchain.agents import create_agent
     from langchain.agents.middleware import HumanInTheLoopMiddleware
-    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-    from langchain_core.messages import AIMessage
     from langchain_core.tools import tool
     from langgraph.checkpoint.memory import InMemorySaver
 
@@ -300,27 +258,7 @@ def test_langgraph_human_in_the_loop_runs_the_edited_call_once(
         ran.append({"order_id": order_id, "amount": amount})
         return f"refunded {amount}"
 
-    class FakeModel(GenericFakeChatModel):
-        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-            return self
-
-    model = FakeModel(
-        messages=iter(
-            [
-                AIMessage(
-                    content="",
-                    tool_calls=[
-                        {
-                            "name": "refund",
-                            "args": {"order_id": "L-1", "amount": 25},
-                            "id": "lg-1",
-                        }
-                    ],
-                ),
-                AIMessage(content="done"),
-            ]
-        )
-    )
+    model = langgraph_refund_model(order_id="L-1", amount=25, call_id="lg-1")
     agent = create_agent(
         model,
         tools=[refund],
@@ -463,17 +401,7 @@ def test_the_integration_docs_examples_run(
 ) -> None:
     """Each Python example of docs/integrations.md runs against the live server."""
     from claude_agent_sdk import ClaudeAgentOptions
-    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-    from langchain_core.messages import AIMessage
     from langchain_core.tools import tool
-    from pydantic_ai.messages import (
-        ModelMessage,
-        ModelResponse,
-        TextPart,
-        ToolCallPart,
-        ToolReturnPart,
-    )
-    from pydantic_ai.models.function import AgentInfo, FunctionModel
 
     examples = _examples()
     assert set(examples) == {"client", "pydantic-ai", "langgraph", "claude-agent-sdk"}
@@ -481,43 +409,22 @@ def test_the_integration_docs_examples_run(
     approver = token_for(nonstaff_approver)
     base = {"BASE_URL": live.url, "TOKEN": token}
 
-    def pydantic_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        if any(isinstance(p, ToolReturnPart) for m in messages for p in m.parts):
-            return ModelResponse(parts=[TextPart("done")])
-        return ModelResponse(
-            parts=[ToolCallPart("refund", {"order_id": "A-1", "amount": 25})]
-        )
-
-    class FakeModel(GenericFakeChatModel):
-        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-            return self
-
     @tool
     def refund(order_id: str, amount: float) -> str:
         """Refund an order."""
         return f"refunded {amount}"
 
-    langgraph_model = FakeModel(
-        messages=iter(
-            [
-                AIMessage(
-                    content="",
-                    tool_calls=[
-                        {
-                            "name": "refund",
-                            "args": {"order_id": "A-1", "amount": 25},
-                            "id": "c1",
-                        }
-                    ],
-                ),
-                AIMessage(content="done"),
-            ]
-        )
-    )
     namespaces = {
         "client": dict(base),
-        "pydantic-ai": {**base, "model": FunctionModel(pydantic_model)},
-        "langgraph": {**base, "model": langgraph_model, "refund": refund},
+        "pydantic-ai": {
+            **base,
+            "model": pydantic_ai_refund_model(order_id="A-1", amount=25, call_id="p1"),
+        },
+        "langgraph": {
+            **base,
+            "model": langgraph_refund_model(order_id="A-1", amount=25, call_id="c1"),
+            "refund": refund,
+        },
         "claude-agent-sdk": dict(base),
     }
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Final
 
 #: ``billing`` is strict (only the tools its policies name); ``helper`` is not.
@@ -119,3 +122,78 @@ def approve_when_pending(
             if time.monotonic() > deadline:
                 raise AssertionError(f"no pending {tool} request within {timeout}s")
             time.sleep(0.05)
+
+
+@contextmanager
+def signed_webhook_receiver(secret: str) -> Iterator[tuple[list[dict[str, Any]], str]]:
+    """Serve a local HTTP endpoint verifying each Standard Webhooks POST with ``secret``.
+
+    Yields the verified payloads received (in order) and the endpoint's URL.
+    """
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from standardwebhooks.webhooks import Webhook
+
+    received: list[dict[str, Any]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["content-length"]))
+            received.append(Webhook(secret).verify(body, dict(self.headers)))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield received, f"http://127.0.0.1:{server.server_address[1]}/hook"
+    finally:
+        server.shutdown()
+
+
+def langgraph_refund_model(*, order_id: str, amount: float, call_id: str) -> Any:
+    """Return a LangChain fake chat model proposing one ``refund`` call, then saying "done"."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+
+    class ToolCallingFake(GenericFakeChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self
+
+    call = {"name": "refund", "args": {"order_id": order_id, "amount": amount}}
+    return ToolCallingFake(
+        messages=iter(
+            [
+                AIMessage(content="", tool_calls=[{**call, "id": call_id}]),
+                AIMessage(content="done"),
+            ]
+        )
+    )
+
+
+def pydantic_ai_refund_model(*, order_id: str, amount: float, call_id: str) -> Any:
+    """Return a Pydantic AI ``FunctionModel`` proposing one ``refund``, then "done: <result>"."""
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+    )
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returned = [
+            p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)
+        ]
+        if returned:
+            return ModelResponse(parts=[TextPart(f"done: {returned[0].content}")])
+        arguments = {"order_id": order_id, "amount": amount}
+        return ModelResponse(
+            parts=[ToolCallPart("refund", arguments, tool_call_id=call_id)]
+        )
+
+    return FunctionModel(model)

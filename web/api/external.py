@@ -267,27 +267,12 @@ class ExternalCallClaimApi(APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         call = _owned_call(request, tool_call_id)
-        external_call_claim(
+        state = external_call_claim(
             call=call,
             holder=data.validated_data["holder"],
             lease_seconds=data.validated_data["leaseSeconds"],
         )
-        state = external_call_status(call)
-        if (
-            state["status"] == "claimed"
-            and state["claim"]["holder"] == (data.validated_data["holder"])
-        ):
-            return Response(self.OutputSerializer(state).data)
-        return Response(
-            {
-                "type": "not_claimable",
-                "detail": f"call {tool_call_id!r} is {state['status']!r}, not approved "
-                "for you to run; do not run it",
-                "fields": {"status": [state["status"]]},
-                "call": self.OutputSerializer(state).data,
-            },
-            status=status.HTTP_409_CONFLICT,
-        )
+        return Response(self.OutputSerializer(state).data)
 
 
 class ExternalCallOutcomeApi(APIView):
