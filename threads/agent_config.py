@@ -241,6 +241,12 @@ def agent_keys(provider: str) -> dict[str, Any]:
     return {**_COMMON_KEYS, **extra}
 
 
+def external_agent_names() -> list[str]:
+    """Return the names of the agents configured with ``"provider": "external"``."""
+    agents = getattr(settings, "COUNTERSIGN_AGENTS", {})
+    return sorted(name for name in agents if agent_is_external(name))
+
+
 def agent_is_external(name: str) -> bool:
     """Return whether agent ``name`` is configured with ``"provider": "external"``.
 

@@ -504,6 +504,18 @@ def test_the_janitors_redelivery_of_a_lapsed_claim_records_outcome_unknown(
     assert status["status"] == "outcome_unknown"
 
 
+def test_the_janitor_leaves_an_approved_unclaimed_call_to_its_caller(
+    api: Any, approver_api: Any
+) -> None:
+    """An approved external call waiting for its claim is no lost message."""
+    from orchestration.janitor import lost_messages_requeue
+
+    _approved(api, approver_api)
+    ToolExecution.objects.update(created_at=timezone.now() - timedelta(hours=1))
+    counts = lost_messages_requeue(stale_seconds=1)
+    assert counts["executions_requeued"] == 0
+
+
 # -- waiting -----------------------------------------------------------------------
 
 
