@@ -7,10 +7,13 @@ ledger; no worker is needed (an external agent's call is run by its caller).
 from __future__ import annotations
 
 import base64
+import json
+import time
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest, AuditEntry, ToolExecution
@@ -569,3 +572,84 @@ def test_a_decision_reaches_the_agents_signed_webhook(
     assert len(received) == 1
     assert received[0]["type"] == "approval.decided"
     assert received[0]["data"]["id"] == body["approvalId"]
+
+
+def test_a_long_poll_on_a_decided_call_answers_at_once(api: Any) -> None:
+    """?wait= returns as soon as the call is decided (here: already, by its policy)."""
+    body = declare(api, tool="lookup", arguments={"order_id": "A-1"}).json()
+    started = time.monotonic()
+    response = api.get(f"/api/external/tool-calls/{body['toolCallId']}/?wait=30")
+    assert response.status_code == 200
+    assert response.json()["status"] == "approved"
+    assert time.monotonic() - started < 10
+
+
+def test_a_long_poll_on_a_pending_call_answers_pending_after_the_wait(
+    api: Any,
+) -> None:
+    body = declare(api).json()
+    started = time.monotonic()
+    response = api.get(f"/api/external/tool-calls/{body['toolCallId']}/?wait=0.3")
+    assert response.json()["status"] == "pending"
+    assert time.monotonic() - started >= 0.3
+
+
+def test_the_sse_stream_of_a_final_call_sends_its_state_and_ends(api: Any) -> None:
+    body = declare(api, tool="wipe", arguments={}).json()
+    response = api.get(f"/api/external/tool-calls/{body['toolCallId']}/events/")
+    assert response.status_code == 200
+    assert response["content-type"] == "text/event-stream"
+
+    async def read() -> str:
+        chunks = [c async for c in response.streaming_content]
+        return "".join(c.decode() if isinstance(c, bytes) else c for c in chunks)
+
+    text = async_to_sync(read)()
+    frames = [f for f in text.split("\n\n") if f.startswith("id:")]
+    assert len(frames) == 1
+    assert frames[0].splitlines()[:2] == ["id: 1", "event: state"]
+    assert json.loads(frames[0].splitlines()[2][len("data: ") :])["status"] == "denied"
+
+
+def test_the_sse_stream_needs_credentials_and_a_visible_call(
+    api: Any, other_api: Any
+) -> None:
+    from rest_framework.test import APIClient
+
+    body = declare(api).json()
+    url = f"/api/external/tool-calls/{body['toolCallId']}/events/"
+    assert APIClient().get(url).status_code == 401
+    assert other_api.get(url).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "holder"),
+        ({"holder": "r1", "error": "x" * 101}, "error"),
+        ({"holder": "r1", "extra": 1}, "extra"),
+        ({"holder": ["r1"]}, "holder"),
+    ],
+)
+def test_malformed_outcomes_answer_400_naming_the_field(
+    api: Any, approver_api: Any, body: dict[str, Any], field: str
+) -> None:
+    state = _approved(api, approver_api)
+    call_id = state["toolCallId"]
+    api.post(
+        f"/api/external/tool-calls/{call_id}/claim/", {"holder": "r1"}, format="json"
+    )
+    response = api.post(
+        f"/api/external/tool-calls/{call_id}/outcome/", body, format="json"
+    )
+    assert response.status_code == 400
+    assert field in response.json()["fields"]
+    assert ToolExecution.objects.get().state == "reserved"
+
+
+def test_a_long_poll_without_credentials_is_refused(api: Any) -> None:
+    from rest_framework.test import APIClient
+
+    body = declare(api).json()
+    response = APIClient().get(f"/api/external/tool-calls/{body['toolCallId']}/?wait=5")
+    assert response.status_code == 401
