@@ -74,6 +74,7 @@ def test_dc05_schema_is_openapi_3_with_every_operation(api):
         "external_tool_calls_retrieve",
         "external_tool_calls_claim",
         "external_tool_calls_outcome",
+        "external_tool_calls_events",
     }
     for name, (_, _, op) in operations.items():
         for code in ("401", "403"):

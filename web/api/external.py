@@ -313,6 +313,28 @@ class ExternalCallOutcomeApi(APIView):
         return Response(self.OutputSerializer(external_call_status(call)).data)
 
 
+class ExternalCallEventsApi(APIView):
+    """``GET /api/external/tool-calls/<toolCallId>/events/``: the call's state as SSE.
+
+    Documents :func:`external_call_events`, which serves it.
+    """
+
+    @extend_schema(
+        operation_id="external_tool_calls_events",
+        description="Server-Sent Events: `event: state`, `id: <n>`, `data:` the "
+        "call's state JSON (as the retrieve operation answers), now and at each "
+        "change; the stream ends after a final state.",
+        responses={
+            (200, "text/event-stream"): OpenApiResponse(
+                OpenApiTypes.STR, description="The call's states, as SSE frames."
+            ),
+            **errors(401, 403, 404),
+        },
+    )
+    def get(self, request: Request, tool_call_id: str) -> Response:
+        raise NotImplementedError("served by external_call_events")  # pragma: no cover
+
+
 # -- waiting -------------------------------------------------------------------------
 
 _detail_view = csrf_exempt(ExternalCallDetailApi.as_view())
@@ -404,6 +426,8 @@ async def external_call_events(
     return response
 
 
-# drf-spectacular documents the wrapped DRF view (its ``cls``) for the async path.
+# drf-spectacular documents the async views through these DRF views (``cls``).
 external_call_detail.cls = ExternalCallDetailApi  # type: ignore[attr-defined]
 external_call_detail.initkwargs = {}  # type: ignore[attr-defined]
+external_call_events.cls = ExternalCallEventsApi  # type: ignore[attr-defined]
+external_call_events.initkwargs = {}  # type: ignore[attr-defined]
