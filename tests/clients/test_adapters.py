@@ -8,7 +8,7 @@ with the real framework packages and Countersign's real HTTP stack.
 from __future__ import annotations
 
 import operator
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from countersign_client import Client
@@ -21,6 +21,13 @@ from threads.models import ToolCall
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("external_agents")]
 
 
+class State(TypedDict):
+    """A graph that asks about each of ``asks`` with ``interrupt()``."""
+
+    asks: list[dict[str, Any]]
+    answers: Annotated[list[Any], operator.add]
+
+
 def gate_for(user: Any, conversation_id: str) -> Gate:
     token = Token.objects.get_or_create(user=user)[0].key
     client = Client(
@@ -31,16 +38,11 @@ def gate_for(user: Any, conversation_id: str) -> Gate:
 
 def test_a_plain_interrupt_is_answered_with_the_decision(user: Any) -> None:
     """A graph's own interrupt({"name", "args"}) resumes with {"approved", "args", "reason"}."""
-    from typing import Annotated
 
     from countersign_client.adapters.langgraph import resume_command
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.graph import END, START, StateGraph
     from langgraph.types import interrupt
-
-    class State(TypedDict):
-        asks: list[dict[str, Any]]
-        answers: Annotated[list[Any], operator.add]
 
     def ask(state: State) -> dict[str, Any]:
         return {"answers": [interrupt(ask_) for ask_ in state["asks"]]}
