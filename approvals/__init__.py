@@ -28,6 +28,7 @@ PUBLIC_MODULES = frozenset(
         "approvals.services.elicitation",
         "approvals.services.escalation",
         "approvals.services.execution",
+        "approvals.services.external",
         "approvals.services.grants",
         "approvals.services.resume",
         "approvals.services.votes",

@@ -37,7 +37,7 @@ from approvals.models import (
 )
 from core.conf import countersign_settings
 from core.types import AnyUser
-from threads.agent_config import agent_toolset
+from threads.agent_config import run_toolset
 
 if TYPE_CHECKING:
     from agentcore.tools import Tool
@@ -115,7 +115,7 @@ def approval_tool(approval: ApprovalRequest) -> Tool | None:
     Never raises: an unknown agent gives ``None`` (a remote agent's tool is its own).
     """
     try:
-        return agent_toolset(approval.run.agent).resolve(approval.tool_name)
+        return run_toolset(approval.run).resolve(approval.tool_name)
     except Exception:
         logger.warning("no tool for approval %s", approval.pk, exc_info=True)
         return None

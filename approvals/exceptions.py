@@ -138,3 +138,58 @@ class ResumeInvalid(ResumeRefused):
     """A malformed resume (a repeated entry, a payload failing ``responseSchema``): 400."""
 
     status = 400
+
+
+class ExternalCallInvalid(ApprovalError):
+    """A declared call the approval API refuses before recording anything: 400.
+
+    ``field`` names the request member at fault (``agent``, ``tool``,
+    ``arguments``, ``inputSchema``...); the message says what to send instead.
+    """
+
+    code = "invalid_external_call"
+    status = 400
+
+    def __init__(self, message: str, *, field: str, code: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+        if code:
+            self.code = code
+
+
+class ExecutionClaimed(ExecutionInProgress):
+    """Another claimant holds a live claim on the call's execution; ``holder`` names it."""
+
+    code = "claimed_by_another"
+    field = "holder"
+
+    def __init__(self, message: str, *, retry_after: float, holder: str) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.holder = holder
+
+
+class OutcomeRefused(ApprovalError):
+    """An outcome report that cannot be recorded (no claim, another holder, a second body): 409."""
+
+    code = "outcome_refused"
+    status = 409
+
+    def __init__(self, message: str, *, code: str, field: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.field = field
+
+
+class NotClaimable(ApprovalError):
+    """The call may not be claimed: not approved (pending, refused, run already...): 409.
+
+    ``call_status`` is its status in the approval API (docs/integrations.md).
+    """
+
+    code = "not_claimable"
+    status = 409
+    field = "status"
+
+    def __init__(self, message: str, *, call_status: str) -> None:
+        super().__init__(message)
+        self.call_status = call_status

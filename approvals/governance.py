@@ -80,6 +80,14 @@ def _declared(agent: str, tool_name: str) -> tuple[Any, str] | None:
     return None
 
 
+def policy_declared(*, agent: str, tool_name: str) -> bool:
+    """Return whether an admin ``ToolPolicy`` row or the agent's settings name ``tool_name``.
+
+    A strict external agent accepts only the tools a policy names. Implements LP-01.
+    """
+    return _declared(agent, tool_name) is not None
+
+
 def call_policy(
     *, thread: Thread, agent: str, tool: Tool, arguments: dict[str, Any]
 ) -> PolicyDecision:

@@ -34,7 +34,7 @@ from approvals.labels import approval_label
 from approvals.models import ApprovalRequest
 from approvals.selectors import approval_risk
 from approvals.services.votes import approvals_progress
-from threads.agent_config import agent_toolset
+from threads.agent_config import run_toolset
 from threads.models import Run
 
 #: ``Interrupt.reason`` of a held tool call (IR-03).
@@ -43,7 +43,7 @@ TOOL_CALL_REASON = "tool_call"
 
 def _tool(approval: ApprovalRequest) -> Any:
     try:
-        return agent_toolset(approval.run.agent).resolve(approval.tool_name)
+        return run_toolset(approval.run).resolve(approval.tool_name)
     except Exception:
         return None
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from threads.agent_config import agent_toolset
+from threads.agent_config import run_toolset
 
 if TYPE_CHECKING:
     from approvals.models import ApprovalRequest
@@ -24,7 +24,7 @@ def approval_label(approval: ApprovalRequest) -> str:
     Never raises: an unknown agent or tool, or a failing label, gives ``""``.
     """
     try:
-        tool = agent_toolset(approval.run.agent).resolve(approval.tool_name)
+        tool = run_toolset(approval.run).resolve(approval.tool_name)
         if tool is None:
             return ""
         arguments = approval.approved_arguments

@@ -291,6 +291,12 @@ class ToolExecution(models.Model):
     #: that finds the reservation before then waits instead of running it again.
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    #: Who holds the reservation of an external agent's call: the claimant its
+    #: caller named (one replica); blank for a Countersign worker's.
+    holder = models.CharField(max_length=200, blank=True, default="")
+    #: SHA-256 of the outcome an external caller reported, so a retry of the same
+    #: report is answered again and a different second one is refused.
+    outcome_sha256 = models.CharField(max_length=64, blank=True, default="")
 
     def __str__(self) -> str:
         return f"{self.tool_call} {self.state}"

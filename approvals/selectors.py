@@ -594,3 +594,134 @@ def approvals_pending_summary() -> tuple[dict[tuple[str, str], int], datetime | 
         if oldest is None or approval.requested_at < oldest:
             oldest = approval.requested_at
     return counts, oldest
+
+
+#: An external call's ``status`` by its call's state (docs/integrations.md).
+_EXTERNAL_STATUS: dict[str, str] = {
+    ToolCall.State.PENDING: "pending",
+    ToolCall.State.AWAITING_APPROVAL: "pending",
+    ToolCall.State.APPROVED: "approved",
+    ToolCall.State.EXECUTING: "claimed",
+    ToolCall.State.SUCCEEDED: "succeeded",
+    ToolCall.State.FAILED: "failed",
+    ToolCall.State.DECLINED: "rejected",
+    ToolCall.State.EXPIRED: "expired",
+    ToolCall.State.CANCELLED: "cancelled",
+    ToolCall.State.OUTCOME_UNKNOWN: "outcome_unknown",
+}
+#: Statuses after which nothing changes any more for the caller.
+EXTERNAL_FINAL_STATUSES = frozenset(
+    {"succeeded", "failed", "rejected", "denied", "expired", "cancelled", "refused"}
+)
+#: Statuses a waiting caller stops at: decided, or final.
+EXTERNAL_DECIDED_STATUSES = EXTERNAL_FINAL_STATUSES | {
+    "approved",
+    "claimed",
+    "outcome_unknown",
+}
+
+
+def external_call_get(*, user: AnyUser, tool_call_id: str) -> ToolCall | None:
+    """Return the external agent's call ``tool_call_id`` if ``user`` may see it, else ``None``.
+
+    Visible to the token that declared it (the thread's owner) and to whoever may
+    see its thread (operators with the decide permission, staff).
+    """
+    return (
+        ToolCall.objects.select_related("run", "thread", "thread__owner")
+        .filter(tool_call_id=tool_call_id, thread__in=thread_visible_to(user=user))
+        .exclude(run__input__external__isnull=True)
+        .first()
+    )
+
+
+def external_call_status(call: ToolCall) -> dict[str, Any]:
+    """Return what the approval API tells a caller about its declared ``call`` (camelCase JSON).
+
+    ``{"toolCallId", "threadId", "runId", "agent", "tool", "status", "approvalId",
+    "expiresAt", "decision", "claim", "outcome"}``. ``status`` is ``pending``
+    (waiting for a person), ``approved`` (claim it, then run it), ``claimed``,
+    ``succeeded``/``failed`` (the outcome reported), ``rejected``, ``denied``
+    (the policy refuses it), ``refused`` (it may not run: the arguments or the
+    authorization changed), ``expired``, ``cancelled`` or ``outcome_unknown``.
+    ``decision`` is ``null`` until decided, then ``{"approved", "arguments",
+    "argumentsHash", "edited", "authorizedBy", "reason", "decidedBy",
+    "decidedAt"}``: ``arguments`` are the ones to run (an approver's edit
+    included). ``claim`` is ``{"holder", "leaseExpiresAt", "notBefore"}`` once an
+    execution exists; ``outcome`` is ``{"content", "error"}`` once the call is
+    answered. Implements SEC-02, DC-05.
+    """
+    call.refresh_from_db()
+    approval = ApprovalRequest.objects.filter(tool_call=call).first()
+    execution = ToolExecution.objects.filter(tool_call=call).first()
+    answer = (
+        Message.objects.filter(thread_id=call.thread_id, tool_call_id=call.tool_call_id)
+        .only("content", "error")
+        .first()
+    )
+    status = _EXTERNAL_STATUS.get(call.state, call.state)
+    if answer is not None and answer.error == "policy_denied":
+        status = "denied"
+    elif answer is not None and answer.error == "refused" and execution is not None:
+        status = "refused" if not execution.outcome_sha256 else status
+    decision: dict[str, Any] | None = None
+    if execution is not None:
+        decision = {
+            "approved": True,
+            "arguments": execution.arguments,
+            "argumentsHash": execution.arguments_hash,
+            "edited": bool(approval is not None and approval.edited),
+            "authorizedBy": execution.authorized_by,
+        }
+    elif approval is not None and approval.status != ApprovalRequest.Status.PENDING:
+        decision = {
+            "approved": False,
+            "arguments": None,
+            "argumentsHash": None,
+            "edited": False,
+            "authorizedBy": None,
+        }
+    elif status in ("denied", "expired", "cancelled"):
+        decision = {
+            "approved": False,
+            "arguments": None,
+            "argumentsHash": None,
+            "edited": False,
+            "authorizedBy": "policy" if status == "denied" else None,
+        }
+    if decision is not None:
+        decided = approval is not None and approval.decided_at is not None
+        decision |= {
+            "reason": approval.reason if approval is not None else "",
+            "decidedBy": getattr(approval.decided_by, "username", None)
+            if approval is not None
+            else None,
+            "decidedAt": approval.decided_at.isoformat()
+            if decided and approval is not None and approval.decided_at
+            else None,
+        }
+    return {
+        "toolCallId": call.tool_call_id,
+        "threadId": call.thread.thread_id,
+        "runId": call.run.run_id,
+        "agent": call.run.agent,
+        "tool": call.name,
+        "status": status,
+        "approvalId": approval.pk if approval is not None else None,
+        "expiresAt": approval.expires_at.isoformat() if approval is not None else None,
+        "decision": decision,
+        "claim": None
+        if execution is None
+        else {
+            "holder": execution.holder or None,
+            "leaseExpiresAt": execution.lease_expires_at.isoformat()
+            if execution.lease_expires_at and execution.holder
+            else None,
+            "notBefore": execution.not_before.isoformat()
+            if execution.not_before
+            else None,
+        },
+        "outcome": None
+        if answer is None
+        else {"content": answer.content, "error": answer.error},
+    }

@@ -13,6 +13,7 @@ PUBLIC_MODULES = frozenset(
     {
         "orchestration.chat",
         "orchestration.gateway",
+        "orchestration.external",
         "orchestration.janitor",
         "orchestration.pipeline",
         "orchestration.resume",

@@ -65,6 +65,7 @@ from orchestration.supervision import (
     redis_uptime_seconds,
     requeue_claim,
 )
+from threads.agent_config import external_agent_names
 from threads.execution import enqueue
 from threads.models import Run, ToolCall
 
@@ -319,7 +320,10 @@ def _lost_messages(sweep: _Sweep, *, queued_seconds: float | None) -> None:
             state=ToolExecution.State.QUEUED, created_at__lt=cutoff
         )
         .filter(Q(not_before__isnull=True) | Q(not_before__lt=cutoff))
-        .exclude(tool_call__state=ToolCall.State.AWAITING_APPROVAL),
+        .exclude(tool_call__state=ToolCall.State.AWAITING_APPROVAL)
+        # An external agent's approved call waits for its caller's claim, not
+        # for a worker: no message of it was lost.
+        .exclude(tool_call__run__agent__in=external_agent_names()),
         since_field="created_at",
         why=f"execution still queued after {window}s; enqueueing it again",
     )

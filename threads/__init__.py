@@ -16,6 +16,7 @@ PUBLIC_MODULES = frozenset(
         "threads.exceptions",
         "threads.execution",
         "threads.gateway",
+        "threads.external",
         "threads.idempotency",
         "threads.ids",
         "threads.interrupt_sources",

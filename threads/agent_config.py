@@ -39,6 +39,7 @@ top-level or in ``options``, names the key and the agent (:func:`config_problems
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -54,6 +55,7 @@ from threads.mcp_servers import toolset_with_mcp
 if TYPE_CHECKING:
     from agentcore.agents import Agent
     from agentcore.tools import Tool, Toolset
+    from threads.models import Run
 
 #: The provider of an MCP gateway: an entry served at ``/mcp/<name>/`` whose calls come
 #: from MCP clients; no model runs, and its runs are never continued (docs/mcp.md).
@@ -67,6 +69,7 @@ PROVIDERS = (
     "gemini",
     "agui_http",
     GATEWAY_PROVIDER,
+    "external",
 )
 KEY_ENV = {
     "openai_chat": "OPENAI_API_KEY",
@@ -106,6 +109,15 @@ _GATEWAY_KEYS: Final[dict[str, Any]] = {
     "description": str,
     "hold_seconds": float,
     "progress_seconds": float,
+}
+#: Keys of an external agent: one that runs elsewhere and declares its calls
+#: through the approval API (docs/integrations.md). ``strict`` refuses a tool
+#: its ``policies`` do not name.
+_EXTERNAL_KEYS: Final[dict[str, Any]] = {
+    "strict": bool,
+    "description": str,
+    # {"url", "secret"}: the caller's signed callback (approvals.notifications).
+    "webhook": dict[str, str],
 }
 
 
@@ -155,6 +167,82 @@ def agent_toolset(name: str) -> Toolset:
     return toolset_with_mcp(name, config, local)
 
 
+#: The schema of a declared tool that gave none: any JSON object.
+ANY_OBJECT: Final[dict[str, Any]] = {"type": "object"}
+
+
+class CallerExecutes(RuntimeError):
+    """Raised if a worker ever tried to run an external agent's tool itself."""
+
+
+def _runs_at_caller(params: dict[str, Any], context: Any) -> None:
+    raise CallerExecutes(
+        "an external agent's tool runs at its caller, which claims the call and "
+        "reports its outcome; Countersign never runs it"
+    )
+
+
+def external_tool(declared: Mapping[str, Any]) -> Tool:
+    """Return the :class:`agentcore.tools.Tool` for a declared tool (AG-UI ``Tool`` JSON).
+
+    ``declared`` is ``{"name", "description"?, "parameters"?, "annotations"?}``;
+    ``annotations`` are MCP's tool hints (``readOnlyHint``, ``destructiveHint``,
+    ``idempotentHint``). The tool is an application tool whose default policy is
+    ``require_approval``: an external agent's tool without a configured policy
+    always goes to a person, whatever its hints say (hints never lower a policy).
+    It is never idempotent to Countersign: a claim whose lease lapsed becomes
+    ``outcome_unknown``. Raises :class:`agentcore.tools.ToolDefinitionError` for a
+    name or schema providers would refuse.
+    """
+    from agentcore.tools import Tool
+
+    annotations = declared.get("annotations") or {}
+    name = str(declared.get("name") or "")
+    parameters = declared.get("parameters", ANY_OBJECT)
+    return Tool(
+        name=name,
+        description=str(declared.get("description") or "")
+        or f"{name}, declared by an external agent",
+        # Anything but an object is passed on for the Tool to refuse, naming it.
+        parameters=dict(parameters) if isinstance(parameters, Mapping) else parameters,
+        execute=_runs_at_caller,
+        runs_on="application",
+        # Destructive wins over read-only when a caller sends both.
+        is_read_only=bool(annotations.get("readOnlyHint", False))
+        and not annotations.get("destructiveHint", False),
+        is_destructive=bool(annotations.get("destructiveHint", False)),
+        policy="require_approval",
+        idempotent=False,
+    )
+
+
+def external_tools(*, run_input: Mapping[str, Any] | None) -> Toolset:
+    """Return the toolset of the tools declared in an external run's ``run_input``."""
+    from agentcore.tools import Toolset
+
+    return Toolset.assemble(
+        [
+            external_tool(declared)
+            for declared in (run_input or {}).get("tools", []) or []
+            if isinstance(declared, Mapping)
+        ]
+    )
+
+
+def run_toolset(run: Run) -> Toolset:
+    """Return the toolset ``run``'s calls resolve against.
+
+    The agent's configured toolset (:func:`agent_toolset`), except for an
+    external agent (:func:`agent_is_external`), whose tools are the ones its
+    caller declared with the call, kept in the run's input
+    (:func:`external_tools`). Raises :class:`UnknownAgent` for an
+    agent that is not configured. Implements RT-03.
+    """
+    if agent_is_external(run.agent):
+        return external_tools(run_input=run.input)
+    return agent_toolset(run.agent)
+
+
 def agent_application_tools(name: str) -> list[Tool]:
     """Return the application-side tools agent ``name`` advertises in ``RunAgentInput.tools``."""
     return [t for t in agent_toolset(name) if t.runs_on == "application"]
@@ -167,8 +255,29 @@ def agent_keys(provider: str) -> dict[str, Any]:
             **{k: v for k, v in _COMMON_KEYS.items() if k != "options"},
             **_GATEWAY_KEYS,
         }
+    if provider == "external":
+        return {"provider": str, "policies": dict[str, Any], **_EXTERNAL_KEYS}
     extra = _REMOTE_KEYS if provider == "agui_http" else _LOOP_KEYS
     return {**_COMMON_KEYS, **extra}
+
+
+def external_agent_names() -> list[str]:
+    """Return the names of the agents configured with ``"provider": "external"``."""
+    agents = getattr(settings, "COUNTERSIGN_AGENTS", {})
+    return sorted(name for name in agents if agent_is_external(name))
+
+
+def agent_is_external(name: str) -> bool:
+    """Return whether agent ``name`` is configured with ``"provider": "external"``.
+
+    An external agent runs elsewhere: it declares each call through the approval
+    API, and its caller (not a Countersign worker) executes an approved call and
+    reports the outcome. Countersign never runs it, so an answered call has no
+    continuation run. An unknown name is not external.
+    """
+    agents = getattr(settings, "COUNTERSIGN_AGENTS", {})
+    config = agents.get(name)
+    return isinstance(config, dict) and config.get("provider") == "external"
 
 
 def agent_options(config: dict[str, Any]) -> dict[str, Any]:
@@ -286,6 +395,11 @@ def agent_build(name: str) -> Agent:
             f"clients at /mcp/{name}/; talk to another agent"
         )
     options: dict[str, Any] = dict(config.get("options") or {})
+    if provider_name == "external":
+        raise UnknownAgent(
+            f"agent {name!r} is external: it runs elsewhere and declares its calls "
+            "through POST /api/external/tool-calls/; Countersign cannot run it"
+        )
     if provider_name == "agui_http":
         # Deferred: only the process that runs an agent imports its adapter (B6).
         from agentcore.providers.agui_http import RemoteAgent

@@ -29,7 +29,7 @@ from django.db.models import (
 from agentcore.arguments import ParsedArguments, parse_arguments
 from agentcore.tools import Tool
 from core.types import AnyUser
-from threads.agent_config import agent_settings, agent_toolset
+from threads.agent_config import agent_settings, agent_toolset, run_toolset
 from threads.exceptions import ThreadNotOwned, UnknownAgent
 from threads.models import (
     VIEW_ANY_THREAD_PERMISSION,
@@ -550,7 +550,7 @@ def tool_call_validation(*, call: ToolCall) -> dict[str, Any]:
     if call.state == ToolCall.State.STREAMING:
         return {**verdict, "verdict": "streaming"}
     try:
-        tool = agent_toolset(call.run.agent).resolve(call.name)
+        tool = run_toolset(call.run).resolve(call.name)
     except UnknownAgent:
         tool = None
     if tool is None:

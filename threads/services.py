@@ -29,6 +29,7 @@ from agentcore.interrupts import companion_call_for
 from core.types import User
 from threads.agent_config import (
     agent_application_tools,
+    agent_is_external,
     agent_is_gateway,
     agent_settings,
 )
@@ -235,6 +236,7 @@ def run_create(
     managed: bool = True,
     retry_of: Run | None = None,
     countdown: float = 0.0,
+    recorded: dict[str, Any] | None = None,
 ) -> Run:
     """Create a queued run on ``thread`` and enqueue its execution after commit.
 
@@ -249,11 +251,24 @@ def run_create(
     ``managed=False`` keeps the unmanaged shape of the run it continues.
     ``retry_of`` names the lost run whose turn this one repeats (its attempt is
     the next); ``countdown`` delays its execution by that many seconds.
-    Must be called inside a transaction holding the thread's row lock
+    ``recorded`` (the run's input) makes a run that is reported rather than run:
+    an external agent's declared call (:mod:`threads.external`), created
+    ``running`` and unmanaged, whose events the caller records; it is never
+    enqueued. Must be called inside a transaction holding the thread's row lock
     (:func:`threads.locks.thread_lock`), with ``continues`` read in it.
     """
     latest = thread.runs.order_by("-created_at", "-id").first()
     fields: dict[str, Any] = {}
+    if recorded is not None:
+        return Run.objects.create(
+            thread=thread,
+            agent=agent or thread.agent,
+            parent_run=latest,
+            status=Run.Status.RUNNING,
+            wire_state=Run.WireState.UNMANAGED,
+            input=recorded,
+            started_at=timezone.now(),
+        )
     if run_id:
         fields["run_id"] = run_id
     if client_input is not None:
@@ -547,6 +562,11 @@ def continuation_maybe_start(*, run: Run) -> Run | None:
         locked = run_lock(run_pk=run.pk, thread_pk=run.thread_id)
         wire_results_report(thread=locked.thread)
         if locked.status != Run.Status.AWAITING_TOOLS:
+            return None
+        if agent_is_external(locked.agent):
+            # Nothing to continue: the external agent runs elsewhere and learns
+            # the answer from the approval API; its run ends once answered.
+            run_finish_if_answered(run=locked)
             return None
         reserved = Run.objects.filter(continues=locked).first()
         if reserved is not None:

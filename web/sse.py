@@ -8,8 +8,9 @@ ignore and ``EventSource`` uses for ``Last-Event-ID``.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -128,4 +129,53 @@ async def follow_log(
                 yield KEEPALIVE
     finally:
         metrics.OPEN_STREAMS.labels("sse").dec()
+        await bell.leave()
+
+
+def json_sse_frame(event: str, data: dict[str, Any], *, seq: int) -> str:
+    """Return one SSE frame of a non-AG-UI stream: ``event``, ``id`` and JSON ``data``.
+
+    For the approval API's stream of a declared call's state
+    (``web.api.external``); AG-UI streams use :func:`sse_frame`.
+    """
+    body = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return f"id: {seq}\nevent: {event}\ndata: {body}\n\n"
+
+
+async def state_follow(
+    *,
+    thread_pk: int,
+    read: Callable[[], Awaitable[dict[str, Any]]],
+    done: Callable[[dict[str, Any]], bool],
+    timeout: float | None,
+) -> AsyncIterator[dict[str, Any]]:
+    """Yield ``read()`` at once and again each time it changes, until ``done`` or ``timeout``.
+
+    Woken by thread ``thread_pk``'s doorbell (any change on the thread), and
+    reads again every ``SOCKET_POLL_SECONDS`` when none rang (a lost doorbell
+    costs latency, never a state). ``timeout`` in seconds (``None``: until
+    ``done``). Used by the approval API's long-poll and its SSE stream.
+    """
+    register_server_loop(asyncio.get_running_loop())
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    poll = float(countersign_settings.SOCKET_POLL_SECONDS)
+    bell = Doorbell()
+    await bell.join(thread_group_name(thread_pk))
+    last: dict[str, Any] | None = None
+    try:
+        while True:
+            value = await read()
+            if value != last:
+                last = value
+                yield value
+            if done(value):
+                return
+            wait = poll
+            if deadline is not None:
+                wait = min(wait, deadline - loop.time())
+                if wait <= 0:
+                    return
+            await _doorbell(bell, wait)
+    finally:
         await bell.leave()

@@ -63,6 +63,10 @@ def deliveries_create(
     """
     created: list[NotificationDelivery] = []
     targets = [t for t in configured_targets() if event in t.events]
+    if any(t.agents for t in targets):
+        # Read only when a target is an agent's own (B2: no query otherwise).
+        agent = approval.run.agent
+        targets = [t for t in targets if not t.agents or agent in t.agents]
     if not targets:
         # No transaction opened for nothing (B2: two statements per decision).
         return created

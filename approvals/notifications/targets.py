@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import urlparse
 
+from django.conf import settings
+
 from core.conf import countersign_settings
 
 EVENTS: Final = (
@@ -86,6 +88,9 @@ class Target:
     channel: str = ""
     channels: tuple[tuple[str, str], ...] = ()
     api_url: str = SLACK_API_URL
+    #: Only requests of these agents (empty: every agent); an external agent's
+    #: own webhook hears only its calls.
+    agents: frozenset[str] = frozenset()
 
     def channel_for(self, groups: list[str]) -> str:
         """Return the channel of the first of ``groups`` that has one, else ``channel``."""
@@ -247,6 +252,38 @@ def configured_targets() -> list[Target]:
                 channel=str(entry.get("channel", "")),
                 channels=tuple((entry.get("channels") or {}).items()),
                 api_url=str(entry.get("api_url", SLACK_API_URL)),
+            )
+        )
+    return targets + external_agent_targets()
+
+
+def external_agent_targets() -> list[Target]:
+    """Return the webhook of each external agent that configures one (``"webhook"``).
+
+    ``COUNTERSIGN_AGENTS[name]["webhook"] = {"url": ..., "secret": "whsec_..."}``:
+    the agent's caller hears each decision on its calls (event ``decided``),
+    signed as every webhook is (Standard Webhooks), named ``agent:<name>``. An
+    entry without a valid URL or secret is left out.
+    """
+    agents = getattr(settings, "COUNTERSIGN_AGENTS", {}) or {}
+    targets: list[Target] = []
+    for name, config in agents.items():
+        hook = config.get("webhook") if isinstance(config, dict) else None
+        if config.get("provider") != "external" or not isinstance(hook, dict):
+            continue
+        url, secret = hook.get("url"), hook.get("secret")
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            continue
+        if not _secret_ok(secret):
+            continue
+        targets.append(
+            Target(
+                name=f"agent:{name}",
+                kind="webhook",
+                events=frozenset({"decided"}),
+                url=url,
+                secret=str(secret),
+                agents=frozenset({str(name)}),
             )
         )
     return targets

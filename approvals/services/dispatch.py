@@ -33,7 +33,7 @@ from approvals.transitions import AuditFact, call_transition, execution_transiti
 from core import tracing
 from core.conf import countersign_settings
 from core.types import User
-from threads.agent_config import agent_toolset
+from threads.agent_config import run_toolset
 from threads.answers import error_content, refusal_content, tool_message_write
 from threads.locks import tool_calls_lock
 from threads.models import Run, ToolCall
@@ -62,7 +62,7 @@ class Dispatched:
 
 def run_tools(run: Run) -> tuple[Toolset, set[str]]:
     """Return the agent's toolset and the names advertised in ``run``'s input (FT-01)."""
-    toolset = agent_toolset(run.agent)
+    toolset = run_toolset(run)
     advertised = {
         str(t["name"])
         for t in (run.input or {}).get("tools", [])

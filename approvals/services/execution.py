@@ -27,8 +27,10 @@ from agentcore.tools import Tool, Toolset
 from approvals.exceptions import (
     ApprovalAlreadyDecided,
     ApprovalPermissionDenied,
+    ExecutionClaimed,
     ExecutionDeferred,
     ExecutionInProgress,
+    OutcomeRefused,
 )
 from approvals.governance import call_policy
 from approvals.locks import execution_approval_lock, execution_lock
@@ -46,7 +48,8 @@ from approvals.services.reapproval import (
 from approvals.signals import approval_decided, approval_outcome, send_on_commit
 from approvals.transitions import AuditFact, call_transition, execution_transition
 from core.conf import countersign_settings
-from core.types import User
+from core.types import JSONValue, User
+from threads.agent_config import agent_is_external
 from threads.answers import error_content, tool_message_write
 from threads.models import ToolCall
 
@@ -92,7 +95,13 @@ class Settled:
     answered: bool = False
 
 
-def execution_reserve(*, thread_pk: int, tool_call_pk: int) -> Reserved | Settled:
+def execution_reserve(
+    *,
+    thread_pk: int,
+    tool_call_pk: int,
+    holder: str = "",
+    lease_seconds: float | None = None,
+) -> Reserved | Settled:
     """Reserve the execution of approved (or auto-approved) call ``tool_call_pk``.
 
     Under the call's row lock: refuse anything not approved or already answered;
@@ -106,6 +115,14 @@ def execution_reserve(*, thread_pk: int, tool_call_pk: int) -> Reserved | Settle
     returns :class:`Settled`. Raises :class:`ExecutionInProgress` while another
     delivery holds a live lease, :class:`ExecutionDeferred` before the
     execution's ``not_before``. Must run inside ``transaction.atomic()``.
+
+    An external agent's call (``threads.agent_config.agent_is_external``) is run
+    by its caller: a worker's delivery (no ``holder``) never reserves it, and
+    only makes a lapsed claim ``outcome_unknown``. The caller's claim passes
+    ``holder`` (the claimant, e.g. one replica) and ``lease_seconds``: the same
+    holder claiming again renews its lease; another one gets
+    :class:`ExecutionClaimed` naming the holder; a claim whose lease lapsed
+    without an outcome becomes ``outcome_unknown`` (BC32).
     Implements DC-04, LP-01, LP-05, LP-07, LP-08, BC32, BC34.
     """
     _, call, approval, execution = execution_approval_lock(
@@ -140,17 +157,36 @@ def execution_reserve(*, thread_pk: int, tool_call_pk: int) -> Reserved | Settle
             send_on_commit(approval_decided, approval)
     toolset, _ = run_tools(call.run)
     tool = toolset.resolve(call.name)
+    external = agent_is_external(call.run.agent)
     if execution.state == ToolExecution.State.RESERVED:
         now = timezone.now()
-        if execution.lease_expires_at is not None and now < execution.lease_expires_at:
+        lease_end = execution.lease_expires_at or now
+        live = now < lease_end
+        if live and external:
+            if not holder:
+                return Settled(call=call, execution=execution)
+            if holder != execution.holder:
+                raise ExecutionClaimed(
+                    f"call {call.tool_call_id!r} is claimed by {execution.holder!r} "
+                    f"until {lease_end.isoformat()}; do not run it",
+                    retry_after=(lease_end - now).total_seconds(),
+                    holder=execution.holder,
+                )
+            # The holder's own claim again: its lease is renewed, nothing reserved anew.
+            _lease_renew(execution=execution, lease_seconds=lease_seconds)
+            return Settled(call=call, execution=execution)
+        if live:
             raise ExecutionInProgress(
                 f"call {call.tool_call_id!r} is being executed by another delivery",
-                retry_after=min((execution.lease_expires_at - now).total_seconds(), 5.0)
-                + 0.1,
+                retry_after=min((lease_end - now).total_seconds(), 5.0) + 0.1,
             )
         if not (tool and tool.idempotent):
             _give_up_unknown(call=call, execution=execution)
             return Settled(call=call, execution=execution, answered=True)
+    if external and not holder:
+        # Delivered to a worker (an approval enqueues every execution): the
+        # caller claims it instead.
+        return Settled(call=call, execution=execution)
     if (
         execution.authorized_by == "approval"
         and approval is not None
@@ -167,7 +203,13 @@ def execution_reserve(*, thread_pk: int, tool_call_pk: int) -> Reserved | Settle
     if refusal is not None or tool is None:
         _refuse(call=call, execution=execution, detail=refusal or "")
         return Settled(call=call, execution=execution, answered=True)
-    _reserve(call=call, execution=execution, tool=tool)
+    _reserve(
+        call=call,
+        execution=execution,
+        tool=tool,
+        holder=holder,
+        lease_seconds=lease_seconds,
+    )
     return Reserved(
         call=call,
         execution=execution,
@@ -269,7 +311,14 @@ def _refuse(*, call: ToolCall, execution: ToolExecution, detail: str) -> None:
             send_on_commit(approval_outcome, approval, outcome="failed")
 
 
-def _reserve(*, call: ToolCall, execution: ToolExecution, tool: Tool) -> None:
+def _reserve(
+    *,
+    call: ToolCall,
+    execution: ToolExecution,
+    tool: Tool,
+    holder: str = "",
+    lease_seconds: float | None = None,
+) -> None:
     # An expired reservation of an idempotent tool is taken again (same key, LP-07).
     if execution.state != ToolExecution.State.RESERVED:
         execution_transition(
@@ -277,22 +326,97 @@ def _reserve(*, call: ToolCall, execution: ToolExecution, tool: Tool) -> None:
         )
     execution.attempts += 1
     execution.started_at = timezone.now()
+    execution.holder = holder
     execution.lease_expires_at = execution.started_at + timedelta(
-        seconds=float(tool.timeout or 60)
+        seconds=float(lease_seconds or tool.timeout or 60)
         + float(countersign_settings.EXECUTION_LEASE_GRACE_SECONDS)
     )
     execution.save(
-        update_fields=["state", "attempts", "started_at", "lease_expires_at"]
+        update_fields=["state", "attempts", "started_at", "lease_expires_at", "holder"]
     )
+    after: dict[str, JSONValue] = {"attempt": execution.attempts}
+    if holder:
+        after["holder"] = holder
     call_transition(
         call=call,
         to=ToolCall.State.EXECUTING,
-        audit=AuditFact(
-            action="execution.reserved",
-            target=execution,
-            after={"attempt": execution.attempts},
-        ),
+        audit=AuditFact(action="execution.reserved", target=execution, after=after),
         notify=True,
+    )
+
+
+def _lease_renew(*, execution: ToolExecution, lease_seconds: float | None) -> None:
+    """Extend the holder's live claim by ``lease_seconds`` from now (the grace added)."""
+    execution.lease_expires_at = timezone.now() + timedelta(
+        seconds=float(lease_seconds or 60)
+        + float(countersign_settings.EXECUTION_LEASE_GRACE_SECONDS)
+    )
+    execution.save(update_fields=["lease_expires_at"])
+
+
+def execution_outcome_report(
+    *,
+    thread_pk: int,
+    tool_call_pk: int,
+    holder: str,
+    result: ToolResult,
+    outcome_sha256: str,
+) -> Settled:
+    """Record the outcome an external caller reports for its claimed call; return the step.
+
+    Under the call's row lock: the report must come from the claim's ``holder``;
+    the first report is recorded as a worker's outcome is
+    (:func:`execution_outcome_record`: the execution, the one tool message, audit,
+    notifications), also after the claim lapsed into ``outcome_unknown`` (the
+    outcome is known now). ``outcome_sha256`` identifies the report's body: the
+    same report again changes nothing (``answered`` false), a different one raises
+    :class:`OutcomeRefused` (``outcome_conflict``), as do a report without a claim
+    (``outcome_without_claim``) and one from another holder
+    (``claimed_by_another``). Must run inside ``transaction.atomic()``.
+    Implements DC-04, LP-05, BC32.
+    """
+    _, call, locked = execution_lock(thread_pk=thread_pk, tool_call_pk=tool_call_pk)
+    if locked is not None and locked.outcome_sha256:
+        if locked.outcome_sha256 == outcome_sha256:
+            return Settled(call=call, execution=locked)
+        raise OutcomeRefused(
+            f"call {call.tool_call_id!r} already has a different outcome; an "
+            "outcome is reported once (resending the same body is safe)",
+            code="outcome_conflict",
+            field="result",
+        )
+    if (
+        locked is None
+        or locked.state == ToolExecution.State.QUEUED
+        or not locked.holder
+    ):
+        raise OutcomeRefused(
+            f"call {call.tool_call_id!r} was not claimed; claim it "
+            "(POST .../claim/) before running it, then report its outcome",
+            code="outcome_without_claim",
+            field="holder",
+        )
+    if locked.holder != holder:
+        raise OutcomeRefused(
+            f"call {call.tool_call_id!r} is claimed by {locked.holder!r}, not "
+            f"{holder!r}; only the holder reports its outcome",
+            code="claimed_by_another",
+            field="holder",
+        )
+    if locked.state not in (
+        ToolExecution.State.RESERVED,
+        ToolExecution.State.OUTCOME_UNKNOWN,
+    ):
+        raise OutcomeRefused(
+            f"call {call.tool_call_id!r} is already {locked.state!r} (an operator "
+            "resolved it); its outcome can no longer be reported",
+            code="outcome_conflict",
+            field="result",
+        )
+    locked.outcome_sha256 = outcome_sha256
+    locked.save(update_fields=["outcome_sha256"])
+    return execution_outcome_record(
+        thread_pk=thread_pk, tool_call_pk=tool_call_pk, result=result
     )
 
 

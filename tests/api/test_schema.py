@@ -70,6 +70,11 @@ def test_dc05_schema_is_openapi_3_with_every_operation(api):
         "grants_revoke",
         "tools_list",
         "agents_list",
+        "external_tool_calls_create",
+        "external_tool_calls_retrieve",
+        "external_tool_calls_claim",
+        "external_tool_calls_outcome",
+        "external_tool_calls_events",
     }
     for name, (_, _, op) in operations.items():
         for code in ("401", "403"):

@@ -10,6 +10,7 @@ from django.urls import path, re_path, register_converter
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from web.api import approvals as approvals_api
+from web.api import external as external_api
 from web.api import threads as threads_api
 
 
@@ -122,6 +123,31 @@ urlpatterns = [
         "grants/<pk:pk>/revoke/",
         approvals_api.GrantRevokeApi.as_view(),
         name="api-grant-revoke",
+    ),
+    path(
+        "external/tool-calls/",
+        external_api.ExternalCallDeclareApi.as_view(),
+        name="api-external-calls",
+    ),
+    path(
+        "external/tool-calls/<str:tool_call_id>/",
+        external_api.external_call_detail,
+        name="api-external-call",
+    ),
+    path(
+        "external/tool-calls/<str:tool_call_id>/events/",
+        external_api.external_call_events,
+        name="api-external-call-events",
+    ),
+    path(
+        "external/tool-calls/<str:tool_call_id>/claim/",
+        external_api.ExternalCallClaimApi.as_view(),
+        name="api-external-call-claim",
+    ),
+    path(
+        "external/tool-calls/<str:tool_call_id>/outcome/",
+        external_api.ExternalCallOutcomeApi.as_view(),
+        name="api-external-call-outcome",
     ),
     path("tools/", threads_api.ToolListApi.as_view(), name="api-tools"),
     path("agents/", threads_api.AgentListApi.as_view(), name="api-agents"),
