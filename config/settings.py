@@ -103,7 +103,7 @@ AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "web.ratelimit.login_lockout_response"
 # The address is REMOTE_ADDR: behind a proxy, let the ASGI server set it from
 # X-Forwarded-For (uvicorn --forwarded-allow-ips).
-AXES_CLIENT_IP_CALLABLE = "web.ratelimit.client_address"
+AXES_CLIENT_IP_CALLABLE = "web.ratelimit.login_client_address"
 AXES_VERBOSE = False
 
 ROOT_URLCONF = "config.urls"

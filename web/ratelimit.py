@@ -67,6 +67,17 @@ def client_address(request: HttpRequest) -> str:
     return str(request.META.get("REMOTE_ADDR") or "unknown")
 
 
+def login_client_address(request: HttpRequest) -> str | None:
+    """Return ``REMOTE_ADDR`` for django-axes, or ``None`` when the request has none.
+
+    Axes stores the address in an IP field: a placeholder such as ``"unknown"``
+    (a login made in code, e.g. ``Client.login``, has no address) is refused by
+    PostgreSQL's ``inet``, so no address is recorded as none.
+    """
+    address = request.META.get("REMOTE_ADDR")
+    return str(address) if address else None
+
+
 def token_ident(key: str) -> str:
     """Return the counter identity of API token ``key`` (a digest: keys never reach the cache)."""
     return "token:" + hashlib.sha256(key.encode()).hexdigest()[:32]

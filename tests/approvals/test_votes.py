@@ -12,6 +12,7 @@ import threading
 import pytest
 from django.db import connection
 
+from approvals.exceptions import ApprovalAlreadyDecided
 from approvals.models import (
     ApprovalRequest,
     ApprovalVote,
@@ -128,7 +129,7 @@ def test_one_rejection_rejects_unless_configured_otherwise(user, finance, execut
 def test_two_approvers_committing_the_nth_approval_at_once_execute_once(
     user, finance, executor
 ):
-    """N=2 after ada: grace and hopper approve at the same moment → one approved decision, one execution."""
+    """N=2 after ada: grace and hopper approve at once → one decision, one execution, the other told."""
     refund_policy(approvals_required=2)
     call = held_refund(user, executor)
     approval = ApprovalRequest.objects.get(tool_call=call)
@@ -151,7 +152,11 @@ def test_two_approvers_committing_the_nth_approval_at_once_execute_once(
         worker.start()
     for worker in workers:
         worker.join(30)
-    assert results == ["approved", "approved"], results
+    # the loser's vote came after the decision stood: refused, and told so
+    assert results.count("approved") == 1, results
+    [lost] = [r for r in results if r != "approved"]
+    assert isinstance(lost, ApprovalAlreadyDecided), results
+    assert "your decision was not recorded" in str(lost)
     executor.settle(call.thread)
     assert ToolExecution.objects.filter(tool_call=call).count() == 1
     assert ToolExecution.objects.get(tool_call=call).attempts == 1
