@@ -454,7 +454,9 @@ CACHES = {
         {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
-            "KEY_PREFIX": "countersign-ratelimit",
+            # Per deployment (or test session) sharing one Redis, like the
+            # channel layer's prefix.
+            "KEY_PREFIX": f"{os.environ.get('CHANNEL_LAYER_PREFIX') or 'countersign'}-ratelimit",
             "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
         }
         if REDIS_URL

@@ -127,6 +127,6 @@ def pytest_collection_modifyitems(
 @pytest.fixture(autouse=True)
 def _rate_limits_reset() -> None:
     """Start each test with no request counted (``web.ratelimit``'s counters outlive tests)."""
-    from django.core.cache import caches
+    from tests.helpers.executors import ratelimit_counters_clear
 
-    caches["ratelimit"].clear()
+    ratelimit_counters_clear()

@@ -6,6 +6,7 @@ The fixtures built on these (``executor``, ``celery_worker_factory``) live in
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -29,6 +30,24 @@ os.environ["CELERY_BROKER_PREFIX"] = f"{SESSION_PREFIX}:"
 os.environ["CHANNEL_LAYER_PREFIX"] = SESSION_PREFIX
 
 
+def ratelimit_counters_clear() -> None:
+    """Forget this session's rate-limit counters (never another session's).
+
+    ``cache.clear()`` on a Redis cache is ``FLUSHDB``: it would wipe every other
+    session's (and pytest-xdist worker's) keys in the database too.
+    """
+    from django.core.cache import caches
+    from django.core.cache.backends.redis import RedisCache
+
+    cache = caches["ratelimit"]
+    if not isinstance(cache, RedisCache):
+        cache.clear()
+        return
+    client = cache._cache.get_client(write=True)
+    for key in client.scan_iter(match=f"{cache.key_prefix}:*"):
+        client.delete(key)
+
+
 def session_prefixes_apply(settings: Any) -> None:
     """Give the settings loaded before this module (pytest-django loads them first) the session's prefixes.
 
@@ -43,6 +62,15 @@ def session_prefixes_apply(settings: Any) -> None:
     if "prefix" in default.get("CONFIG", {}):
         default["CONFIG"]["prefix"] = os.environ["CHANNEL_LAYER_PREFIX"]
         channel_layers.backends = {}
+    ratelimit = settings.CACHES.get("ratelimit", {})
+    if "KEY_PREFIX" in ratelimit:
+        from django.core.cache import caches
+
+        # The same dict as caches.settings'; a connection made before keeps its
+        # prefix, so it is dropped.
+        ratelimit["KEY_PREFIX"] = f"{os.environ['CHANNEL_LAYER_PREFIX']}-ratelimit"
+        with contextlib.suppress(AttributeError):
+            del caches["ratelimit"]
     options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", None)
     if isinstance(options, dict):
         options["global_keyprefix"] = os.environ["CELERY_BROKER_PREFIX"]
