@@ -165,6 +165,11 @@ def _review(approval: ApprovalRequest) -> dict[str, Any]:
     if review is not None:
         out = {**review.as_json(), "declared": True}
     else:
+        # The schema's order where the tool is known, else by name: a JSON column
+        # keeps no key order on PostgreSQL (jsonb).
+        declared = list((tool.parameters or {}).get("properties", {})) if tool else []
+        rank = {name: i for i, name in enumerate(declared)}
+        keys = sorted(params, key=lambda k: (rank.get(k, len(rank)), str(k)))
         out = {
             "summary": approval_label(approval) or approval.tool_name,
             "facts": [
@@ -174,7 +179,8 @@ def _review(approval: ApprovalRequest) -> dict[str, Any]:
                     if isinstance(value, str)
                     else json.dumps(value, ensure_ascii=False, sort_keys=True),
                 }
-                for key, value in params.items()
+                for key in keys
+                for value in (params[key],)
             ],
             "warnings": [],
             "declared": False,

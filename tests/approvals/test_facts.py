@@ -236,15 +236,15 @@ def test_the_demo_refund_reads_as_money_with_its_order_and_warns_before_approval
 
 
 def test_a_tool_without_a_review_reads_as_its_arguments(user):
-    """An MCP or remote tool (no review declared) falls back to one line per argument."""
+    """An unknown tool (no review, no schema) falls back to one line per argument, by name."""
     approval = ApprovalRequest.objects.get(thread=pending_refund_thread(user))
     ApprovalRequest.objects.filter(pk=approval.pk).update(tool_name="remote_refund")
     review = approval_facts(ApprovalRequest.objects.get(pk=approval.pk))["review"]
     assert review == {
         "summary": "remote_refund",
         "facts": [
-            {"label": "order_id", "value": "A-1001"},
             {"label": "amount", "value": "25.0"},
+            {"label": "order_id", "value": "A-1001"},
             {"label": "reason", "value": "customer request"},
         ],
         "warnings": [],
