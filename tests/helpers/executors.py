@@ -286,6 +286,14 @@ def use_redis(settings: Any, url: str) -> None:
         **(app.conf.broker_transport_options or {}),
         "global_keyprefix": os.environ["CELERY_BROKER_PREFIX"],
     }
+    # A task sent earlier in this process (a test without an executor, under the
+    # environment's REDIS_URL) made the app's connection and producer pools for
+    # that broker; they outlive a change of broker_url, and the tasks of this test
+    # would go where no worker listens.
+    if app._pool is not None:
+        app._pool.force_close_all()
+        app._pool = None
+    app.amqp._producer_pool = None
 
 
 def use_embedded(settings: Any) -> None:
