@@ -14,8 +14,8 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 # Extra pytest arguments for `make test`, e.g. make test ARGS="-k refund tests/api".
 ARGS   ?=
-# pytest-xdist processes for `make test` (each test file stays on one; 0 runs in this one).
-TEST_WORKERS ?= 2
+# pytest-xdist processes for `make test` (0: the suite runs in this process).
+TEST_WORKERS ?= 0
 
 .PHONY: install install-run run test ci lint worker beat prod-like prod-like-stop prod-like-status smoke chaos fuzz bench clean
 

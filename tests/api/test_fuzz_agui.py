@@ -51,10 +51,14 @@ SCALARS = (
     | st.floats(allow_nan=False, allow_infinity=False)
     | TEXT
 )
+# Containers hold at least one value (empty ones are leaves), so max_leaves bounds
+# the depth too: nested empty lists have no leaves and once nested past
+# json.dumps' recursion limit.
 JSON = st.recursive(
-    SCALARS,
+    SCALARS | st.just([]) | st.just({}),
     lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(TEXT, inner, max_size=4)
+        st.lists(inner, min_size=1, max_size=4)
+        | st.dictionaries(TEXT, inner, min_size=1, max_size=4)
     ),
     max_leaves=12,
 )
