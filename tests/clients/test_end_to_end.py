@@ -27,7 +27,7 @@ import pytest
 from countersign_client import AsyncClient, Client, Conflict
 from countersign_client.adapters.gate import Gate
 
-from approvals.models import ApprovalRequest, ApprovalVote, AuditEntry
+from approvals.models import ApprovalRequest, ApprovalVote
 from tests.helpers.external import (
     EXTERNAL_AGENTS,
     REFUND_SCHEMA,
@@ -35,9 +35,10 @@ from tests.helpers.external import (
     langgraph_refund_model,
     pydantic_ai_refund_model,
     signed_webhook_receiver,
+    story,
 )
 from tests.helpers.live import token_for
-from threads.models import Event, Message, ToolCall
+from threads.models import Message, ToolCall
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -69,24 +70,6 @@ def callbacks() -> Iterator[list[dict[str, Any]]]:
         del os.environ["COUNTERSIGN_AGENTS_JSON"]
     else:
         os.environ["COUNTERSIGN_AGENTS_JSON"] = before
-
-
-def story(tool_call_id: str) -> dict[str, Any]:
-    """Return what the thread shows of a call: its state, its answer, its events."""
-    call = ToolCall.objects.select_related("thread").get(tool_call_id=tool_call_id)
-    answer = Message.objects.get(
-        thread=call.thread, tool_call_id=tool_call_id, role="tool"
-    )
-    return {
-        "state": call.state,
-        "answer": answer.content,
-        "events": [
-            e.type for e in Event.objects.filter(thread=call.thread).order_by("seq")
-        ],
-        "audit": list(
-            AuditEntry.objects.order_by("id").values_list("action", flat=True)
-        ),
-    }
 
 
 def test_two_of_n_with_an_edit_long_poll_sse_webhook_and_a_claim_race(

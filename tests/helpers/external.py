@@ -88,8 +88,11 @@ def approve_when_pending(
     edit: dict[str, Any] | None = None,
     timeout: float = 30.0,
     alongside: Any = None,
+    reject: str | None = None,
 ) -> dict[str, Any]:
     """Approve (with ``edit``) the first pending request for ``tool`` once the queue shows it.
+
+    With ``reject`` (a reason), reject it with that reason instead.
 
     Reads the queue over the REST API as an approver would, every 50 ms, until
     ``timeout`` seconds; returns the approval as the API answered it. With
@@ -109,9 +112,14 @@ def approve_when_pending(
             )
             results = found.json()["results"]
             if results:
-                body = {"editedArguments": edit} if edit is not None else {}
+                body: dict[str, Any] = (
+                    {"editedArguments": edit} if edit is not None else {}
+                )
+                verb = "approve"
+                if reject is not None:
+                    body, verb = {"reason": reject}, "reject"
                 response = http.post(
-                    f"/api/approvals/{results[0]['id']}/approve/", json=body
+                    f"/api/approvals/{results[0]['id']}/{verb}/", json=body
                 )
                 assert response.status_code == 200, response.text
                 data: dict[str, Any] = response.json()
@@ -197,3 +205,24 @@ def pydantic_ai_refund_model(*, order_id: str, amount: float, call_id: str) -> A
         )
 
     return FunctionModel(model)
+
+
+def story(tool_call_id: str) -> dict[str, Any]:
+    """Return what the thread shows of a call: its state, its answer, its events."""
+    from approvals.models import AuditEntry
+    from threads.models import Event, Message, ToolCall
+
+    call = ToolCall.objects.select_related("thread").get(tool_call_id=tool_call_id)
+    answer = Message.objects.get(
+        thread=call.thread, tool_call_id=tool_call_id, role="tool"
+    )
+    return {
+        "state": call.state,
+        "answer": answer.content,
+        "events": [
+            e.type for e in Event.objects.filter(thread=call.thread).order_by("seq")
+        ],
+        "audit": list(
+            AuditEntry.objects.order_by("id").values_list("action", flat=True)
+        ),
+    }

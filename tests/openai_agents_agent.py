@@ -1,0 +1,116 @@
+"""An OpenAI Agents SDK agent whose tool waits for Countersign (the adapter's end-to-end test).
+
+Run by tests/clients/test_openai_agents.py in its own virtualenv (``.venv-oai``,
+from tests/remote_envs/openai-agents.txt): the SDK needs an ``openai`` newer than
+Countersign's. The model is a scripted ``agents.Model`` (no API key, no network):
+it calls ``refund`` once, then answers with the tool's output. The tool has
+``needs_approval=True``; the adapter sends the interruption to Countersign, waits,
+approves or rejects on the ``RunState``; the run resumes from that state.
+
+Usage: ``python openai_agents_agent.py BASE_URL TOKEN CONVERSATION ARGUMENTS_JSON``.
+Prints one JSON line: the decisions, the tool's runs, the final output, the
+number of outcomes reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Any
+
+from agents import Agent, Model, ModelResponse, Runner, Usage, function_tool
+from countersign_client import AsyncClient
+from countersign_client.adapters.gate import Gate
+from countersign_client.adapters.openai_agents import (
+    approved_arguments,
+    report_tool_outputs,
+    resolve_interruptions,
+)
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
+
+
+class ScriptedModel(Model):
+    """Calls ``refund(**arguments)`` first; afterwards answers with the last tool output."""
+
+    def __init__(self, arguments: dict[str, Any], call_id: str) -> None:
+        self.arguments = arguments
+        self.call_id = call_id
+
+    async def get_response(
+        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        outputs = [
+            item
+            for item in (input if isinstance(input, list) else [])
+            if isinstance(item, dict) and item.get("type") == "function_call_output"
+        ]
+        if not outputs:
+            call = ResponseFunctionToolCall(
+                type="function_call",
+                id="fc_1",
+                call_id=self.call_id,
+                name="refund",
+                arguments=json.dumps(self.arguments),
+                status="completed",
+            )
+            return ModelResponse(output=[call], usage=Usage(), response_id=None)
+        text = ResponseOutputText(
+            type="output_text", text=f"done: {outputs[-1]['output']}", annotations=[]
+        )
+        message = ResponseOutputMessage(
+            type="message",
+            id="msg_1",
+            role="assistant",
+            status="completed",
+            content=[text],
+        )
+        return ModelResponse(output=[message], usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("this test model does not stream")
+
+
+async def main(
+    base_url: str, token: str, conversation: str, arguments: dict[str, Any]
+) -> dict[str, Any]:
+    ran: list[dict[str, Any]] = []
+
+    @function_tool(needs_approval=True)
+    def refund(order_id: str, amount: float) -> str:
+        """Refund an order."""
+        ran.append({"order_id": order_id, "amount": amount})
+        return f"refunded {amount}"
+
+    client = AsyncClient(base_url, token=token, agent="helper")
+    gate = Gate(client, conversation_id=conversation, timeout=60)
+    agent = Agent(
+        name="billing",
+        model=ScriptedModel(arguments, f"call-{conversation}"),
+        tools=[approved_arguments(gate, refund)],
+    )
+    first = await Runner.run(agent, "Refund the order")
+    state = first.to_state()
+    decisions = await resolve_interruptions(gate, state, first.interruptions)
+    final = await Runner.run(agent, state)
+    reported = await report_tool_outputs(gate, final.new_items)
+    await client.aclose()
+    return {
+        "interruptions": len(first.interruptions),
+        "decisions": decisions,
+        "ran": ran,
+        "output": final.final_output,
+        "reported": reported,
+    }
+
+
+if __name__ == "__main__":
+    base, token, conversation, raw = sys.argv[1:5]
+    print(
+        json.dumps(asyncio.run(main(base, token, conversation, json.loads(raw)))),
+        flush=True,
+    )
