@@ -9,7 +9,9 @@ approves or rejects on the ``RunState``; the run resumes from that state.
 
 Usage: ``python openai_agents_agent.py BASE_URL TOKEN CONVERSATION ARGUMENTS_JSON``.
 Prints one JSON line: the decisions, the tool's runs, the final output, the
-number of outcomes reported.
+number of outcomes reported. With ``--example``, it instead runs the Python read
+from stdin (docs/integrations.md's example) with ``BASE_URL``, ``TOKEN`` and the
+scripted ``model``, and prints ``{"example": "ran"}``.
 """
 
 from __future__ import annotations
@@ -108,8 +110,22 @@ async def main(
     }
 
 
+def run_example(base_url: str, token: str, model: Model) -> dict[str, Any]:
+    namespace: dict[str, Any] = {"BASE_URL": base_url, "TOKEN": token, "model": model}
+    exec(
+        compile(sys.stdin.read(), "docs/integrations.md:openai-agents", "exec"),
+        namespace,
+    )
+    asyncio.run(namespace["main"]())
+    return {"example": "ran"}
+
+
 if __name__ == "__main__":
     base, token, conversation, raw = sys.argv[1:5]
+    if "--example" in sys.argv[5:]:
+        model = ScriptedModel(json.loads(raw), f"call-{conversation}")
+        print(json.dumps(run_example(base, token, model)), flush=True)
+        sys.exit(0)
     print(
         json.dumps(asyncio.run(main(base, token, conversation, json.loads(raw)))),
         flush=True,

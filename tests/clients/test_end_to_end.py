@@ -14,12 +14,10 @@ import asyncio
 import base64
 import json
 import os
-import re
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -32,6 +30,7 @@ from tests.helpers.external import (
     EXTERNAL_AGENTS,
     REFUND_SCHEMA,
     approve_when_pending,
+    docs_examples,
     langgraph_refund_model,
     pydantic_ai_refund_model,
     signed_webhook_receiver,
@@ -351,17 +350,6 @@ def test_claude_agent_sdk_can_use_tool_allows_the_edited_input(
     assert story(call.tool_call_id)["answer"] == "refunded 9"
 
 
-def _examples() -> dict[str, str]:
-    """Return docs/integrations.md's Python examples by their ``# example:`` name."""
-    text = (Path(__file__).resolve().parents[2] / "docs/integrations.md").read_text()
-    return {
-        match.group(1): match.group(2)
-        for match in re.finditer(
-            r"```python\n# example: ([\w-]+)\n(.*?)```", text, flags=re.DOTALL
-        )
-    }
-
-
 def _approve_until(base_url: str, token: str, running: Future[Any]) -> int:
     """Approve every pending request, as an approver in the queue would, until ``running`` ends."""
     approved = 0
@@ -386,8 +374,15 @@ def test_the_integration_docs_examples_run(
     from claude_agent_sdk import ClaudeAgentOptions
     from langchain_core.tools import tool
 
-    examples = _examples()
-    assert set(examples) == {"client", "pydantic-ai", "langgraph", "claude-agent-sdk"}
+    examples = docs_examples()
+    # openai-agents runs in .venv-oai (tests/clients/test_openai_agents.py)
+    assert set(examples) == {
+        "client",
+        "pydantic-ai",
+        "langgraph",
+        "claude-agent-sdk",
+        "openai-agents",
+    }
     token = token_for(user)
     approver = token_for(nonstaff_approver)
     base = {"BASE_URL": live.url, "TOKEN": token}

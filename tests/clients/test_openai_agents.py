@@ -20,7 +20,12 @@ from typing import Any
 import pytest
 
 from approvals.models import ApprovalRequest
-from tests.helpers.external import EXTERNAL_AGENTS, approve_when_pending, story
+from tests.helpers.external import (
+    EXTERNAL_AGENTS,
+    approve_when_pending,
+    docs_examples,
+    story,
+)
 from tests.helpers.live import token_for
 from tests.helpers.services import service_missing
 from threads.models import Event, ToolCall
@@ -43,9 +48,16 @@ def external_agents() -> Iterator[None]:
 
 
 def run_agent(
-    base_url: str, token: str, conversation: str, arguments: dict[str, Any]
+    base_url: str,
+    token: str,
+    conversation: str,
+    arguments: dict[str, Any],
+    example: str | None = None,
 ) -> Future[dict[str, Any]]:
-    """Start tests/openai_agents_agent.py in ``.venv-oai``; its future yields the agent's report."""
+    """Start tests/openai_agents_agent.py in ``.venv-oai``; its future yields the agent's report.
+
+    With ``example`` (Python source), the script runs that instead of its own flow.
+    """
     if not OAI_PYTHON.exists():
         service_missing(
             f"{OAI_PYTHON} is missing: `make install` builds it from "
@@ -61,7 +73,9 @@ def run_agent(
                 token,
                 conversation,
                 json.dumps(arguments),
+                *(["--example"] if example is not None else []),
             ],
+            input=example or "",
             capture_output=True,
             text=True,
             timeout=90,
@@ -135,3 +149,28 @@ def test_a_rejection_reaches_the_model_and_the_tool_never_runs(
     assert "TOOL_CALL_START" in [
         e.type for e in Event.objects.filter(thread=call.thread).order_by("seq")
     ]
+
+
+def test_the_integration_docs_example_runs(
+    live: Any, user: Any, nonstaff_approver: Any
+) -> None:
+    """docs/integrations.md's OpenAI Agents SDK example, as written, against the live server."""
+    running = run_agent(
+        live.url,
+        token_for(user),
+        "oa-1",
+        {"order_id": "A-1", "amount": 25},
+        example=docs_examples()["openai-agents"],
+    )
+    approve_when_pending(
+        live.url,
+        token_for(nonstaff_approver),
+        tool="refund",
+        edit={"order_id": "A-1", "amount": 20},
+        timeout=60,
+        alongside=running,
+    )
+    assert running.result(timeout=90) == {"example": "ran"}
+    (call,) = ToolCall.objects.filter(thread__thread_id="oa-1")
+    assert call.state == "succeeded"
+    assert story(call.tool_call_id)["answer"] == "refunded 20.0"

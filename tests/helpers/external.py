@@ -226,3 +226,17 @@ def story(tool_call_id: str) -> dict[str, Any]:
             AuditEntry.objects.order_by("id").values_list("action", flat=True)
         ),
     }
+
+
+def docs_examples() -> dict[str, str]:
+    """Return docs/integrations.md's Python examples by their ``# example:`` name."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs/integrations.md").read_text()
+    return {
+        match.group(1): match.group(2)
+        for match in re.finditer(
+            r"```python\n# example: ([\w-]+)\n(.*?)```", text, flags=re.DOTALL
+        )
+    }
