@@ -110,6 +110,41 @@ async def main(
     }
 
 
+def offline_checks() -> dict[str, Any]:
+    """What the adapter does without a server: malformed model arguments, an unapproved call."""
+    from agents import ToolApprovalItem
+    from agents.tool_context import ToolContext
+    from countersign_client.adapters.openai_agents import interruption_arguments
+
+    ran: list[str] = []
+
+    @function_tool(needs_approval=True)
+    def refund(order_id: str, amount: float) -> str:
+        """Refund an order."""
+        ran.append(order_id)
+        return "refunded"
+
+    # nothing listens on port 9: the wrapper must refuse before any request
+    gate = Gate(AsyncClient("http://127.0.0.1:9", token="t", agent="helper"))
+    context = ToolContext(
+        context=None, tool_name="refund", tool_call_id="call-x", tool_arguments="{}"
+    )
+    refused = asyncio.run(
+        approved_arguments(gate, refund).on_invoke_tool(
+            context, '{"order_id": "A", "amount": 1}'
+        )
+    )
+    agent = Agent(name="billing")
+    declared = {}
+    for raw in ["not json", "[1, 2]", "", '"text"', '{"order_id": "A"}']:
+        call = ResponseFunctionToolCall(
+            type="function_call", call_id="c", name="refund", arguments=raw
+        )
+        item = ToolApprovalItem(agent=agent, raw_item=call)
+        declared[raw] = interruption_arguments(item)
+    return {"refused": refused, "ran": ran, "declared": declared}
+
+
 def run_example(base_url: str, token: str, model: Model) -> dict[str, Any]:
     namespace: dict[str, Any] = {"BASE_URL": base_url, "TOKEN": token, "model": model}
     exec(
@@ -122,6 +157,9 @@ def run_example(base_url: str, token: str, model: Model) -> dict[str, Any]:
 
 if __name__ == "__main__":
     base, token, conversation, raw = sys.argv[1:5]
+    if "--offline" in sys.argv[5:]:
+        print(json.dumps(offline_checks()), flush=True)
+        sys.exit(0)
     if "--example" in sys.argv[5:]:
         model = ScriptedModel(json.loads(raw), f"call-{conversation}")
         print(json.dumps(run_example(base, token, model)), flush=True)

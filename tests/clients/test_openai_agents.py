@@ -11,7 +11,6 @@ the REST API; the run resumes from its ``RunState``.
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -24,10 +23,10 @@ from tests.helpers.external import (
     EXTERNAL_AGENTS,
     approve_when_pending,
     docs_examples,
+    openai_agents_script,
     story,
 )
 from tests.helpers.live import token_for
-from tests.helpers.services import service_missing
 from threads.models import Event, ToolCall
 
 pytestmark = [
@@ -41,7 +40,12 @@ OAI_PYTHON = ROOT / ".venv-oai" / "bin" / "python"
 
 @pytest.fixture(scope="module", autouse=True)
 def external_agents() -> Iterator[None]:
-    """Configure the external agents for the live server and its worker (before they start)."""
+    """Configure the external agents for the live server and its worker (before they start).
+
+    Without ``.venv-oai`` the module skips (fails in CI) before starting a server.
+    """
+    if not OAI_PYTHON.exists():
+        openai_agents_script()
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("COUNTERSIGN_AGENTS_JSON", json.dumps(EXTERNAL_AGENTS))
         yield
@@ -58,34 +62,16 @@ def run_agent(
 
     With ``example`` (Python source), the script runs that instead of its own flow.
     """
-    if not OAI_PYTHON.exists():
-        service_missing(
-            f"{OAI_PYTHON} is missing: `make install` builds it from "
-            "tests/remote_envs/openai-agents.txt"
-        )
-
-    def agent() -> dict[str, Any]:
-        done = subprocess.run(
-            [
-                str(OAI_PYTHON),
-                str(ROOT / "tests" / "openai_agents_agent.py"),
-                base_url,
-                token,
-                conversation,
-                json.dumps(arguments),
-                *(["--example"] if example is not None else []),
-            ],
-            input=example or "",
-            capture_output=True,
-            text=True,
-            timeout=90,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-        report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-        return report
-
-    return ThreadPoolExecutor(max_workers=1).submit(agent)
+    flags = ["--example"] if example is not None else []
+    return ThreadPoolExecutor(max_workers=1).submit(
+        openai_agents_script,
+        base_url,
+        token,
+        conversation,
+        json.dumps(arguments),
+        *flags,
+        stdin=example or "",
+    )
 
 
 def test_an_approved_edit_runs_once_and_the_thread_shows_it(

@@ -240,3 +240,35 @@ def docs_examples() -> dict[str, str]:
             r"```python\n# example: ([\w-]+)\n(.*?)```", text, flags=re.DOTALL
         )
     }
+
+
+def openai_agents_script(*arguments: str, stdin: str = "") -> dict[str, Any]:
+    """Run tests/openai_agents_agent.py in ``.venv-oai`` with ``arguments``; return its JSON report.
+
+    Skips (fails under ``COUNTERSIGN_REQUIRE_SERVICES=1``) when ``.venv-oai`` is
+    missing: ``make install`` builds it from tests/remote_envs/openai-agents.txt.
+    """
+    import json
+    import subprocess
+    from pathlib import Path
+
+    from tests.helpers.services import service_missing
+
+    root = Path(__file__).resolve().parents[2]
+    python = root / ".venv-oai" / "bin" / "python"
+    if not python.exists():
+        service_missing(
+            f"{python} is missing: `make install` builds it from "
+            "tests/remote_envs/openai-agents.txt"
+        )
+    done = subprocess.run(
+        [str(python), str(root / "tests" / "openai_agents_agent.py"), *arguments],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return report

@@ -48,7 +48,13 @@ def _call_id(item: ToolApprovalItem) -> str:
     return str(value or getattr(raw, "id", "") or "")
 
 
-def _arguments(item: ToolApprovalItem) -> dict[str, Any]:
+def interruption_arguments(item: ToolApprovalItem) -> dict[str, Any]:
+    """Return the arguments of ``item`` as declared to Countersign: a JSON object.
+
+    The model's JSON string is parsed; a string that is not JSON, or JSON that
+    is not an object, is declared as ``{"arguments": <it>}`` so an approver sees
+    exactly what the model wrote (and may edit it) instead of the run failing.
+    """
     try:
         parsed = json.loads(item.arguments or "{}")
     except json.JSONDecodeError:
@@ -101,7 +107,9 @@ async def resolve_interruptions(
     """
     decided: list[bool] = []
     for item in interruptions:
-        verdict = await gate.adecide(_call_id(item), item.name or "", _arguments(item))
+        verdict = await gate.adecide(
+            _call_id(item), item.name or "", interruption_arguments(item)
+        )
         if verdict.approved:
             state.approve(item)
         else:
