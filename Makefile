@@ -10,6 +10,8 @@ RUN_STAMP := $(VENV)/.installed-run-stamp
 DEV_STAMP := $(VENV)/.installed-stamp
 AF_VENV   ?= .venv-af
 AF_STAMP  := $(AF_VENV)/.installed-stamp
+OAI_VENV  ?= .venv-oai
+OAI_STAMP := $(OAI_VENV)/.installed-stamp
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 # Extra pytest arguments for `make test`, e.g. make test ARGS="-k refund tests/api".
@@ -38,7 +40,7 @@ $(RUN_STAMP): pyproject.toml
 	@touch $@
 endif
 
-$(DEV_STAMP): pyproject.toml $(AF_STAMP)
+$(DEV_STAMP): pyproject.toml $(AF_STAMP) $(OAI_STAMP)
 	$(make_venv)
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $@ $(RUN_STAMP)
@@ -49,6 +51,14 @@ $(DEV_STAMP): pyproject.toml $(AF_STAMP)
 $(AF_STAMP): tests/remote_envs/agent-framework.txt
 	@test -x $(AF_VENV)/bin/python || $(PYTHON) -m venv $(AF_VENV)
 	$(AF_VENV)/bin/python -m pip install --quiet -r tests/remote_envs/agent-framework.txt
+	@touch $@
+
+# The OpenAI Agents SDK with the client package (tests/openai_agents_agent.py, the
+# adapter's end-to-end test), in a virtualenv of its own: it needs openai>=3 and
+# websockets<17, which Countersign's environment does not allow.
+$(OAI_STAMP): tests/remote_envs/openai-agents.txt clients/python/pyproject.toml
+	@test -x $(OAI_VENV)/bin/python || $(PYTHON) -m venv $(OAI_VENV)
+	$(OAI_VENV)/bin/python -m pip install --quiet -r tests/remote_envs/openai-agents.txt
 	@touch $@
 
 # Runtime only: what `run`, `worker`, `beat` and `prod-like` need.
@@ -124,4 +134,4 @@ lint: install
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) $(AF_VENV) db.sqlite3 test-db.sqlite3 staticfiles
+	rm -rf $(VENV) $(AF_VENV) $(OAI_VENV) db.sqlite3 test-db.sqlite3 staticfiles

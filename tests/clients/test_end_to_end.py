@@ -14,12 +14,10 @@ import asyncio
 import base64
 import json
 import os
-import re
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -27,17 +25,19 @@ import pytest
 from countersign_client import AsyncClient, Client, Conflict
 from countersign_client.adapters.gate import Gate
 
-from approvals.models import ApprovalRequest, ApprovalVote, AuditEntry
+from approvals.models import ApprovalRequest, ApprovalVote
 from tests.helpers.external import (
     EXTERNAL_AGENTS,
     REFUND_SCHEMA,
     approve_when_pending,
+    docs_examples,
     langgraph_refund_model,
     pydantic_ai_refund_model,
     signed_webhook_receiver,
+    story,
 )
 from tests.helpers.live import token_for
-from threads.models import Event, Message, ToolCall
+from threads.models import Message, ToolCall
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -69,24 +69,6 @@ def callbacks() -> Iterator[list[dict[str, Any]]]:
         del os.environ["COUNTERSIGN_AGENTS_JSON"]
     else:
         os.environ["COUNTERSIGN_AGENTS_JSON"] = before
-
-
-def story(tool_call_id: str) -> dict[str, Any]:
-    """Return what the thread shows of a call: its state, its answer, its events."""
-    call = ToolCall.objects.select_related("thread").get(tool_call_id=tool_call_id)
-    answer = Message.objects.get(
-        thread=call.thread, tool_call_id=tool_call_id, role="tool"
-    )
-    return {
-        "state": call.state,
-        "answer": answer.content,
-        "events": [
-            e.type for e in Event.objects.filter(thread=call.thread).order_by("seq")
-        ],
-        "audit": list(
-            AuditEntry.objects.order_by("id").values_list("action", flat=True)
-        ),
-    }
 
 
 def test_two_of_n_with_an_edit_long_poll_sse_webhook_and_a_claim_race(
@@ -368,17 +350,6 @@ def test_claude_agent_sdk_can_use_tool_allows_the_edited_input(
     assert story(call.tool_call_id)["answer"] == "refunded 9"
 
 
-def _examples() -> dict[str, str]:
-    """Return docs/integrations.md's Python examples by their ``# example:`` name."""
-    text = (Path(__file__).resolve().parents[2] / "docs/integrations.md").read_text()
-    return {
-        match.group(1): match.group(2)
-        for match in re.finditer(
-            r"```python\n# example: ([\w-]+)\n(.*?)```", text, flags=re.DOTALL
-        )
-    }
-
-
 def _approve_until(base_url: str, token: str, running: Future[Any]) -> int:
     """Approve every pending request, as an approver in the queue would, until ``running`` ends."""
     approved = 0
@@ -403,8 +374,15 @@ def test_the_integration_docs_examples_run(
     from claude_agent_sdk import ClaudeAgentOptions
     from langchain_core.tools import tool
 
-    examples = _examples()
-    assert set(examples) == {"client", "pydantic-ai", "langgraph", "claude-agent-sdk"}
+    examples = docs_examples()
+    # openai-agents runs in .venv-oai (tests/clients/test_openai_agents.py)
+    assert set(examples) == {
+        "client",
+        "pydantic-ai",
+        "langgraph",
+        "claude-agent-sdk",
+        "openai-agents",
+    }
     token = token_for(user)
     approver = token_for(nonstaff_approver)
     base = {"BASE_URL": live.url, "TOKEN": token}

@@ -88,8 +88,11 @@ def approve_when_pending(
     edit: dict[str, Any] | None = None,
     timeout: float = 30.0,
     alongside: Any = None,
+    reject: str | None = None,
 ) -> dict[str, Any]:
     """Approve (with ``edit``) the first pending request for ``tool`` once the queue shows it.
+
+    With ``reject`` (a reason), reject it with that reason instead.
 
     Reads the queue over the REST API as an approver would, every 50 ms, until
     ``timeout`` seconds; returns the approval as the API answered it. With
@@ -109,9 +112,14 @@ def approve_when_pending(
             )
             results = found.json()["results"]
             if results:
-                body = {"editedArguments": edit} if edit is not None else {}
+                body: dict[str, Any] = (
+                    {"editedArguments": edit} if edit is not None else {}
+                )
+                verb = "approve"
+                if reject is not None:
+                    body, verb = {"reason": reject}, "reject"
                 response = http.post(
-                    f"/api/approvals/{results[0]['id']}/approve/", json=body
+                    f"/api/approvals/{results[0]['id']}/{verb}/", json=body
                 )
                 assert response.status_code == 200, response.text
                 data: dict[str, Any] = response.json()
@@ -197,3 +205,70 @@ def pydantic_ai_refund_model(*, order_id: str, amount: float, call_id: str) -> A
         )
 
     return FunctionModel(model)
+
+
+def story(tool_call_id: str) -> dict[str, Any]:
+    """Return what the thread shows of a call: its state, its answer, its events."""
+    from approvals.models import AuditEntry
+    from threads.models import Event, Message, ToolCall
+
+    call = ToolCall.objects.select_related("thread").get(tool_call_id=tool_call_id)
+    answer = Message.objects.get(
+        thread=call.thread, tool_call_id=tool_call_id, role="tool"
+    )
+    return {
+        "state": call.state,
+        "answer": answer.content,
+        "events": [
+            e.type for e in Event.objects.filter(thread=call.thread).order_by("seq")
+        ],
+        "audit": list(
+            AuditEntry.objects.order_by("id").values_list("action", flat=True)
+        ),
+    }
+
+
+def docs_examples() -> dict[str, str]:
+    """Return docs/integrations.md's Python examples by their ``# example:`` name."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs/integrations.md").read_text()
+    return {
+        match.group(1): match.group(2)
+        for match in re.finditer(
+            r"```python\n# example: ([\w-]+)\n(.*?)```", text, flags=re.DOTALL
+        )
+    }
+
+
+def openai_agents_script(*arguments: str, stdin: str = "") -> dict[str, Any]:
+    """Run tests/openai_agents_agent.py in ``.venv-oai`` with ``arguments``; return its JSON report.
+
+    Skips (fails under ``COUNTERSIGN_REQUIRE_SERVICES=1``) when ``.venv-oai`` is
+    missing: ``make install`` builds it from tests/remote_envs/openai-agents.txt.
+    """
+    import json
+    import subprocess
+    from pathlib import Path
+
+    from tests.helpers.services import service_missing
+
+    root = Path(__file__).resolve().parents[2]
+    python = root / ".venv-oai" / "bin" / "python"
+    if not python.exists():
+        service_missing(
+            f"{python} is missing: `make install` builds it from "
+            "tests/remote_envs/openai-agents.txt"
+        )
+    done = subprocess.run(
+        [str(python), str(root / "tests" / "openai_agents_agent.py"), *arguments],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return report
