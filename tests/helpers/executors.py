@@ -102,7 +102,13 @@ class WorkerProcess:
     pool: str = "threads"
 
     def start(self, **extra_env: str) -> None:
-        """Start the worker (``extra_env`` adds variables, e.g. test hooks) and wait until ready."""
+        """Start the worker (``extra_env`` adds variables, e.g. test hooks) and wait until ready.
+
+        The session's warm worker (:class:`WarmWorker`) is stopped first unless it is
+        this one: it consumes the same queues, so it would take this worker's tasks
+        with another environment (no gateway agents, no crash hooks).
+        """
+        warm_stop_except(self)
         self.extra_env = extra_env
         log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
         self.process = subprocess.Popen(
@@ -220,6 +226,22 @@ def broker_idle(url: str, *, timeout: float) -> bool:
         time.sleep(0.02)
 
 
+#: The session's warm worker slots (one per session in practice).
+_WARM_SLOTS: list[WarmWorker] = []
+
+
+def warm_stop_except(worker: WorkerProcess) -> None:
+    """Stop every warm worker of this session other than ``worker``.
+
+    Two workers on one broker split its tasks; a test that starts a worker of its
+    own must be the only consumer.
+    """
+    for slot in _WARM_SLOTS:
+        if slot.worker is not None and slot.worker is not worker:
+            slot.worker.stop()
+            slot.worker = None
+
+
 #: Variables that differ from test to test without changing what a worker does.
 VOLATILE_ENV = frozenset({"PYTEST_CURRENT_TEST"})
 
@@ -239,6 +261,9 @@ class WarmWorker:
     factory: Callable[[], WorkerProcess]
     broker_url: str
     worker: WorkerProcess | None = None
+
+    def __post_init__(self) -> None:
+        _WARM_SLOTS.append(self)
 
     def acquire(self) -> WorkerProcess:
         """Return a started worker for this test: the warm one if it fits, else a new one."""
