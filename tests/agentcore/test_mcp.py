@@ -86,7 +86,7 @@ def make_source(request: Any, log: Path) -> Iterator[SourceFactory]:
         else:
             where = stdio_command(log)
         source = McpToolSource(
-            McpServerConfig(name=name, connect_timeout=15, **where, **options)
+            McpServerConfig(name=name, connect_timeout=60, **where, **options)
         )
         sources.append(source)
         return source

@@ -31,7 +31,7 @@ def source() -> Iterator[McpToolSource]:
             args=(str(SERVER),),
             trusted=True,
             timeout=20,
-            connect_timeout=15,
+            connect_timeout=60,
         )
     )
     yield source

@@ -123,7 +123,12 @@ def test_mcp_tools_follow_local_tools_and_never_replace_them(
         "x": {
             "provider": "scripted",
             "toolsets": ["tests.threads.test_mcp_servers.LOCAL_TOOLS"],
-            "mcp_servers": {"files": stdio_command(tmp_path / "log.jsonl")},
+            "mcp_servers": {
+                "files": {
+                    **stdio_command(tmp_path / "log.jsonl"),
+                    "connect_timeout": 60,
+                }
+            },
         }
     }
     try:
