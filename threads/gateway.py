@@ -26,8 +26,9 @@ from agentcore.events import (
 from agentcore.tools import Tool
 from core.types import User
 from threads.locks import thread_lock
-from threads.models import Run, Thread, ToolCall
+from threads.models import Thread, ToolCall
 from threads.recording import record_events
+from threads.services import run_create
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,13 +118,8 @@ def gateway_call_record(
         kept = ToolCall.objects.filter(thread=locked, tool_call_id=tool_call_id).first()
         if kept is not None:
             return GatewayCall(call=kept, created=False)
-        run = Run.objects.create(
-            thread=locked,
-            agent=locked.agent,
-            parent_run=locked.runs.order_by("-created_at", "-id").first(),
-            status=Run.Status.RUNNING,
-            input={"tools": [tool_definition]},
-        )
+        # A run reported rather than run, as an external agent's declared call is.
+        run = run_create(thread=locked, recorded={"tools": [tool_definition]})
         record_events(
             run=run,
             events=[

@@ -1,9 +1,10 @@
 """Writes for threads: create and archive threads, post messages, create, fail and cancel runs.
 
-:func:`run_create` is the one way a run an agent executes comes into being: a
-posted message (:func:`message_post`), an AG-UI request (:func:`run_start_from_agui`)
-and a continuation (:func:`continuation_maybe_start`) all go through it. An MCP
-gateway's call is recorded as a run no agent executes (:mod:`threads.gateway`). Executing a run
+:func:`run_create` is the one way a run comes into being: a posted message
+(:func:`message_post`), an AG-UI request (:func:`run_start_from_agui`) and a
+continuation (:func:`continuation_maybe_start`) all go through it, and so do the
+runs no agent here executes, recorded with ``recorded=``: an MCP gateway's call
+(:mod:`threads.gateway`) and an external agent's (:mod:`threads.external`). Executing a run
 needs the approval workflow too, so it lives above both apps, in
 :mod:`orchestration.runs`. Recording events is :mod:`threads.recording`;
 answering calls :mod:`threads.answers`. Implements DC-01, FT-06.
@@ -280,9 +281,9 @@ def run_create(
     ``retry_of`` names the lost run whose turn this one repeats (its attempt is
     the next); ``countdown`` delays its execution by that many seconds.
     ``recorded`` (the run's input) makes a run that is reported rather than run:
-    an external agent's declared call (:mod:`threads.external`), created
-    ``running`` and unmanaged, whose events the caller records; it is never
-    enqueued. Must be called inside a transaction holding the thread's row lock
+    an external agent's declared call (:mod:`threads.external`) or an MCP
+    gateway's call (:mod:`threads.gateway`), created ``running`` and unmanaged,
+    whose events the caller records; it is never enqueued. Must be called inside a transaction holding the thread's row lock
     (:func:`threads.locks.thread_lock`), with ``continues`` read in it.
     """
     latest = thread.runs.order_by("-created_at", "-id").first()
