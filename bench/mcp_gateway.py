@@ -4,9 +4,11 @@ The official ``mcp`` client calls a read-only tool of the real MCP test server
 (``tests/mcp_test_server.py``, streamable HTTP) N times in one session: directly
 (the baseline), and through Countersign's gateway (``/mcp/bench/``, the same
 upstream marked trusted, so each call is auto-approved), with the gateway served
-(a) embedded (executions on the web process's pool) and (b) production-like
-(a Celery worker executes). Each gateway call is recorded, dispatched, executed
-exactly once upstream and answered. Prints per-call p50 and mean (ms) and the
+(a) embedded and (b) production-like (Redis, a Celery worker running). Each
+gateway call takes the short path (``orchestration.gateway``): recorded,
+dispatched and reserved in one transaction, executed exactly once upstream by the
+web process in the request, and answered; the worker only stands by. The
+statements per call are pinned in ``tests/orchestration/test_gateway_short_path.py``. Prints per-call p50 and mean (ms) and the
 ratio to the direct call; target <= 1.5x (p50).
 
     python -m bench.mcp_gateway      # BENCH_MCP_CALLS=200 by default

@@ -7,10 +7,17 @@ The steps the MCP shell (``web.mcp_gateway``) calls, one per request it serves:
 2. :func:`gateway_call_start`: check the call (known tool, arguments that pass the
    tool's schema: refused input records nothing), record it as a run of the
    client's session thread (``threads.gateway``) and dispatch it like any pending
-   call (:func:`orchestration.pipeline.pending_calls_dispatch`: policy, grant,
-   approval request, execution queued for a worker). A retry of a call already
-   recorded (same request in the session, or the same idempotency key) records
-   nothing and refers to the kept call.
+   call (``approvals.services.pending_calls_route``: policy, grant, approval
+   request, execution queued). A retry of a call already recorded (same request
+   in the session, or the same idempotency key) records nothing and refers to
+   the kept call.
+   **The short path:** a call that may run at once (policy ``auto``, or a grant)
+   is reserved in that same transaction (``execution_reserve``) instead of being
+   handed to a worker; :func:`gateway_call_execute` runs it in the MCP request
+   that recorded it, on the process's upstream connection, and
+   :func:`gateway_call_finish` records the outcome in one more transaction. The reservation commits before the upstream
+   call, so a request that dies in between leaves a leased execution the janitor
+   hands to a worker once the lease ends, as it does a dead worker's.
 3. :func:`gateway_call_outcome`: the call's answer once it has one (executed,
    rejected, expired, denied, failed), as an MCP result; ``None`` while it waits.
 4. :func:`gateway_call_cancel`: the client gave up: a call still waiting for a
@@ -29,18 +36,38 @@ from typing import Any, Final, Literal
 
 from django.db import transaction
 
-from agentcore.arguments import canonical_sha256, parse_arguments
+from agentcore.arguments import ValidatedArguments, canonical_sha256, parse_arguments
+from agentcore.dispatch import ToolResult
 from agentcore.mcp import mcp_blocks_from_content
 from agentcore.tools import Tool
+from approvals import crashpoints
 from approvals.models import ApprovalRequest
-from approvals.services import call_pending_cancel
+from approvals.services import (
+    Reserved,
+    audit_batch,
+    call_pending_cancel,
+    execution_outcome_record,
+    execution_reserve,
+    pending_calls_route,
+)
 from core.errors import CountersignError
 from core.types import User
-from orchestration.pipeline import pending_calls_dispatch
+from orchestration.pipeline import (
+    ToolRun,
+    executions_enqueue,
+    run_continue,
+    tool_run_async,
+    tool_run_prepare,
+)
 from threads.agent_config import agent_application_tools, agent_is_gateway
-from threads.gateway import gateway_call_record, gateway_thread_get_or_create
+from threads.gateway import (
+    GatewayCall,
+    gateway_call_record,
+    gateway_thread_forget,
+    gateway_thread_pk,
+)
 from threads.mcp_servers import agent_mcp_refresh
-from threads.models import Message, ToolCall
+from threads.models import Message, Thread, ToolCall
 
 #: The ``_meta`` key a client sets to name one logical call across retries.
 IDEMPOTENCY_META_KEY: Final = "io.countersign/idempotencyKey"
@@ -63,11 +90,18 @@ class GatewayRefused(CountersignError):
 
 @dataclass(frozen=True, slots=True)
 class GatewayStarted:
-    """What :func:`gateway_call_start` did: the call's row and public id, and whether it is new."""
+    """What :func:`gateway_call_start` did: the call's row and public id, and whether it is new.
+
+    ``run_here``: the call was reserved in the recording transaction (the short
+    path): the caller runs it now (:func:`gateway_call_execute`, then
+    :func:`gateway_call_finish`); ``None`` when it
+    waits for a person, went to a worker, or was already answered.
+    """
 
     tool_call_pk: int
     tool_call_id: str
     created: bool
+    run_here: ToolRun | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,12 +173,15 @@ def gateway_call_start(
     name: str,
     arguments: dict[str, Any] | None,
     metadata: dict[str, Any],
+    keyed: bool = True,
 ) -> GatewayStarted:
     """Record and dispatch an MCP client's call of tool ``name`` on ``gateway`` for ``user``.
 
     ``session``: the MCP session (its thread); ``tool_call_id``: from
-    :func:`gateway_tool_call_id` (``None``: a new id); ``metadata``: kept on the call
-    (the MCP request's id, the client). Raises :class:`GatewayRefused` before
+    :func:`gateway_tool_call_id` (``None``: a new id); ``keyed``: the id comes from
+    an idempotency key, so it may name a call of another session (``False``: from
+    the session's request id, looked up in the session's thread only);
+    ``metadata``: kept on the call (the MCP request's id, the client). Raises :class:`GatewayRefused` before
     recording anything: ``unknown_tool`` (not offered by the gateway),
     ``invalid_arguments`` (the tool's schema refuses them; the message says what
     to fix) or ``conflict`` (the id names a kept call of another tool or other
@@ -165,7 +202,7 @@ def gateway_call_start(
             f"arguments of {name!r} were refused: {parsed.error}",
         )
     value = parsed.value
-    if tool_call_id is not None:
+    if tool_call_id is not None and keyed:
         kept = gateway_call_kept(gateway=gateway, user=user, tool_call_id=tool_call_id)
         if kept is not None:
             return _kept_start(kept, name=name, arguments_sha256=value.sha256)
@@ -173,28 +210,143 @@ def gateway_call_start(
         mode="json", by_alias=True, exclude_none=True
     )
     with transaction.atomic():
-        thread = gateway_thread_get_or_create(
+        recorded = _record(
+            gateway=gateway,
+            user=user,
+            session=session,
+            tool_call_id=tool_call_id or "mcp-" + secrets.token_hex(16),
+            tool=tool,
+            arguments=value,
+            definition=definition,
+            metadata=metadata,
+        )
+        if not recorded.created:
+            return _kept_start(recorded.call, name=name, arguments_sha256=value.sha256)
+        run_here = _dispatch_reserving(call=recorded.call)
+    return GatewayStarted(
+        tool_call_pk=recorded.call.pk,
+        tool_call_id=recorded.call.tool_call_id,
+        created=True,
+        run_here=run_here,
+    )
+
+
+def _record(
+    *,
+    gateway: str,
+    user: User,
+    session: str,
+    tool_call_id: str,
+    tool: Tool,
+    arguments: ValidatedArguments,
+    definition: dict[str, Any],
+    metadata: dict[str, Any],
+) -> GatewayCall:
+    """Record the call in its session's thread (looked up again if it was deleted)."""
+    for _ in range(2):
+        thread_pk, thread_id = gateway_thread_pk(
             gateway=gateway,
             owner=user,
             session=session,
             title=f"MCP session on {gateway}",
         )
-        recorded = gateway_call_record(
-            thread=thread,
-            tool_call_id=tool_call_id or "mcp-" + secrets.token_hex(16),
-            tool=tool,
-            arguments=value,
-            tool_definition=definition,
-            metadata={"mcp": metadata},
+        try:
+            return gateway_call_record(
+                thread_pk=thread_pk,
+                thread_id=thread_id,
+                tool_call_id=tool_call_id,
+                tool=tool,
+                arguments=arguments,
+                tool_definition=definition,
+                metadata={"mcp": metadata},
+            )
+        except Thread.DoesNotExist:
+            gateway_thread_forget(thread_pk=thread_pk)
+    raise RuntimeError(f"the thread of MCP session {session!r} keeps disappearing")
+
+
+def _dispatch_reserving(*, call: ToolCall) -> ToolRun | None:
+    """Dispatch new gateway ``call``; reserve it here when it may run at once.
+
+    The pipeline's dispatch step (policy, grant, approval request), except that
+    an execution queued to run now is reserved in the same transaction
+    (``execution_reserve``: the same checks a worker makes) rather than handed
+    to a worker; anything else goes on as in
+    :func:`orchestration.pipeline.pending_calls_dispatch`. Returns the prepared
+    run of the reserved call, or ``None``. Must run inside the transaction that
+    recorded the call. Implements FT-06, SEC-01, LP-01, DC-04.
+    """
+    # The dispatch's and the reservation's audit entries: one INSERT, one head update.
+    with audit_batch():
+        dispatched = pending_calls_route(run=call.run)
+        now = [q for q in dispatched.queued if q.not_before is None]
+        executions_enqueue([q for q in dispatched.queued if q not in now])
+        if not now:
+            run_continue(run=call.run)
+            return None
+        step = execution_reserve(thread_pk=call.thread_id, tool_call_pk=call.pk)
+    if not isinstance(step, Reserved):
+        if step.answered:
+            run_continue(run=call.run)
+        return None
+    return tool_run_prepare(step)
+
+
+async def gateway_call_execute(*, started: GatewayStarted) -> ToolResult:
+    """Run the upstream call :func:`gateway_call_start` reserved; return its result.
+
+    Awaited in the MCP request's own event loop: the upstream MCP call goes over
+    the connection the process keeps for that server (``agentcore.mcp``), no
+    worker, no polling. Touches no database (sync code records the outcome:
+    :func:`gateway_call_finish`). The caller shields it from the client's
+    cancellation: a call that started is finished and recorded. A process that
+    dies before the outcome leaves the reservation, committed before the
+    upstream call, to the janitor (BC32). Raises ``ValueError`` for a call that
+    was not reserved at its start. Implements LP-05, LP-07, LP-08, BC32.
+    """
+    prepared = started.run_here
+    if prepared is None:
+        raise ValueError(
+            f"call {started.tool_call_id!r} was not reserved at its start; "
+            "wait for its outcome instead"
         )
-        if not recorded.created:
-            return _kept_start(recorded.call, name=name, arguments_sha256=value.sha256)
-        pending_calls_dispatch(run=recorded.call.run)
-    return GatewayStarted(
-        tool_call_pk=recorded.call.pk,
-        tool_call_id=recorded.call.tool_call_id,
-        created=True,
-    )
+    crashpoints.crash_point("after_reservation")
+    result = await tool_run_async(prepared)
+    crashpoints.crash_point("after_tool")
+    return result
+
+
+def gateway_call_finish(
+    *, started: GatewayStarted, result: ToolResult
+) -> GatewayOutcome:
+    """Record ``result`` as the outcome of the call ``started`` reserved; return its answer.
+
+    One transaction: the execution's outcome, the call's one tool message, the
+    audit entry and the notifications (``execution_outcome_record``), and the
+    run settled (:func:`orchestration.pipeline.run_continue`: a gateway's run is
+    finished, never continued). A late duplicate records nothing and returns the
+    answer already kept. Implements DC-04, LP-05, LP-08, FT-06.
+    """
+    prepared = started.run_here
+    if prepared is None:
+        raise ValueError(f"call {started.tool_call_id!r} was not reserved at its start")
+    call = prepared.reserved.call
+    with transaction.atomic():
+        settled = execution_outcome_record(
+            thread_pk=call.thread_id, tool_call_pk=call.pk, result=result
+        )
+        if settled.answered:
+            run_continue(run=call.run)
+    crashpoints.crash_point("after_outcome")
+    message = _answer_of(thread_pk=call.thread_id, tool_call_id=call.tool_call_id)
+    if not settled.answered or settled.call is None or message is None:
+        # Answered by someone else meanwhile (an operator resolving it): as kept.
+        outcome = gateway_call_outcome(tool_call_pk=call.pk)
+        if outcome is None:  # an answered call keeps its tool message
+            raise RuntimeError(f"call {call.tool_call_id!r} has no answer")
+        return outcome
+    # Run on a policy's or a grant's authority: no approver edited it.
+    return _outcome(message=message, state=str(settled.call.state), edited=None)
 
 
 def _kept_start(call: ToolCall, *, name: str, arguments_sha256: str) -> GatewayStarted:
@@ -241,20 +393,30 @@ def gateway_call_outcome(*, tool_call_pk: int) -> GatewayOutcome | None:
     if row is None:
         return None
     thread_pk, tool_call_id, state = row
-    message = Message.objects.filter(
-        thread_id=thread_pk, tool_call_id=tool_call_id, role=Message.Role.TOOL
-    ).first()
+    message = _answer_of(thread_pk=thread_pk, tool_call_id=tool_call_id)
     if message is None:
         return None
+    return _outcome(
+        message=message,
+        state=str(state),
+        edited=_edit_sentence(tool_call_pk=tool_call_pk),
+    )
+
+
+def _answer_of(*, thread_pk: int, tool_call_id: str) -> Message | None:
+    """Return the one tool message answering call ``tool_call_id``, or ``None``."""
+    return Message.objects.filter(
+        thread_id=thread_pk, tool_call_id=tool_call_id, role=Message.Role.TOOL
+    ).first()
+
+
+def _outcome(*, message: Message, state: str, edited: str | None) -> GatewayOutcome:
+    """Return a call's answer ``message`` as MCP parts; ``edited`` goes first."""
     content = mcp_blocks_from_content(message.content)
-    edited = _edit_sentence(tool_call_pk=tool_call_pk)
     if edited is not None:
         content.insert(0, {"type": "text", "text": edited})
     return GatewayOutcome(
-        content=content,
-        is_error=bool(message.error),
-        status=str(state),
-        edited=edited,
+        content=content, is_error=bool(message.error), status=state, edited=edited
     )
 
 

@@ -323,6 +323,30 @@ def tool_run(reserved: Reserved) -> ToolResult:
     authorized the call; the runtime gets no user object (its ORM is not usable
     from the tool's event loop).
     """
+    return asyncio.run(tool_run_async(tool_run_prepare(reserved)))
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    """A reserved call's tool, ready to run on any event loop (no database access left).
+
+    Built by :func:`tool_run_prepare` where the ORM may be used; run by
+    :func:`tool_run_async`.
+    """
+
+    request: ToolCallRequest
+    reserved: Reserved
+    context: ToolContext
+    request_context: Any
+
+
+def tool_run_prepare(reserved: Reserved) -> ToolRun:
+    """Read what running ``reserved`` needs from the database (sync code only).
+
+    The tool context (thread, run and call ids, the idempotency key, who
+    authorized it, the mid-call input requester) and, when tracing, the
+    approval request's trace context.
+    """
     call, execution = reserved.call, reserved.execution
     owner = call.thread.owner
     context = ToolContext(
@@ -349,21 +373,36 @@ def tool_run(reserved: Reserved) -> ToolResult:
             .values_list("trace_context", flat=True)
             .first()
         )
+    return ToolRun(
+        request=request,
+        reserved=reserved,
+        context=context,
+        request_context=request_context,
+    )
+
+
+async def tool_run_async(prepared: ToolRun) -> ToolResult:
+    """Run a prepared call's tool once on the running loop; never raises for the tool.
+
+    :func:`tool_run` in a worker; an MCP gateway's auto-approved call awaits it
+    in its own request (:mod:`orchestration.gateway`), on the upstream
+    connection the process keeps (``agentcore.mcp``).
+    """
+    reserved = prepared.reserved
+    call = reserved.call
     with tracing.tool_span(
         tool_name=call.name,
         tool_call_id=call.tool_call_id,
         description=reserved.tool.description,
-        request_context=request_context,
+        request_context=prepared.request_context,
     ) as span:
         # Checked under the reservation's lock (hash and schema): no ladder again.
-        result = asyncio.run(
-            execute_call(
-                request,
-                tool=reserved.tool,
-                toolset=reserved.toolset,
-                context=context,
-                validated=reserved.arguments,
-            )
+        result = await execute_call(
+            prepared.request,
+            tool=reserved.tool,
+            toolset=reserved.toolset,
+            context=prepared.context,
+            validated=reserved.arguments,
         )
         tracing.tool_span_outcome(span, error=result.error)
     return result

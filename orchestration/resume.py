@@ -25,7 +25,7 @@ from orchestration.pipeline import approval_decide
 from threads.locks import thread_lock_by_id
 from threads.models import Run, Thread
 from threads.selectors import thread_visible_to
-from threads.services import run_start_from_agui
+from threads.services import agent_check_runs_here, run_start_from_agui
 
 
 def agui_run_start(
@@ -35,8 +35,10 @@ def agui_run_start(
 
     Raises what :func:`approvals.services.resume.resume_check` and
     :func:`threads.services.run_start_from_agui` raise; on any error nothing is
-    recorded or decided.
+    recorded or decided. A thread (or an agent) that records calls of an agent
+    running elsewhere is refused first (:func:`threads.services.agent_check_runs_here`).
     """
+    agent_check_runs_here(agent=agent)
     with transaction.atomic():
         thread = thread_lock_by_id(thread_id=run_input.thread_id)
         plans = []
@@ -44,6 +46,7 @@ def agui_run_start(
             thread is not None
             and thread_visible_to(user=user).filter(pk=thread.pk).exists()
         ):
+            agent_check_runs_here(agent=thread.agent, thread_id=thread.thread_id)
             plans = resume_check(user=user, thread=thread, resume=run_input.resume)
         started = run_start_from_agui(
             user=user,

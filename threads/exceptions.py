@@ -23,6 +23,14 @@ class RunConflict(ThreadsError):
     status = 409
 
 
+class RecordedThread(ThreadsError):
+    """The thread records calls of an agent that runs elsewhere (an MCP gateway's client,
+    an external agent): no agent runs on it, so it takes no message and no run."""
+
+    code = "recorded_thread"
+    status = 409
+
+
 class RunNotCancellable(ThreadsError):
     """The run already ended."""
 

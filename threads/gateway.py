@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from django.db import transaction
 
@@ -26,8 +26,9 @@ from agentcore.events import (
 from agentcore.tools import Tool
 from core.types import User
 from threads.locks import thread_lock
-from threads.models import Run, Thread, ToolCall
+from threads.models import Thread, ToolCall
 from threads.recording import record_events
+from threads.services import run_create
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,32 +53,54 @@ def gateway_thread_id(*, gateway: str, owner_pk: int, session: str) -> str:
     return f"mcp-{gateway}-{digest[:32]}"
 
 
-def gateway_thread_get_or_create(
-    *, gateway: str, owner: User, session: str, title: str
-) -> Thread:
-    """Return the thread of MCP session ``session`` of ``owner`` on ``gateway``, creating it.
+#: ``threadId`` -> pk of the session threads this process used, so a session's
+#: next call locks its thread without looking it up first (bounded: the oldest
+#: is forgotten first).
+_SESSION_THREADS: dict[str, int] = {}
+_MAX_SESSION_THREADS: Final = 10_000
 
-    Safe under concurrent first calls of one session (the unique ``thread_id``
-    decides). ``title`` is used only when the thread is created.
+
+def gateway_thread_pk(
+    *, gateway: str, owner: User, session: str, title: str
+) -> tuple[int, str]:
+    """Return ``(pk, threadId)`` of the thread of MCP session ``session`` of ``owner`` on ``gateway``.
+
+    Creates the thread on the session's first call; safe under concurrent first
+    calls (the unique ``thread_id`` decides). ``title`` is used only when the
+    thread is created. Remembered per process: :func:`gateway_call_record` locks
+    it by pk and says when it is gone (:func:`gateway_thread_forget`).
     """
     thread_id = gateway_thread_id(gateway=gateway, owner_pk=owner.pk, session=session)
+    pk = _SESSION_THREADS.get(thread_id)
+    if pk is not None:
+        return pk, thread_id
     thread, _ = Thread.objects.get_or_create(
         thread_id=thread_id,
         defaults={"owner": owner, "agent": gateway, "title": title[:300]},
     )
-    return thread
+    _SESSION_THREADS[thread_id] = thread.pk
+    if len(_SESSION_THREADS) > _MAX_SESSION_THREADS:
+        _SESSION_THREADS.pop(next(iter(_SESSION_THREADS)))
+    return thread.pk, thread_id
+
+
+def gateway_thread_forget(*, thread_pk: int) -> None:
+    """Forget thread ``thread_pk`` (deleted): the session's next call looks it up again."""
+    for key in [k for k, v in _SESSION_THREADS.items() if v == thread_pk]:
+        _SESSION_THREADS.pop(key, None)
 
 
 def gateway_call_record(
     *,
-    thread: Thread,
+    thread_pk: int,
+    thread_id: str,
     tool_call_id: str,
     tool: Tool,
     arguments: ValidatedArguments,
     tool_definition: dict[str, Any],
     metadata: dict[str, Any],
 ) -> GatewayCall:
-    """Record an MCP client's call of ``tool`` as a run of ``thread`` awaiting it.
+    """Record an MCP client's call of ``tool`` as a run of thread ``thread_pk`` awaiting it.
 
     ``arguments`` were validated against ``tool`` by the caller; their canonical JSON
     is the call's argument text. ``tool_definition`` is the tool as advertised (AG-UI
@@ -85,20 +108,18 @@ def gateway_call_record(
     ``metadata`` goes on the call (shown to operators: the MCP request, the client).
     A ``tool_call_id`` the thread already holds records nothing and returns the kept
     call (``created=False``). Must run inside a transaction; takes the thread's lock.
-    Implements DC-01, DC-04.
+    Raises ``Thread.DoesNotExist`` when thread ``thread_pk`` is gone or is no
+    longer the thread ``thread_id`` it was remembered as. Implements DC-01, DC-04.
     """
     with transaction.atomic(savepoint=False):
-        locked = thread_lock(thread_pk=thread.pk)
+        locked = thread_lock(thread_pk=thread_pk)
+        if locked.thread_id != thread_id:
+            raise Thread.DoesNotExist(f"thread {thread_pk!r} is not {thread_id!r}")
         kept = ToolCall.objects.filter(thread=locked, tool_call_id=tool_call_id).first()
         if kept is not None:
             return GatewayCall(call=kept, created=False)
-        run = Run.objects.create(
-            thread=locked,
-            agent=locked.agent,
-            parent_run=locked.runs.order_by("-created_at", "-id").first(),
-            status=Run.Status.RUNNING,
-            input={"tools": [tool_definition]},
-        )
+        # A run reported rather than run, as an external agent's declared call is.
+        run = run_create(thread=locked, recorded={"tools": [tool_definition]})
         record_events(
             run=run,
             events=[

@@ -1,9 +1,10 @@
 """Writes for threads: create and archive threads, post messages, create, fail and cancel runs.
 
-:func:`run_create` is the one way a run an agent executes comes into being: a
-posted message (:func:`message_post`), an AG-UI request (:func:`run_start_from_agui`)
-and a continuation (:func:`continuation_maybe_start`) all go through it. An MCP
-gateway's call is recorded as a run no agent executes (:mod:`threads.gateway`). Executing a run
+:func:`run_create` is the one way a run comes into being: a posted message
+(:func:`message_post`), an AG-UI request (:func:`run_start_from_agui`) and a
+continuation (:func:`continuation_maybe_start`) all go through it, and so do the
+runs no agent here executes, recorded with ``recorded=``: an MCP gateway's call
+(:mod:`threads.gateway`) and an external agent's (:mod:`threads.external`). Executing a run
 needs the approval workflow too, so it lives above both apps, in
 :mod:`orchestration.runs`. Recording events is :mod:`threads.recording`;
 answering calls :mod:`threads.answers`. Implements DC-01, FT-06.
@@ -40,6 +41,7 @@ from threads.answers import (
     run_finish_if_answered,
 )
 from threads.exceptions import (
+    RecordedThread,
     RunConflict,
     RunNotCancellable,
     ThreadArchived,
@@ -107,6 +109,31 @@ def thread_create(
     return Thread.objects.create(**fields)
 
 
+def agent_check_runs_here(*, agent: str, thread_id: str | None = None) -> None:
+    """Raise :class:`RecordedThread` when ``agent`` runs elsewhere, so no run may start for it.
+
+    An MCP gateway's threads (provider ``mcp_gateway``) record its clients' calls,
+    and an external agent's (provider ``external``) the calls it declares through
+    the approval API: a message or an AG-UI run there would start a run no agent
+    can execute. ``thread_id`` names the thread in the message, when there is one.
+    Checked before anything is written.
+    """
+    where = f"thread {thread_id!r}" if thread_id else f"agent {agent!r}"
+    if agent_is_gateway(agent):
+        raise RecordedThread(
+            f"{where} records the calls MCP clients send to gateway {agent!r}; no "
+            "agent runs there, so it takes no message and no run: call the tools "
+            f"through an MCP session at /mcp/{agent}/ instead"
+        )
+    if agent_is_external(agent):
+        raise RecordedThread(
+            f"{where} records the calls external agent {agent!r} declares through "
+            "the approval API; that agent runs elsewhere, so it takes no message "
+            "and no run here: send the message to the agent itself, which declares "
+            "its calls with POST /api/external/tool-calls/"
+        )
+
+
 def thread_check_can_start_run(
     *,
     thread: Thread,
@@ -118,8 +145,10 @@ def thread_check_can_start_run(
     One run per thread at a time: refused while a run is queued or running, or
     while calls of the last run are still unanswered (FT-06: a continuing thread
     answers every pending call first). Raises :class:`ThreadArchived` for an
-    archived thread.
+    archived thread and :class:`RecordedThread` for a thread of an agent that runs
+    elsewhere (:func:`agent_check_runs_here`).
     """
+    agent_check_runs_here(agent=thread.agent, thread_id=thread.thread_id)
     if thread.archived_at is not None:
         raise ThreadArchived(
             f"thread {thread.thread_id!r} was archived at {thread.archived_at.isoformat()}; "
@@ -252,9 +281,9 @@ def run_create(
     ``retry_of`` names the lost run whose turn this one repeats (its attempt is
     the next); ``countdown`` delays its execution by that many seconds.
     ``recorded`` (the run's input) makes a run that is reported rather than run:
-    an external agent's declared call (:mod:`threads.external`), created
-    ``running`` and unmanaged, whose events the caller records; it is never
-    enqueued. Must be called inside a transaction holding the thread's row lock
+    an external agent's declared call (:mod:`threads.external`) or an MCP
+    gateway's call (:mod:`threads.gateway`), created ``running`` and unmanaged,
+    whose events the caller records; it is never enqueued. Must be called inside a transaction holding the thread's row lock
     (:func:`threads.locks.thread_lock`), with ``continues`` read in it.
     """
     latest = thread.runs.order_by("-created_at", "-id").first()
@@ -401,9 +430,12 @@ def run_start_from_agui(
     ``resumed_call_ids`` are calls the same transaction decides from the input's
     ``resume`` (:mod:`approvals.services.resume`): this run is then their run's
     continuation, started once they are answered (IR-07, IR-15).
+    Raises :class:`RecordedThread` when ``agent`` or the thread's agent runs
+    elsewhere (an MCP gateway, an external agent), before anything is written.
     Implements FT-01, FT-06, SEC-02.
     """
     agent_settings(agent)
+    agent_check_runs_here(agent=agent)
     with transaction.atomic():
         thread = thread_lock_by_id(thread_id=run_input.thread_id)
         fresh = thread is None
@@ -419,6 +451,7 @@ def run_start_from_agui(
             raise ThreadNotFound(f"thread {run_input.thread_id!r} was not found")
         else:
             thread_write_check(user=user, thread=thread)
+            agent_check_runs_here(agent=thread.agent, thread_id=thread.thread_id)
         if thread.runs.filter(run_id=run_input.run_id).exists():
             raise RunConflict(
                 f"runId {run_input.run_id!r} was already used on this thread; "

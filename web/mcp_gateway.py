@@ -53,8 +53,11 @@ from orchestration.gateway import (
     STATUS_TOOL,
     GatewayOutcome,
     GatewayRefused,
+    GatewayStarted,
     gateway_call_brief,
     gateway_call_cancel,
+    gateway_call_execute,
+    gateway_call_finish,
     gateway_call_kept,
     gateway_call_outcome,
     gateway_call_start,
@@ -448,9 +451,12 @@ async def _call(
                     "session": bool(session),
                     "protocolVersion": ctx.protocol_version,
                 },
+                keyed=key is not None,
             )
         except GatewayRefused as refused:
             raise MCPError(_ERROR_CODES[refused.code], str(refused)) from None
+        if started.run_here is not None:
+            return _result(await _run_here(ctx, started=started))
         tool_call_pk, tool_call_id = started.tool_call_pk, started.tool_call_id
     result = await _wait(entry, ctx, tool_call_pk=tool_call_pk, name=params.name)
     if result.meta and result.meta.get("io.countersign/status") == "pending":
@@ -458,6 +464,33 @@ async def _call(
     else:
         entry.pending.pop(pending_key, None)
     return result
+
+
+async def _run_here(
+    ctx: ServerRequestContext[Any, Any], *, started: GatewayStarted
+) -> GatewayOutcome:
+    """Run a call reserved at its start in this request (the short path); return its outcome.
+
+    A client that gives up meanwhile does not stop it: the cancellation is
+    audited as after start (``gateway_call_cancel``) and the outcome is still
+    recorded (kept, never sent).
+    """
+    running = asyncio.ensure_future(_execute_and_finish(started))
+    try:
+        return await asyncio.shield(running)
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            user = await sync_to_async(_user_of)(ctx)
+            await sync_to_async(gateway_call_cancel)(
+                tool_call_pk=started.tool_call_pk, cancelled_by=user
+            )
+            await running
+        raise
+
+
+async def _execute_and_finish(started: GatewayStarted) -> GatewayOutcome:
+    result = await gateway_call_execute(started=started)
+    return await sync_to_async(gateway_call_finish)(started=started, result=result)
 
 
 async def _status(

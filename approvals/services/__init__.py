@@ -22,6 +22,7 @@ from __future__ import annotations
 from approvals.models import DECIDE_PERMISSION
 from approvals.services.audit import (
     audit_append,
+    audit_batch,
     audit_export,
     audit_keys,
     audit_verify,
@@ -78,6 +79,7 @@ __all__ = [
     "approval_snapshot",
     "approval_undo",
     "audit_append",
+    "audit_batch",
     "audit_export",
     "audit_keys",
     "audit_verify",

@@ -8,6 +8,7 @@ Implements SEC-01, DC-04, FT-06.
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -16,6 +17,8 @@ from approvals.models import ApprovalRequest
 from orchestration.gateway import (
     GatewayRefused,
     gateway_call_cancel,
+    gateway_call_execute,
+    gateway_call_finish,
     gateway_call_outcome,
     gateway_call_start,
     gateway_tool_call_id,
@@ -53,13 +56,19 @@ def start(user, name, arguments, *, tool_call_id=None, gateway="gw"):
     )
 
 
+def run_here(started):
+    result = asyncio.run(gateway_call_execute(started=started))
+    return gateway_call_finish(started=started, result=result)
+
+
 @pytest.mark.parametrize("executor", ["embedded"], indirect=True)
 def test_an_auto_call_is_answered_once_and_its_run_is_not_continued(
     user, gateway, executor
 ):
     """lookup_order (auto) runs at once; the thread is the user's; no continuation run."""
     started = start(user, "lookup_order", {"order_id": "A-1001"})
-    wait_embedded()
+    assert started.run_here is not None  # reserved: it runs in the caller's request
+    run_here(started)
 
     outcome = gateway_call_outcome(tool_call_pk=started.tool_call_pk)
     assert outcome is not None
@@ -164,7 +173,7 @@ def test_a_retry_refers_to_the_kept_call_and_other_arguments_conflict(
         idempotency_key="k1",
     )
     first = start(user, "lookup_order", {"order_id": "A-1001"}, tool_call_id=call_id)
-    wait_embedded()
+    run_here(first)
     again = start(user, "lookup_order", {"order_id": "A-1001"}, tool_call_id=call_id)
     with pytest.raises(GatewayRefused) as conflict:
         start(user, "lookup_order", {"order_id": "A-1002"}, tool_call_id=call_id)
