@@ -28,7 +28,7 @@ from approvals.services.notify import approval_snapshot
 from core.conf import countersign_settings
 from core.types import AnyUser, JSONValue
 from threads.models import Message, ToolCall
-from threads.selectors import thread_visible_to
+from threads.selectors import thread_named, thread_visible_to
 
 VIEW_PERMISSION = "approvals.view_approvalrequest"
 
@@ -91,7 +91,7 @@ def approval_list(
     if tool is not None:
         approvals = approvals.filter(tool_name=tool)
     if thread_id is not None:
-        approvals = approvals.filter(thread__thread_id=thread_id)
+        approvals = approvals.filter(thread_named(user=user, thread_id=thread_id))
     if status is not None:
         approvals = approvals.filter(status=status)
     if older_than is not None:

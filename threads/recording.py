@@ -321,7 +321,8 @@ class RunRecorder:
         created); a RUN_FINISHED that leaves calls unanswered or ends with a remote
         agent's interrupts is hidden (the calls go to Countersign, which continues
         or ends the wire run, threads.wire); any
-        other RUN_FINISHED ends the wire run and carries its ``runId``.
+        other RUN_FINISHED ends the wire run and carries its ``runId`` and the
+        thread's AG-UI id (the agent knows the thread by its global id).
         """
         outcome_type = getattr(getattr(event, "outcome", None), "type", "success")
         hidden = event.type == EventType.RUN_STARTED or (
@@ -333,7 +334,11 @@ class RunRecorder:
         )
         if event.type == EventType.RUN_FINISHED and not hidden:
             wire = self.run.wire_run
-            payload = {**event_to_dict(event), "runId": wire.run_id}
+            payload = {
+                **event_to_dict(event),
+                "threadId": self.thread.agui_id,
+                "runId": wire.run_id,
+            }
             if wire.pk != self.run.pk:
                 usage = wire_usage(wire, extra=getattr(event, "usage", None))
                 if usage:

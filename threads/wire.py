@@ -64,7 +64,7 @@ def wire_run_open(*, run: Run, run_input: dict[str, Any] | None) -> None:
     run_wire_transition(run=run, to=Run.WireState.OPEN)
     started: dict[str, Any] = {
         "type": "RUN_STARTED",
-        "threadId": run.thread.thread_id,
+        "threadId": run.thread.agui_id,
         "runId": run.run_id,
         "protocolVersion": PROTOCOL_VERSION,
     }
@@ -165,7 +165,7 @@ def wire_run_finish(*, wire: Run, outcome: dict[str, Any]) -> None:
     """
     finished: dict[str, Any] = {
         "type": "RUN_FINISHED",
-        "threadId": wire.thread.thread_id,
+        "threadId": wire.thread.agui_id,
         "runId": wire.run_id,
         "outcome": outcome,
     }

@@ -298,11 +298,11 @@ def test_queue_lists_pending_first_then_newest_and_filters(
     pending_refund_thread(user, thread_id="t-a")
     pending_refund_thread(other_user, thread_id="t-b")
     pending_refund_thread(user, thread_id="t-c")
-    decided = ApprovalRequest.objects.get(thread__thread_id="t-c")
+    decided = ApprovalRequest.objects.get(thread__client_thread_id="t-c")
     approver_api.post(
         f"/api/approvals/{decided.pk}/reject/", {"reason": "dup"}, format="json"
     )
-    ApprovalRequest.objects.filter(thread__thread_id="t-a").update(
+    ApprovalRequest.objects.filter(thread__client_thread_id="t-a").update(
         requested_at=timezone.now() - timedelta(hours=2)
     )
 

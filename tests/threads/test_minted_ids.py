@@ -97,7 +97,7 @@ async def test_client_message_named_like_the_old_result_id_cannot_block_the_answ
     assert response.status_code == 200
     events = await drain(response)
     assert events[-1]["type"] == "RUN_FINISHED"
-    thread = await Thread.objects.aget(thread_id="t-preempt")
+    thread = await Thread.objects.aget(client_thread_id="t-preempt")
 
     await sync_to_async(executor.settle)(thread)
 
