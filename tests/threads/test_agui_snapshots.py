@@ -42,7 +42,7 @@ from tests.helpers.agui import (
 )
 from tests.helpers.live import run_input, token_for, wait_until
 from tests.langgraph_refund_agent import serve, tool_messages_by_call
-from threads.models import Message, Run, ToolCall
+from threads.models import Message, Run, Thread, ToolCall
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -144,8 +144,9 @@ async def test_tc08_langgraph_snapshot_tool_message_keeps_the_streamed_result_id
         == 1
     )
     # The remote got its own ids back in its next input: LangGraph's history, too,
-    # holds one answer per call.
-    assert tool_messages_by_call("/streaming", thread_id) == {
+    # holds one answer per call. The remote knows the thread by its global id.
+    thread = await Thread.objects.aget(client_thread_id=thread_id)
+    assert tool_messages_by_call("/streaming", thread.thread_id) == {
         "lg_status_1": 1,
         "lg_refund_1": 1,
     }
