@@ -268,6 +268,11 @@ class Message(models.Model):
         return f"{self.role} {self.message_id}"
 
 
+#: The roles a thread stores messages of (AG-UI's others, such as activity and
+#: reasoning, are not stored); a set, read once per input message (B9).
+STORED_ROLES: frozenset[str] = frozenset(Message.Role.values)
+
+
 class ToolCallQuerySet(models.QuerySet["ToolCall"]):
     """Queries on tool calls; :meth:`answered` is the one "is this call answered?" test."""
 

@@ -49,7 +49,7 @@ from threads.execution import enqueue, enqueue_later
 from threads.ids import input_call_ids_unique
 from threads.ids import new_message_id as mint_message_id
 from threads.locks import run_lock, thread_lock, thread_lock_by_agui_id
-from threads.models import Message, Run, Thread, ToolCall, new_public_id
+from threads.models import STORED_ROLES, Message, Run, Thread, ToolCall, new_public_id
 from threads.projection import messages_create_from_agui
 from threads.recording import (
     RunRecorder,
@@ -448,14 +448,11 @@ def run_start_from_agui(
         new: list[dict[str, Any]] = []
         # A reused tool-call id gets a thread-unique one; the wire echo keeps the
         # client's (threads.ids.input_call_ids_unique).
+        # The echo's messages are the input's, dumped once (B9).
         for data in input_call_ids_unique(
-            thread=thread,
-            messages=[
-                m.model_dump(mode="json", by_alias=True, exclude_none=True)
-                for m in run_input.messages
-            ],
+            thread=thread, messages=wire_input["messages"]
         ):
-            if data.get("id") in known or data.get("role") not in Message.Role.values:
+            if data.get("id") in known or data.get("role") not in STORED_ROLES:
                 continue
             new.append(data)
             known.add(data["id"])

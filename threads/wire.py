@@ -70,11 +70,9 @@ def wire_run_open(*, run: Run, run_input: dict[str, Any] | None) -> None:
     }
     if run.parent_run_id is not None and run.parent_run is not None:
         started["parentRunId"] = run.parent_run.run_id
-    if run_input is not None:
-        started["input"] = run_input
     events: list[BaseEvent | dict[str, Any]] = [started]
     events += _unreported_results(thread=run.thread)
-    record_wire_events(run=run, events=events)
+    record_wire_events(run=run, events=events, run_input=run_input)
 
 
 def wire_results_report(*, thread: Thread) -> int:

@@ -217,10 +217,10 @@ def _id_problem(*, user: AnyUser, run_input: RunAgentInput) -> CountersignError 
             thread_write_check(user=user, thread=thread)
         except CountersignError as error:
             return error
-    messages = [
-        m.model_dump(mode="json", by_alias=True, exclude_none=True)
-        for m in run_input.messages
-    ]
+    # One dump of the whole list, not one per message (B9).
+    messages = run_input.model_dump(
+        mode="json", by_alias=True, exclude_none=True, include={"messages"}
+    )["messages"]
     try:
         check_input_messages(
             thread=thread,
