@@ -31,7 +31,6 @@ from approvals.labels import approval_label
 from approvals.models import DECIDE_PERMISSION, ApprovalRequest, ToolExecution
 from approvals.services.votes import approvals_progress
 from core.types import AnyUser, JSONValue
-from threads.models import Message
 
 #: Longest excerpt of a tool's result shown as an outcome, in characters.
 RESULT_CHARS = 600
@@ -194,10 +193,9 @@ def _review(approval: ApprovalRequest) -> dict[str, Any]:
 
 
 def _execution(approval: ApprovalRequest) -> ToolExecution | None:
-    call = approval.call
-    if call is None or approval.status != ApprovalRequest.Status.APPROVED:
+    if approval.status != ApprovalRequest.Status.APPROVED:
         return None
-    return ToolExecution.objects.filter(tool_call=call).first()
+    return approval.call_execution()
 
 
 def _edited_by(approval: ApprovalRequest, current_hash: str) -> str | None:
@@ -425,20 +423,11 @@ def approval_facts(
     phase = _phase(approval, record, now)
     execution: dict[str, Any] | None = None
     if record is not None:
-        call = approval.call
-        result = (
-            Message.objects.filter(
-                thread_id=approval.thread_id,
-                role=Message.Role.TOOL,
-                tool_call_id=call.tool_call_id,
-            ).first()
-            if call is not None
-            else None
-        )
+        content = approval.call_result_content()
         execution = {
             "state": record.state,
             "error": record.error,
-            "result": _text(result.content) if result is not None else "",
+            "result": _text(content) if content is not None else "",
             "finishedAt": record.finished_at.isoformat()
             if record.finished_at
             else None,

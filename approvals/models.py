@@ -8,13 +8,17 @@ entries chained by hash and never updated. Implements DC-03, DC-04, SEC-02.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Case, F, IntegerField, Value, When
 
 from agentcore.arguments import canonical_sha256
-from threads.models import Run, Thread, ToolCall
+from threads.models import Message, Run, Thread, ToolCall
+
+if TYPE_CHECKING:
+    from core.types import JSONValue
 
 #: The permission an operator needs to decide, resolve or cancel tool calls.
 DECIDE_PERMISSION = "approvals.decide_approvalrequest"
@@ -25,6 +29,20 @@ RELEASE_ANY_CLAIM_PERMISSION = "approvals.release_any_claim"
 CANCEL_ANY_PENDING_PERMISSION = "approvals.cancel_any_pending"
 #: Decide a request whatever group it is routed to (:mod:`approvals.governance`).
 DECIDE_ANY_GROUP_PERMISSION = "approvals.decide_any_group"
+
+
+def pending_first() -> Case:
+    """Return the queue's first sort key: 0 for a pending request, 1 for any other.
+
+    One expression for the list's ordering (:func:`approvals.selectors.approval_list`)
+    and for the index that serves it: PostgreSQL uses an expression index only
+    for the same expression.
+    """
+    return Case(
+        When(status="pending", then=Value(0)),
+        default=Value(1),
+        output_field=IntegerField(),
+    )
 
 
 class ApprovalRequest(models.Model):
@@ -169,7 +187,29 @@ class ApprovalRequest(models.Model):
             ("decide_any_group", "Can decide requests routed to any group"),
         ]
         indexes = [
-            models.Index(fields=["status", "expires_at"]),
+            # GET /api/approvals/ (pending first, then newest): a page is read
+            # from the index instead of sorting every visible request.
+            models.Index(
+                pending_first(),
+                F("requested_at").desc(),
+                F("id").desc(),
+                name="approval_list_order",
+            ),
+            # The queue page's pending view, urgent first (and the expiry sweep,
+            # on its first two columns) or oldest first; its decided view.
+            models.Index(
+                "status",
+                "expires_at",
+                F("is_destructive").desc(),
+                "id",
+                name="approval_queue_expires",
+            ),
+            models.Index(
+                fields=["status", "requested_at", "id"], name="approval_queue_oldest"
+            ),
+            models.Index(
+                F("decided_at").desc(), F("id").desc(), name="approval_queue_decided"
+            ),
             models.Index(fields=["status", "step_deadline"]),
         ]
         constraints = [
@@ -224,6 +264,40 @@ class ApprovalRequest(models.Model):
             return None
         record = (call.metadata or {}).get("argumentsMismatch")
         return record if isinstance(record, dict) else None
+
+    def call_execution(self) -> ToolExecution | None:
+        """Return the execution record of the call this request decides, or ``None``.
+
+        A list that loaded it with the call (``select_related("tool_call__execution")``,
+        :func:`approvals.selectors.approval_list`) reads no row here; otherwise one
+        query, never cached on the call: a decision made since is seen.
+        """
+        call = self.call
+        if call is None:
+            return None
+        if self.tool_call_id == call.pk and _EXECUTION_REL.is_cached(call):
+            cached = _EXECUTION_REL.get_cached_value(call)
+            return cached if isinstance(cached, ToolExecution) else None
+        return ToolExecution.objects.filter(tool_call=call).first()
+
+    def call_result_content(self) -> JSONValue | None:
+        """Return the content of the tool message answering the call, or ``None``.
+
+        A list that annotated it (``call_result``, :func:`approvals.selectors.approval_list`)
+        reads no row here; otherwise one query.
+        """
+        call = self.call
+        if call is None:
+            return None
+        if self.tool_call_id == call.pk and hasattr(self, "call_result"):
+            content: JSONValue | None = self.call_result
+            return content
+        result = Message.objects.filter(
+            thread_id=self.thread_id,
+            role=Message.Role.TOOL,
+            tool_call_id=call.tool_call_id,
+        ).first()
+        return result.content if result is not None else None
 
     @property
     def call(self) -> ToolCall | None:
@@ -717,3 +791,8 @@ class ChatRequestSeen(models.Model):
 
     def __str__(self) -> str:
         return f"{self.signature[:12]}… at {self.seen_at}"
+
+
+#: ``ToolCall.execution``, the reverse side of :attr:`ToolExecution.tool_call`, whose
+#: cache ``select_related("tool_call__execution")`` fills (a missing record as ``None``).
+_EXECUTION_REL = ToolExecution._meta.get_field("tool_call").remote_field

@@ -10,16 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
-from django.db.models import (
-    Case,
-    Exists,
-    IntegerField,
-    OuterRef,
-    Q,
-    QuerySet,
-    Value,
-    When,
-)
+from django.db.models import Exists, JSONField, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from approvals.authorization import approval_authorization, approval_tool
@@ -31,12 +22,13 @@ from approvals.models import (
     ApprovalRequest,
     ApprovalVote,
     ToolExecution,
+    pending_first,
 )
 from approvals.services.notify import approval_snapshot
 from core.conf import countersign_settings
 from core.types import AnyUser, JSONValue
 from threads.models import Message, ToolCall
-from threads.selectors import thread_visible_to
+from threads.selectors import thread_named, thread_visible_to
 
 VIEW_PERMISSION = "approvals.view_approvalrequest"
 
@@ -99,20 +91,32 @@ def approval_list(
     if tool is not None:
         approvals = approvals.filter(tool_name=tool)
     if thread_id is not None:
-        approvals = approvals.filter(thread__thread_id=thread_id)
+        approvals = approvals.filter(thread_named(user=user, thread_id=thread_id))
     if status is not None:
         approvals = approvals.filter(status=status)
     if older_than is not None:
         approvals = approvals.filter(
             requested_at__lte=timezone.now() - timedelta(seconds=older_than)
         )
-    return approvals.annotate(
-        pending_rank=Case(
-            When(status=ApprovalRequest.Status.PENDING, then=Value(0)),
-            default=Value(1),
-            output_field=IntegerField(),
-        )
-    ).order_by("pending_rank", "-requested_at", "-id")
+    # pending_first() is the indexed expression (approval_list_order); a page's
+    # executions and results come with its rows (approval_outcome), not a query each.
+    return (
+        approvals.select_related("tool_call__execution")
+        .annotate(pending_rank=pending_first(), call_result=_call_result())
+        .order_by("pending_rank", "-requested_at", "-id")
+    )
+
+
+def _call_result() -> Subquery:
+    """Return the content of the tool message answering a request's own call (or NULL)."""
+    return Subquery(
+        Message.objects.filter(
+            thread_id=OuterRef("thread_id"),
+            role=Message.Role.TOOL,
+            tool_call_id=OuterRef("tool_call__tool_call_id"),
+        ).values("content")[:1],
+        output_field=JSONField(),
+    )
 
 
 def approval_get(
@@ -285,22 +289,13 @@ def approval_outcome(approval: ApprovalRequest) -> dict[str, Any] | None:
     who = getattr(approval.decided_by, "username", None)
     when = approval.decided_at
     execution = None
-    call = approval.call
-    record = (
-        ToolExecution.objects.filter(tool_call=call).first()
-        if call is not None
-        else None
-    )
+    record = approval.call_execution()
     if record is not None:
-        result = Message.objects.filter(
-            thread_id=approval.thread_id,
-            role=Message.Role.TOOL,
-            tool_call_id=call.tool_call_id if call is not None else None,
-        ).first()
+        content = approval.call_result_content()
         execution = {
             "state": record.state,
             "error": record.error,
-            "result": _excerpt(content_text(result.content)) if result else "",
+            "result": _excerpt(content_text(content)) if content is not None else "",
             "finishedAt": record.finished_at.isoformat()
             if record.finished_at
             else None,
@@ -335,18 +330,16 @@ def approval_undo_until(approval: ApprovalRequest) -> str | None:
     """
     if approval.status != ApprovalRequest.Status.APPROVED:
         return None
-    call = approval.call
-    if call is None:
+    execution = approval.call_execution()
+    if (
+        execution is None
+        or execution.state != ToolExecution.State.QUEUED
+        or execution.attempts != 0
+        or execution.not_before is None
+        or execution.not_before <= timezone.now()
+    ):
         return None
-    execution = ToolExecution.objects.filter(
-        tool_call=call,
-        state=ToolExecution.State.QUEUED,
-        attempts=0,
-        not_before__gt=timezone.now(),
-    ).first()
-    return (
-        execution.not_before.isoformat() if execution and execution.not_before else None
-    )
+    return execution.not_before.isoformat()
 
 
 def approval_context(
@@ -505,7 +498,8 @@ def approval_queue(
         ids = list(approvals.values_list("pk", flat=True)[window])
         rows_by_pk = (
             approval_visible_to(user=user)
-            .select_related("requested_by", "thread__owner")
+            .select_related("requested_by", "thread__owner", "tool_call__execution")
+            .annotate(call_result=_call_result())
             .in_bulk(ids)
         )
         chosen = [rows_by_pk[pk] for pk in ids if pk in rows_by_pk]

@@ -22,9 +22,8 @@ from approvals.exceptions import ApprovalExpired
 from approvals.services.resume import ResumePlan, resume_check
 from core.types import User
 from orchestration.pipeline import approval_decide
-from threads.locks import thread_lock_by_id
+from threads.locks import thread_lock_by_agui_id
 from threads.models import Run, Thread
-from threads.selectors import thread_visible_to
 from threads.services import agent_check_runs_here, run_start_from_agui
 
 
@@ -40,12 +39,9 @@ def agui_run_start(
     """
     agent_check_runs_here(agent=agent)
     with transaction.atomic():
-        thread = thread_lock_by_id(thread_id=run_input.thread_id)
+        thread = thread_lock_by_agui_id(user=user, agui_id=run_input.thread_id)
         plans = []
-        if (
-            thread is not None
-            and thread_visible_to(user=user).filter(pk=thread.pk).exists()
-        ):
+        if thread is not None:
             agent_check_runs_here(agent=thread.agent, thread_id=thread.thread_id)
             plans = resume_check(user=user, thread=thread, resume=run_input.resume)
         started = run_start_from_agui(

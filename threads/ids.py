@@ -44,7 +44,7 @@ from typing import Any, Final
 
 from agentcore.history import unique_call_id
 from threads.exceptions import ThreadsError
-from threads.models import Message, Thread, ToolCall
+from threads.models import STORED_ROLES, Message, Thread, ToolCall
 
 #: The prefix of every id Countersign mints into a thread's history.
 RESERVED_PREFIX: Final = "cs-"
@@ -208,7 +208,7 @@ def check_input_messages(
             )
         )
     for index, data in enumerate(messages):
-        if data.get("role") not in Message.Role.values:
+        if data.get("role") not in STORED_ROLES:
             continue  # not stored (activity, reasoning...): nothing to collide with
         message_id = str(data.get("id") or "")
         where = f"messages.{index}.id"

@@ -17,7 +17,9 @@ from django.db import connection
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from core.types import AnyUser
 from threads.models import Run, Thread, ToolCall
+from threads.selectors import thread_by_agui_id
 
 #: Connection attribute holding what this transaction locked: key -> (marker, value).
 _HELD = "_countersign_held"
@@ -101,12 +103,14 @@ def thread_seq_advance(*, thread_pk: int, next_seq: int) -> None:
     transaction_memo_set((_NEXT_SEQ, thread_pk), next_seq)
 
 
-def thread_lock_by_id(*, thread_id: str) -> Thread | None:
-    """Lock and return the thread whose public id is ``thread_id``, or ``None``."""
-    thread = Thread.objects.select_for_update().filter(thread_id=thread_id).first()
-    if thread is not None:
-        transaction_memo_set((_NEXT_SEQ, thread.pk), thread.next_seq)
-    return thread
+def thread_lock_by_agui_id(*, user: AnyUser, agui_id: str) -> Thread | None:
+    """Lock and return the thread AG-UI ``threadId`` ``agui_id`` names for ``user``.
+
+    ``None`` when :func:`threads.selectors.thread_by_agui_id` finds none (unknown,
+    or another user's that ``user`` may not see).
+    """
+    found = thread_by_agui_id(user=user, agui_id=agui_id)
+    return thread_lock(thread_pk=found.pk) if found is not None else None
 
 
 def run_lock(*, run_pk: int, thread_pk: int | None = None) -> Run:

@@ -29,9 +29,17 @@ def new_public_id() -> str:
 
 
 class Thread(models.Model):
-    """A conversation between a user and an agent; ``thread_id`` is AG-UI's ``threadId``."""
+    """A conversation between a user and an agent.
+
+    ``thread_id`` is its global id, minted by Countersign (the REST API's, the
+    operator UI's); ``client_thread_id`` is AG-UI's ``threadId`` as its owner's
+    client sent it, unique per owner only, so two users' ``"t-1"`` are two threads
+    and a client's id never collides with another user's or with a minted id. A
+    thread not started by an AG-UI client has its global id as its client id.
+    """
 
     thread_id = models.CharField(max_length=200, unique=True, default=new_public_id)
+    client_thread_id = models.CharField(max_length=200, blank=True, default="")
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         on_delete=models.PROTECT,
@@ -53,9 +61,29 @@ class Thread(models.Model):
         #: Reading every user's threads (their messages, runs, events): an
         #: auditor's or a lead's right, never implied by ``is_staff``.
         permissions = [("view_any_thread", "Can read every user's threads")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "client_thread_id"],
+                name="uniq_client_thread_id_per_owner",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.title or self.thread_id
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Save; a thread created without a client id takes its global id as one."""
+        if not self.client_thread_id:
+            self.client_thread_id = self.thread_id
+            update_fields = kwargs.get("update_fields")
+            if update_fields is not None:
+                kwargs["update_fields"] = {*update_fields, "client_thread_id"}
+        super().save(*args, **kwargs)
+
+    @property
+    def agui_id(self) -> str:
+        """The ``threadId`` its owner's AG-UI client knows it by (the wire's ``threadId``)."""
+        return self.client_thread_id or self.thread_id
 
     def replace_state(self, state: JSONValue) -> None:
         """Replace the thread's AG-UI shared ``state`` (in memory and in the database).
@@ -238,6 +266,11 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role} {self.message_id}"
+
+
+#: The roles a thread stores messages of (AG-UI's others, such as activity and
+#: reasoning, are not stored); a set, read once per input message (B9).
+STORED_ROLES: frozenset[str] = frozenset(Message.Role.values)
 
 
 class ToolCallQuerySet(models.QuerySet["ToolCall"]):

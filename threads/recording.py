@@ -321,7 +321,8 @@ class RunRecorder:
         created); a RUN_FINISHED that leaves calls unanswered or ends with a remote
         agent's interrupts is hidden (the calls go to Countersign, which continues
         or ends the wire run, threads.wire); any
-        other RUN_FINISHED ends the wire run and carries its ``runId``.
+        other RUN_FINISHED ends the wire run and carries its ``runId`` and the
+        thread's AG-UI id (the agent knows the thread by its global id).
         """
         outcome_type = getattr(getattr(event, "outcome", None), "type", "success")
         hidden = event.type == EventType.RUN_STARTED or (
@@ -333,7 +334,11 @@ class RunRecorder:
         )
         if event.type == EventType.RUN_FINISHED and not hidden:
             wire = self.run.wire_run
-            payload = {**event_to_dict(event), "runId": wire.run_id}
+            payload = {
+                **event_to_dict(event),
+                "threadId": self.thread.agui_id,
+                "runId": wire.run_id,
+            }
             if wire.pk != self.run.pk:
                 usage = wire_usage(wire, extra=getattr(event, "usage", None))
                 if usage:
@@ -579,7 +584,10 @@ def recorder_resume(*, run: Run) -> RunRecorder:
 
 
 def record_wire_events(
-    *, run: Run, events: Sequence[BaseEvent | dict[str, Any]]
+    *,
+    run: Run,
+    events: Sequence[BaseEvent | dict[str, Any]],
+    run_input: dict[str, Any] | None = None,
 ) -> list[Event]:
     """Append events Countersign itself writes for wire run ``run`` to the log; return the rows.
 
@@ -587,7 +595,12 @@ def record_wire_events(
     Countersign answered (:mod:`threads.wire`). Each event is validated as an AG-UI
     event and appended by :func:`threads.eventlog.log_append`, the writer of every
     log row, without a projection: the rows they describe exist already. Writes
-    nothing for no ``events``. Implements DC-01, DC-02.
+    nothing for no ``events``. ``run_input`` (the client's ``RunAgentInput`` as
+    camelCase JSON) becomes the first event's (RUN_STARTED's) ``input`` after
+    that event is validated: it was parsed by
+    :func:`threads.validation.parse_json` and validated as a ``RunAgentInput``
+    already, and checking a 10,000-message history again costs seconds (B9).
+    Implements DC-01, DC-02.
     """
     payloads = [
         storable(
@@ -598,4 +611,8 @@ def record_wire_events(
     ]
     if not payloads:
         return []
+    if run_input is not None:
+        if payloads[0].get("type") != "RUN_STARTED":
+            raise ValueError("run_input is the input of a RUN_STARTED, the first event")
+        payloads[0] = {**payloads[0], "input": run_input}
     return log_append(thread_pk=run.thread_id, run=run, payloads=payloads)

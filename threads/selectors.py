@@ -68,6 +68,40 @@ def thread_visible_to(*, user: AnyUser) -> QuerySet[Thread]:
     return threads.filter(owner=user)
 
 
+def thread_by_agui_id(*, user: AnyUser, agui_id: str) -> Thread | None:
+    """Return the thread AG-UI ``threadId`` ``agui_id`` names for ``user``, or ``None``.
+
+    Client thread ids are per owner: ``user``'s own thread whose client id is
+    ``agui_id`` comes first; then a thread ``user`` may see whose global id
+    (the REST API's) is ``agui_id`` — the operator UI and readers of every
+    thread address threads that way. Another user's thread ``user`` may not see
+    is ``None``, as an unknown id is: nobody learns which ids others took.
+    Every AG-UI path (POST, its SSE and WebSocket streams, resume) looks
+    threads up here. Implements SEC-06.
+    """
+    if isinstance(user, AnonymousUser) or not getattr(user, "is_active", False):
+        return None
+    own = Thread.objects.filter(owner=user, client_thread_id=agui_id).first()
+    if own is not None:
+        return own
+    return thread_visible_to(user=user).filter(thread_id=agui_id).first()
+
+
+def thread_named(*, user: AnyUser, thread_id: str, via: str = "thread") -> Q:
+    """Return the filter for rows whose thread (relation ``via``) ``thread_id`` names.
+
+    A list's ``thread`` filter (REST: approvals, tool calls) takes a thread's
+    global id or one of ``user``'s own client ids (:func:`thread_by_agui_id`);
+    visibility is the list's own.
+    """
+    named = Q(**{f"{via}__thread_id": thread_id})
+    if getattr(user, "pk", None) is None:
+        return named
+    return named | Q(
+        **{f"{via}__owner": user.pk, f"{via}__client_thread_id": thread_id}
+    )
+
+
 def thread_write_check(*, user: AnyUser, thread: Thread) -> None:
     """Refuse ``user`` writing to ``thread`` unless they own it.
 
@@ -489,7 +523,7 @@ def tool_call_list(
         thread__in=thread_visible_to(user=user)
     ).select_related("thread", "run", "run__outer", "approval", "approval__decided_by")
     if thread_id is not None:
-        calls = calls.filter(thread__thread_id=thread_id)
+        calls = calls.filter(thread_named(user=user, thread_id=thread_id))
     if state is not None:
         calls = calls.filter(state=state)
     if name is not None:

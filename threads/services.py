@@ -45,14 +45,13 @@ from threads.exceptions import (
     RunConflict,
     RunNotCancellable,
     ThreadArchived,
-    ThreadNotFound,
     ThreadsError,
 )
 from threads.execution import enqueue, enqueue_later
 from threads.ids import input_call_ids_unique
 from threads.ids import new_message_id as mint_message_id
-from threads.locks import run_lock, thread_lock, thread_lock_by_id
-from threads.models import Message, Run, Thread, ToolCall, new_public_id
+from threads.locks import run_lock, thread_lock, thread_lock_by_agui_id
+from threads.models import STORED_ROLES, Message, Run, Thread, ToolCall, new_public_id
 from threads.projection import messages_create_from_agui
 from threads.recording import (
     RunRecorder,
@@ -62,7 +61,6 @@ from threads.recording import (
 from threads.selectors import (
     thread_messages_agui,
     thread_unanswered_calls,
-    thread_visible_to,
     thread_write_check,
 )
 from threads.transitions import run_transition
@@ -421,10 +419,13 @@ def run_start_from_agui(
     """Merge an AG-UI ``run_input`` into its thread and create the run.
 
     Returns the thread, the run and the ``seq`` after which the run's events
-    follow. The thread is created for ``user`` when new. Client tool messages
-    answer their calls (FT-06); a run whose pending calls the client answered is
-    finished and continued by this run. Raises :class:`ThreadNotFound` for a
-    thread ``user`` may not see, :class:`RunConflict` for a reused ``runId`` or a
+    follow. ``run_input.thread_id`` is looked up in ``user``'s own client ids
+    (:func:`threads.selectors.thread_by_agui_id`); a new one creates ``user``'s
+    thread with that client id and a minted global id, whoever else uses the same
+    id. Client tool messages answer their calls (FT-06); a run whose pending calls
+    the client answered is finished and continued by this run. Raises
+    :class:`threads.exceptions.ThreadNotOwned` for a thread ``user`` may read but
+    not write, :class:`RunConflict` for a reused ``runId`` or a
     thread that cannot take a run, :class:`threads.exceptions.UnknownAgent`, and
     ``IntegrityError`` when the input conflicts with stored history.
     ``resumed_call_ids`` are calls the same transaction decides from the input's
@@ -437,18 +438,16 @@ def run_start_from_agui(
     agent_settings(agent)
     agent_check_runs_here(agent=agent)
     with transaction.atomic():
-        thread = thread_lock_by_id(thread_id=run_input.thread_id)
+        thread = thread_lock_by_agui_id(user=user, agui_id=run_input.thread_id)
         fresh = thread is None
         if thread is None:
             created = Thread.objects.create(
-                thread_id=run_input.thread_id,
+                client_thread_id=run_input.thread_id,
                 owner=user,
                 agent=agent,
                 title=thread_title_from(run_input.messages),
             )
             thread = thread_lock(thread_pk=created.pk)
-        elif not thread_visible_to(user=user).filter(pk=thread.pk).exists():
-            raise ThreadNotFound(f"thread {run_input.thread_id!r} was not found")
         else:
             thread_write_check(user=user, thread=thread)
             agent_check_runs_here(agent=thread.agent, thread_id=thread.thread_id)
@@ -482,14 +481,11 @@ def run_start_from_agui(
         new: list[dict[str, Any]] = []
         # A reused tool-call id gets a thread-unique one; the wire echo keeps the
         # client's (threads.ids.input_call_ids_unique).
+        # The echo's messages are the input's, dumped once (B9).
         for data in input_call_ids_unique(
-            thread=thread,
-            messages=[
-                m.model_dump(mode="json", by_alias=True, exclude_none=True)
-                for m in run_input.messages
-            ],
+            thread=thread, messages=wire_input["messages"]
         ):
-            if data.get("id") in known or data.get("role") not in Message.Role.values:
+            if data.get("id") in known or data.get("role") not in STORED_ROLES:
                 continue
             new.append(data)
             known.add(data["id"])

@@ -64,17 +64,15 @@ def wire_run_open(*, run: Run, run_input: dict[str, Any] | None) -> None:
     run_wire_transition(run=run, to=Run.WireState.OPEN)
     started: dict[str, Any] = {
         "type": "RUN_STARTED",
-        "threadId": run.thread.thread_id,
+        "threadId": run.thread.agui_id,
         "runId": run.run_id,
         "protocolVersion": PROTOCOL_VERSION,
     }
     if run.parent_run_id is not None and run.parent_run is not None:
         started["parentRunId"] = run.parent_run.run_id
-    if run_input is not None:
-        started["input"] = run_input
     events: list[BaseEvent | dict[str, Any]] = [started]
     events += _unreported_results(thread=run.thread)
-    record_wire_events(run=run, events=events)
+    record_wire_events(run=run, events=events, run_input=run_input)
 
 
 def wire_results_report(*, thread: Thread) -> int:
@@ -165,7 +163,7 @@ def wire_run_finish(*, wire: Run, outcome: dict[str, Any]) -> None:
     """
     finished: dict[str, Any] = {
         "type": "RUN_FINISHED",
-        "threadId": wire.thread.thread_id,
+        "threadId": wire.thread.agui_id,
         "runId": wire.run_id,
         "outcome": outcome,
     }

@@ -38,8 +38,7 @@ from core.types import AnyUser
 from orchestration.resume import agui_run_start
 from threads.agent_config import agent_toolset
 from threads.ids import check_input_messages, input_call_ids_unique
-from threads.models import Thread
-from threads.selectors import thread_visible_to, thread_write_check
+from threads.selectors import thread_by_agui_id, thread_write_check
 from threads.validation import MAX_ID_LENGTH, PUBLIC_ID, JSONInputError, parse_json
 from web.exception_handler import integrity_conflict
 from web.ratelimit import (
@@ -205,24 +204,23 @@ def _tool_name_problem(agent: str, run_input: RunAgentInput) -> tuple[str, str] 
 def _id_problem(*, user: AnyUser, run_input: RunAgentInput) -> CountersignError | None:
     """Return the refusal for input ids that collide with the thread's history, or ``None``.
 
-    Checked before the run is created (nothing is recorded on a refusal); a thread
-    the user may not see is left to the run's creation, which answers 404 without
-    telling whether it exists. See :mod:`threads.ids`.
+    Checked before the run is created (nothing is recorded on a refusal). The
+    thread is the user's own by its client id, or one they may read
+    (:func:`threads.selectors.thread_by_agui_id`); any other id is a new thread of
+    theirs. See :mod:`threads.ids`.
     """
 
-    thread = thread_visible_to(user=user).filter(thread_id=run_input.thread_id).first()
-    if thread is None and Thread.objects.filter(thread_id=run_input.thread_id).exists():
-        return None
+    thread = thread_by_agui_id(user=user, agui_id=run_input.thread_id)
     if thread is not None:
         # A reader who does not own the thread learns that first, not its id clashes.
         try:
             thread_write_check(user=user, thread=thread)
         except CountersignError as error:
             return error
-    messages = [
-        m.model_dump(mode="json", by_alias=True, exclude_none=True)
-        for m in run_input.messages
-    ]
+    # One dump of the whole list, not one per message (B9).
+    messages = run_input.model_dump(
+        mode="json", by_alias=True, exclude_none=True, include={"messages"}
+    )["messages"]
     try:
         check_input_messages(
             thread=thread,
@@ -375,10 +373,7 @@ async def agui_thread_events(request: HttpRequest, thread_id: str) -> HttpRespon
             400, "invalid_after", f"after must be a sequence number >= 0, not {raw!r}"
         )
 
-    def visible() -> Thread | None:
-        return thread_visible_to(user=user).filter(thread_id=thread_id).first()
-
-    thread = await sync_to_async(visible)()
+    thread = await sync_to_async(thread_by_agui_id)(user=user, agui_id=thread_id)
     if thread is None:
         return error_response(404, "not_found", f"thread {thread_id!r} was not found")
     response = StreamingHttpResponse(

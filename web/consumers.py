@@ -70,7 +70,7 @@ from threads.realtime import (
     register_server_loop,
     thread_group_name,
 )
-from threads.selectors import thread_visible_to
+from threads.selectors import thread_by_agui_id
 from threads.validation import JSONInputError, parse_json
 from web.doorbell import Doorbell
 
@@ -145,7 +145,7 @@ frame_cache = FrameCache()
 
 @database_sync_to_async
 def _visible_thread(user: AnyUser, thread_id: str) -> Thread | None:
-    return thread_visible_to(user=user).filter(thread_id=thread_id).first()
+    return thread_by_agui_id(user=user, agui_id=thread_id)
 
 
 async def _refuse(consumer: AsyncJsonWebsocketConsumer, code: int) -> None:

@@ -298,11 +298,11 @@ def test_queue_lists_pending_first_then_newest_and_filters(
     pending_refund_thread(user, thread_id="t-a")
     pending_refund_thread(other_user, thread_id="t-b")
     pending_refund_thread(user, thread_id="t-c")
-    decided = ApprovalRequest.objects.get(thread__thread_id="t-c")
+    decided = ApprovalRequest.objects.get(thread__client_thread_id="t-c")
     approver_api.post(
         f"/api/approvals/{decided.pk}/reject/", {"reason": "dup"}, format="json"
     )
-    ApprovalRequest.objects.filter(thread__thread_id="t-a").update(
+    ApprovalRequest.objects.filter(thread__client_thread_id="t-a").update(
         requested_at=timezone.now() - timedelta(hours=2)
     )
 
@@ -347,3 +347,52 @@ def test_a_response_for_a_tool_call_request_is_400_naming_the_field(
     assert response.json()["type"] == "invalid_response"
     assert "'editedArguments'" in response.json()["detail"]
     assert approval.status == "pending"
+
+
+def _queue_of(owner, approver_api, n: int, start: int) -> None:
+    """Make ``n`` requests: pending, approved (an execution queued) and rejected in turn."""
+    for index in range(start, start + n):
+        thread = pending_refund_thread(owner, thread_id=f"t-n{index}")
+        approval = ApprovalRequest.objects.get(thread=thread)
+        if index % 3 == 1:
+            approver_api.post(
+                f"/api/approvals/{approval.pk}/approve/", {}, format="json"
+            )
+        elif index % 3 == 2:
+            approver_api.post(
+                f"/api/approvals/{approval.pk}/reject/", {"reason": "no"}, format="json"
+            )
+
+
+def test_the_list_reads_a_fixed_number_of_queries_per_page(approver_api, user):
+    """GET approvals/ costs the same queries for a page of 3 or of 9: no query per row."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    # Given three requests in each state
+    _queue_of(user, approver_api, 3, 0)
+
+    def page_queries(limit: int) -> int:
+        with CaptureQueriesContext(connection) as queries:
+            response = approver_api.get(f"/api/approvals/?limit={limit}")
+        assert response.status_code == 200
+        assert len(response.json()["results"]) == limit
+        # The demo refund tool's own review reads its refunds once per call
+        # (a tool's hook, not the list's): counted apart.
+        return len([q for q in queries if '"demo_' not in q["sql"]])
+
+    # When the page grows from 3 to 9 requests
+    small = page_queries(3)
+    _queue_of(user, approver_api, 6, 3)
+    large = page_queries(9)
+
+    # Then it reads no more queries
+    assert large == small
+
+
+def test_the_list_page_size_is_bounded(approver_api, user):
+    """A limit over 200 is a 400 naming ``limit``; without one the page has the default size."""
+    pending_refund_thread(user, thread_id="t-bound")
+    too_big = approver_api.get("/api/approvals/?limit=100000")
+    assert too_big.status_code == 400
+    assert "limit" in too_big.json()["fields"]

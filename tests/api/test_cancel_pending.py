@@ -30,7 +30,7 @@ def test_owner_cancels_pending_calls_then_posts_again(user, other_user, executor
     )
     from threads.models import Thread
 
-    executor.settle(Thread.objects.get(thread_id=thread["threadId"]))
+    executor.settle(Thread.objects.get(client_thread_id=thread["threadId"]))
     blocked = owner.post(
         f"/api/threads/{thread['threadId']}/messages/", {"content": "hi"}, format="json"
     )
@@ -80,9 +80,9 @@ def test_owner_cancels_pending_calls_then_posts_again(user, other_user, executor
         format="json",
     )
     assert again.status_code == 201
-    executor.settle(Thread.objects.get(thread_id=thread["threadId"]))
+    executor.settle(Thread.objects.get(client_thread_id=thread["threadId"]))
     last = (
-        Run.objects.filter(thread__thread_id=thread["threadId"])
+        Run.objects.filter(thread__client_thread_id=thread["threadId"])
         .order_by("-created_at")
         .first()
     )

@@ -437,7 +437,7 @@ def test_outcome_unknown_during_a_resume_ends_that_run_with_run_error(
         agent="fragile",
         run_input=agui_input("t-unknown-resume", "run-1", history),
     )
-    thread = Thread.objects.get(thread_id="t-unknown-resume")
+    thread = Thread.objects.get(client_thread_id="t-unknown-resume")
     drive(thread)
     approval = ApprovalRequest.objects.get(thread=thread)
     agui_run_start(

@@ -50,7 +50,7 @@ def test_a_call_needing_approval_is_recorded_in_the_agents_thread_and_queued(
     assert approval.status == "pending"
     assert approval.tool_name == "refund"
     assert approval.proposed_arguments == {"order_id": "A-1", "amount": 25}
-    thread = Thread.objects.get(thread_id="conv-1")
+    thread = Thread.objects.get(client_thread_id="conv-1")
     assert (thread.owner, thread.agent) == (user, "billing")
     call = ToolCall.objects.get(tool_call_id=body["toolCallId"])
     assert call.state == "awaiting_approval"
@@ -124,7 +124,7 @@ def test_calls_of_one_conversation_share_its_thread(api: Any) -> None:
     ).json()
     assert first["threadId"] == second["threadId"] == "conv-2"
     assert first["toolCallId"] != second["toolCallId"]
-    assert Run.objects.filter(thread__thread_id="conv-2").count() == 2
+    assert Run.objects.filter(thread__client_thread_id="conv-2").count() == 2
     assert ApprovalRequest.objects.filter(status="pending").count() == 2
 
 

@@ -27,7 +27,7 @@ def _post_refund_request(api) -> Thread:
         format="json",
     )
     assert posted.status_code == 201, posted.json()
-    return Thread.objects.get(thread_id=thread_id)
+    return Thread.objects.get(client_thread_id=thread_id)
 
 
 def _wait_for_approval(executor, thread: Thread) -> None:

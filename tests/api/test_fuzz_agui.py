@@ -316,4 +316,4 @@ def test_sec06_tool_calls_on_a_non_assistant_message_are_no_calls(
         assert response.status_code == 200
     finally:
         response.close()
-    assert not ToolCall.objects.filter(thread__thread_id="fz-extra").exists()
+    assert not ToolCall.objects.filter(thread__client_thread_id="fz-extra").exists()

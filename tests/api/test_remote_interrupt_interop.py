@@ -108,7 +108,7 @@ def _interrupted(user: Any, agent: str, thread_id: str, executor: Any) -> Any:
 
     message = {"id": "u1", "role": "user", "content": "refund order A-1001 25"}
     _agui_start(user, agent, thread_id, "run-1", messages=[message])
-    thread = Thread.objects.get(thread_id=thread_id)
+    thread = Thread.objects.get(client_thread_id=thread_id)
     executor.settle(thread)
     executor.wait_for(lambda: (_log(thread) or [{}])[-1].get("type") == "RUN_FINISHED")
     return ApprovalRequest.objects.select_related("tool_call", "run").get(thread=thread)

@@ -462,7 +462,7 @@ def test_ir18_remote_tool_interrupt_reaches_the_agui_client_and_its_resume_decid
     _agui_start(
         nonstaff_approver, "pai_remote", "ir18-tool", "run-1", messages=[user_message]
     )
-    thread = Thread.objects.get(thread_id="ir18-tool")
+    thread = Thread.objects.get(client_thread_id="ir18-tool")
     executor.settle(thread)
     approval = ApprovalRequest.objects.select_related("tool_call", "run").get(
         thread=thread
@@ -530,7 +530,7 @@ def test_ir18_remote_question_interrupt_reaches_the_agui_client_and_is_answered(
     _agui_start(
         nonstaff_approver, "ask_remote", "ir18-ask", "run-1", messages=[user_message]
     )
-    thread = Thread.objects.get(thread_id="ir18-ask")
+    thread = Thread.objects.get(client_thread_id="ir18-ask")
     outcome = _interrupted_outcome(thread, executor)
     approval = ApprovalRequest.objects.get(thread=thread)
 

@@ -186,7 +186,7 @@ def test_dc05_sec02_every_operation_conforms_and_never_fails(
         ),
         "run_id": Run.objects.get(run_id="t-fuzz-run").run_id,
         "tool_call_id": "t-fuzz-call",
-        "id": ApprovalRequest.objects.get(thread__thread_id="t-fuzz").pk,
+        "id": ApprovalRequest.objects.get(thread__client_thread_id="t-fuzz").pk,
     }
     for name in list(case.path_parameters or {}):
         if name in real:

@@ -31,10 +31,10 @@ pytestmark = pytest.mark.django_db
 def work(user, nonstaff_approver, second_approver):
     """Return olivia's pending refund (claimed by ada) and a decided one."""
     pending_refund_thread(user, thread_id="t-pending")
-    pending = ApprovalRequest.objects.get(thread__thread_id="t-pending")
+    pending = ApprovalRequest.objects.get(thread__client_thread_id="t-pending")
     approval_claim(approval=pending, user=nonstaff_approver)
     pending_refund_thread(user, thread_id="t-decided")
-    decided = ApprovalRequest.objects.get(thread__thread_id="t-decided")
+    decided = ApprovalRequest.objects.get(thread__client_thread_id="t-decided")
     approval_decide(
         approval=decided, decided_by=second_approver, decision="reject", reason="no"
     )

@@ -132,7 +132,7 @@ def test_ir02_interrupt_ids_are_namespaced_and_only_that_form_resumes(
     for foreign in (str(approval.pk), f"approval-{approval.pk}", "cs-approval-x", ""):
         assert interrupt_approval_pk(foreign) is None
 
-    thread = Thread.objects.get(thread_id="ir02-ids")
+    thread = Thread.objects.get(client_thread_id="ir02-ids")
     bare = [{"interruptId": str(approval.pk), "status": "resolved", "payload": {}}]
     with pytest.raises(ResumeRefused) as refused:
         resume_post(approver, thread.thread_id, "run-bare", bare)
@@ -311,7 +311,7 @@ def test_ir14_a_continuation_that_errors_after_the_decision_keeps_it_and_runs_on
             [{"id": "u1", "role": "user", "content": "refund once"}],
         ),
     )
-    thread = Thread.objects.get(thread_id="ir14-continuation")
+    thread = Thread.objects.get(client_thread_id="ir14-continuation")
     executor.settle(thread)
     approval = ApprovalRequest.objects.select_related("tool_call").get(thread=thread)
 
@@ -358,7 +358,7 @@ def test_ir17_queue_decides_one_of_two_and_the_client_resumes_the_rest(
             "ir17-partial", "run-1", [{"id": "u1", "role": "user", "content": "go"}]
         ),
     )
-    thread = Thread.objects.get(thread_id="ir17-partial")
+    thread = Thread.objects.get(client_thread_id="ir17-partial")
     executor.settle(thread)
     first, second = ApprovalRequest.objects.filter(thread=thread).order_by(
         "tool_call__position"

@@ -67,7 +67,9 @@ def test_a_plain_interrupt_is_answered_with_the_decision(user: Any) -> None:
         (answer,) = done.value["answers"]
         assert {k: answer[k] for k in expected} == expected
     assert "wipe" in answer["reason"]
-    assert ToolCall.objects.filter(thread__thread_id="conv-interrupt").count() == 2
+    assert (
+        ToolCall.objects.filter(thread__client_thread_id="conv-interrupt").count() == 2
+    )
 
 
 def test_per_call_hitl_rejects_a_denied_call_with_the_reason(user: Any) -> None:

@@ -214,7 +214,7 @@ def test_pydantic_ai_deferred_tools_run_the_edited_call_once(
         output = running.result(timeout=60)
     assert ran == [{"order_id": "P-1", "amount": 5}]
     assert output == "done: refunded 5.0"
-    (call,) = ToolCall.objects.filter(thread__thread_id="conv-pydantic-ai")
+    (call,) = ToolCall.objects.filter(thread__client_thread_id="conv-pydantic-ai")
     assert story(call.tool_call_id)["answer"] == "refunded 5.0"
     assert call.state == "succeeded"
 
@@ -278,7 +278,7 @@ def test_langgraph_human_in_the_loop_runs_the_edited_call_once(
         final = running.result(timeout=60)
     assert ran == [{"order_id": "L-1", "amount": 7}]
     assert final.value["messages"][-1].content == "done"
-    (call,) = ToolCall.objects.filter(thread__thread_id="conv-langgraph")
+    (call,) = ToolCall.objects.filter(thread__client_thread_id="conv-langgraph")
     assert call.state == "succeeded"
     assert "refunded 7" in story(call.tool_call_id)["answer"]
 
@@ -345,7 +345,9 @@ def test_claude_agent_sdk_can_use_tool_allows_the_edited_input(
     assert allowed.updated_input == {"order_id": "C-1", "amount": 9}
     assert isinstance(denied, PermissionResultDeny)
     assert "wipe" in denied.message
-    (call,) = ToolCall.objects.filter(thread__thread_id="conv-claude", name="refund")
+    (call,) = ToolCall.objects.filter(
+        thread__client_thread_id="conv-claude", name="refund"
+    )
     assert call.state == "succeeded"
     assert story(call.tool_call_id)["answer"] == "refunded 9"
 

@@ -97,7 +97,7 @@ def test_an_approved_edit_runs_once_and_the_thread_shows_it(
         "output": "done: refunded 4.0",
         "reported": 1,
     }, live.logs()
-    (call,) = ToolCall.objects.filter(thread__thread_id="conv-oai")
+    (call,) = ToolCall.objects.filter(thread__client_thread_id="conv-oai")
     assert call.name == "refund"
     assert call.state == "succeeded"
     shown = story(call.tool_call_id)
@@ -127,7 +127,7 @@ def test_a_rejection_reaches_the_model_and_the_tool_never_runs(
     assert report["ran"] == []
     assert report["reported"] == 0
     assert "Over the refund limit; escalate to finance." in report["output"]
-    (call,) = ToolCall.objects.filter(thread__thread_id="conv-oai-no")
+    (call,) = ToolCall.objects.filter(thread__client_thread_id="conv-oai-no")
     assert call.state == "declined"
     approval = ApprovalRequest.objects.get(tool_call=call)
     assert approval.status == "rejected"
@@ -157,6 +157,6 @@ def test_the_integration_docs_example_runs(
         alongside=running,
     )
     assert running.result(timeout=90) == {"example": "ran"}
-    (call,) = ToolCall.objects.filter(thread__thread_id="oa-1")
+    (call,) = ToolCall.objects.filter(thread__client_thread_id="oa-1")
     assert call.state == "succeeded"
     assert story(call.tool_call_id)["answer"] == "refunded 20.0"

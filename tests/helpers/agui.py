@@ -139,7 +139,9 @@ async def approve_refund(
 ) -> None:
     """Wait until the thread's refund_order call awaits approval; approve it as ``token``."""
     pending = ApprovalRequest.objects.filter(
-        thread__thread_id=thread_id, tool_call__name="refund_order", status="pending"
+        thread__client_thread_id=thread_id,
+        tool_call__name="refund_order",
+        status="pending",
     )
     await wait_until(pending.exists, what="the refund approval", server=server)
     approval = await pending.aget()

@@ -45,7 +45,7 @@ def interrupted(user: Any, executor: Any, thread_id: str) -> ApprovalRequest:
             thread_id, "run-1", [{"id": "u1", "role": "user", "content": REFUND}]
         ),
     )
-    thread = Thread.objects.get(thread_id=thread_id)
+    thread = Thread.objects.get(client_thread_id=thread_id)
     executor.settle(thread)
     return ApprovalRequest.objects.select_related("tool_call", "run").get(
         thread=thread, status=ApprovalRequest.Status.PENDING

@@ -163,5 +163,7 @@ def refund_awaits_approval(thread_id: str) -> Callable[[], bool]:
     from threads.models import ToolCall
 
     return lambda: ToolCall.objects.filter(
-        thread__thread_id=thread_id, name="refund_order", state="awaiting_approval"
+        thread__client_thread_id=thread_id,
+        name="refund_order",
+        state="awaiting_approval",
     ).exists()

@@ -239,7 +239,9 @@ def event_log(thread_id: str) -> list[dict[str, Any]]:
 
     return [
         e.as_wire()
-        for e in Event.objects.filter(thread__thread_id=thread_id).order_by("seq")
+        for e in Event.objects.filter(thread__client_thread_id=thread_id).order_by(
+            "seq"
+        )
     ]
 
 

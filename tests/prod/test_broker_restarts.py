@@ -80,8 +80,10 @@ def test_workers_survive_repeated_redis_restarts_and_finish_every_run_once(
         assert "Unrecoverable error" not in worker.text()
     expected = "".join(f"w{i} " for i in range(DELTAS))
     for thread_id, run_id in started:
-        assert Run.objects.filter(thread__thread_id=thread_id).count() == 1
-        events = Event.objects.filter(thread__thread_id=thread_id).order_by("seq")
+        assert Run.objects.filter(thread__client_thread_id=thread_id).count() == 1
+        events = Event.objects.filter(thread__client_thread_id=thread_id).order_by(
+            "seq"
+        )
         types = [e.type for e in events]
         assert types.count("RUN_STARTED") == 1, (run_id, types)
         assert types.count("RUN_FINISHED") == 1, (run_id, types)

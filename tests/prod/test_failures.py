@@ -108,7 +108,9 @@ def test_worker_killed_after_reservation_leaves_outcome_unknown_not_run_twice(
     # then the redelivered task finds the reservation and refuses to guess
     call = wait_until(
         lambda: ToolCall.objects.filter(
-            thread__thread_id=thread_id, name="refund_order", state="outcome_unknown"
+            thread__client_thread_id=thread_id,
+            name="refund_order",
+            state="outcome_unknown",
         ).first(),
         timeout=30,
         what=f"outcome_unknown\n{stack.logs()}",

@@ -77,7 +77,9 @@ def _refund_awaiting_approval(stack: Any, api: Any) -> tuple[str, dict[str, Any]
 def _finished_runs(thread_id: str) -> int:
     from threads.models import Run
 
-    return Run.objects.filter(thread__thread_id=thread_id, status="finished").count()
+    return Run.objects.filter(
+        thread__client_thread_id=thread_id, status="finished"
+    ).count()
 
 
 def _ledger_lines(tmp_path: Path) -> list[str]:
@@ -111,7 +113,7 @@ def test_master_killed_after_reservation_janitor_hands_expired_lease_to_outcome_
         api.post(f"/api/approvals/{approval['id']}/approve/", json={}).status_code
         == 200
     )
-    call = ToolCall.objects.get(thread__thread_id=thread_id, name="refund_order")
+    call = ToolCall.objects.get(thread__client_thread_id=thread_id, name="refund_order")
     wait_until(
         lambda: "crash point after_reservation: hanging" in doomed.text(),
         timeout=30,
@@ -208,8 +210,8 @@ def test_master_killed_before_dispatch_janitor_dispatches_and_refund_runs_once(
         timeout=40,
         what=f"the continuation finishing\n{stack.logs()}",
     )
-    assert Run.objects.filter(thread__thread_id=thread_id).count() == 3
-    calls = ToolCall.objects.filter(thread__thread_id=thread_id)
+    assert Run.objects.filter(thread__client_thread_id=thread_id).count() == 3
+    calls = ToolCall.objects.filter(thread__client_thread_id=thread_id)
     assert sorted(calls.values_list("name", "state")) == [
         ("lookup_order", "succeeded"),
         ("refund_order", "succeeded"),
@@ -247,7 +249,7 @@ def test_redis_restarted_without_persistence_janitor_requeues_execution_and_cont
         api.post(f"/api/approvals/{approval['id']}/approve/", json={}).status_code
         == 200
     )
-    call = ToolCall.objects.get(thread__thread_id=thread_id, name="refund_order")
+    call = ToolCall.objects.get(thread__client_thread_id=thread_id, name="refund_order")
     assert ToolExecution.objects.get(tool_call=call).state == "queued"
     stack.redis.shutdown_nosave()
     stack.redis.start()
@@ -273,7 +275,7 @@ def test_redis_restarted_without_persistence_janitor_requeues_execution_and_cont
     )
     continuation = wait_until(
         lambda: (
-            Run.objects.filter(thread__thread_id=thread_id, status="queued")
+            Run.objects.filter(thread__client_thread_id=thread_id, status="queued")
             .exclude(pk=call.run_id)
             .first()
         ),
@@ -464,7 +466,7 @@ def test_continuation_worker_killed_after_the_tool_result_is_retried_to_the_fina
     # (attempt 2) gives the agent's final answer
     retry = wait_until(
         lambda: Run.objects.filter(
-            thread__thread_id=thread_id, attempt=2, status="finished"
+            thread__client_thread_id=thread_id, attempt=2, status="finished"
         ).first(),
         timeout=60,
         what=f"the retried continuation finishing\n{stack.logs()}",
@@ -475,7 +477,7 @@ def test_continuation_worker_killed_after_the_tool_result_is_retried_to_the_fina
         "The worker executing this run stopped before it finished (before_output); "
         "Countersign starts the turn again (attempt 2 of 3)."
     )
-    answer = Message.objects.filter(thread__thread_id=thread_id).last()
+    answer = Message.objects.filter(thread__client_thread_id=thread_id).last()
     assert answer is not None
     assert (answer.role, answer.run_id) == ("assistant", retry.pk)
     assert answer.content == "Refund done: refunded 2.5 on A-1001"

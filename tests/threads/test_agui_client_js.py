@@ -109,7 +109,7 @@ async def test_agui_official_client_accepts_weather_runs_and_resends_history(
     assert not [w for w in report["warnings"] if "[ag-ui]" in w], report["warnings"]
     client_ids = [m["id"] for m in report["messages"]]
     stored = await sync_to_async(list)(
-        Message.objects.filter(thread__thread_id=thread_id)
+        Message.objects.filter(thread__client_thread_id=thread_id)
         .order_by("position", "id")
         .values_list("message_id", flat=True)
     )
@@ -148,10 +148,10 @@ async def test_ir01_agui_official_client_sees_the_refund_interrupt(
     )
 
     lookup = await ToolCall.objects.aget(
-        thread__thread_id=thread_id, name="lookup_order"
+        thread__client_thread_id=thread_id, name="lookup_order"
     )
     refund = await ToolCall.objects.aget(
-        thread__thread_id=thread_id, name="refund_order"
+        thread__client_thread_id=thread_id, name="refund_order"
     )
     assert lookup.state == ToolCall.State.SUCCEEDED
     assert refund.state == ToolCall.State.AWAITING_APPROVAL
@@ -288,7 +288,7 @@ async def test_ir01_ir07_ft06_official_client_holds_a_whole_conversation(
     assert len({m["id"] for m in messages}) == len(messages)
     assert "You answered: yes" in [m.get("content") for m in messages]
     stored = await sync_to_async(list)(
-        Message.objects.filter(thread__thread_id=thread_id).values_list(
+        Message.objects.filter(thread__client_thread_id=thread_id).values_list(
             "message_id", flat=True
         )
     )

@@ -55,7 +55,7 @@ async def test_agui_post_without_credentials_is_401_with_no_stream():
     assert response["Content-Type"] == "application/json"
     assert response.json()["type"] == "not_authenticated"
     assert "Token" in response.json()["detail"]
-    assert not await Thread.objects.filter(thread_id="t-http").aexists()
+    assert not await Thread.objects.filter(client_thread_id="t-http").aexists()
 
 
 async def test_agui_post_with_an_unknown_token_is_401():
@@ -151,14 +151,21 @@ async def test_agui_post_during_an_active_run_is_409_saying_what_to_do(user, tok
     assert await Run.objects.filter(thread=thread).acount() == 1
 
 
-async def test_agui_post_to_another_users_thread_is_404(user, other_user):
-    await Thread.objects.acreate(thread_id="t-http", owner=user)
+async def test_agui_post_with_another_users_thread_id_starts_a_thread_of_ones_own(
+    user, other_user
+):
+    """Client thread ids are per owner: mallory's "t-http" is not olivia's, nor a 404."""
+    theirs = await Thread.objects.acreate(thread_id="t-http", owner=user)
     mallory = await sync_to_async(lambda: Token.objects.create(user=other_user).key)()
 
     response = await post(body(), token=mallory)
 
-    assert response.status_code == 404
-    assert response.json()["detail"] == "thread 't-http' was not found"
+    assert response.status_code == 200
+    mine = await Thread.objects.aget(owner=other_user, client_thread_id="t-http")
+    assert mine.pk != theirs.pk
+    assert mine.thread_id not in ("t-http", "")
+    assert not await Message.objects.filter(thread=theirs).aexists()
+    assert not await Run.objects.filter(thread=theirs).aexists()
 
 
 async def test_agui_post_with_a_session_needs_the_csrf_token(user):
@@ -190,6 +197,28 @@ async def test_agui_events_without_credentials_is_401_and_bad_after_is_400(user,
     assert anonymous.status_code == 401
     assert (bad.status_code, bad.json()["type"]) == (400, "invalid_after")
     assert (missing.status_code, missing.json()["type"]) == (404, "not_found")
+
+
+async def test_agui_events_of_another_users_thread_answer_as_an_unknown_id(
+    user, other_user
+):
+    """By its client id or its global id, another user's thread is "not found", like "nope"."""
+    theirs = await Thread.objects.acreate(client_thread_id="t-theirs", owner=user)
+    mallory = await sync_to_async(lambda: Token.objects.create(user=other_user).key)()
+    headers = {"Authorization": f"Token {mallory}"}
+
+    answers = [
+        await AsyncClient().get(f"/agui/threads/{thread_id}/events", headers=headers)
+        for thread_id in (theirs.client_thread_id, theirs.thread_id, "nope")
+    ]
+
+    assert [(a.status_code, a["Content-Type"]) for a in answers] == [
+        (404, "application/json")
+    ] * 3
+    assert [a.json() for a in answers] == [
+        {"type": "not_found", "detail": f"thread {thread_id!r} was not found"}
+        for thread_id in (theirs.client_thread_id, theirs.thread_id, "nope")
+    ]
 
 
 async def test_ir05_capabilities_declare_interrupts_and_approve_with_edits(token):

@@ -94,7 +94,7 @@ async def test_imported_conversation_with_tool_results_is_accepted_on_a_new_thre
     stream = await read_stream(response)
     assert '"RUN_FINISHED"' in stream
     assert '"RUN_ERROR"' not in stream
-    thread = await Thread.objects.aget(thread_id="t-import")
+    thread = await Thread.objects.aget(client_thread_id="t-import")
     calls = [
         (c.tool_call_id, c.parent_message_id, c.arguments_text, c.state)
         async for c in ToolCall.objects.filter(
@@ -131,4 +131,6 @@ async def test_result_for_a_call_nobody_made_is_still_400_naming_the_id(token):
     assert response.status_code == 400
     assert "'ghost_1'" in response.json()["detail"]
     assert "'t9'" in response.json()["detail"]
-    assert not await Message.objects.filter(thread__thread_id="t-stray").aexists()
+    assert not await Message.objects.filter(
+        thread__client_thread_id="t-stray"
+    ).aexists()

@@ -92,7 +92,7 @@ async def test_dc01_agui_post_streams_the_weather_run_as_sse(user, live):
         observation["temperature"],
         observation["conditions"],
     ) == ("Oslo", 4.0, "light rain")
-    thread = await Thread.objects.aget(thread_id=thread_id)
+    thread = await Thread.objects.aget(client_thread_id=thread_id)
     log = await sync_to_async(list)(
         Event.objects.filter(thread=thread)
         .order_by("seq")
@@ -155,13 +155,15 @@ async def test_ir01_agui_post_refund_is_one_run_ending_in_an_interrupt(user, liv
     )
     assert events[2]["delta"] == '{"order_id": "A-1001"}'
     lookup = await ToolCall.objects.aget(
-        thread__thread_id=thread_id, name="lookup_order"
+        thread__client_thread_id=thread_id, name="lookup_order"
     )
     refund = await ToolCall.objects.select_related("approval").aget(
-        thread__thread_id=thread_id, name="refund_order"
+        thread__client_thread_id=thread_id, name="refund_order"
     )
     answer = await Message.objects.aget(
-        thread__thread_id=thread_id, role="tool", tool_call_id=lookup.tool_call_id
+        thread__client_thread_id=thread_id,
+        role="tool",
+        tool_call_id=lookup.tool_call_id,
     )
     assert (events[4]["toolCallId"], events[4]["messageId"]) == (
         lookup.tool_call_id,
@@ -201,7 +203,7 @@ async def test_ir01_agui_post_refund_is_one_run_ending_in_an_interrupt(user, liv
     assert refund.state == ToolCall.State.AWAITING_APPROVAL
     assert lookup.state == ToolCall.State.SUCCEEDED
     runs = await sync_to_async(list)(
-        Run.objects.filter(thread__thread_id=thread_id).values_list(
+        Run.objects.filter(thread__client_thread_id=thread_id).values_list(
             "wire_state", flat=True
         )
     )
@@ -262,7 +264,7 @@ async def test_ft06_agui_resent_history_is_not_duplicated(user, live):
     # The thread's log goes on where the first run's ended.
     assert ids == list(range(first_ids[-1] + 1, first_ids[-1] + 1 + len(raw_second)))
     messages = await sync_to_async(list)(
-        Message.objects.filter(thread__thread_id=thread_id)
+        Message.objects.filter(thread__client_thread_id=thread_id)
         .order_by("position", "id")
         .values_list("message_id", "role")
     )

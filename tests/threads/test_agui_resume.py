@@ -116,7 +116,7 @@ async def test_ir05_ir07_ir15_resume_approves_and_continues_in_the_same_stream(
         client = Client(http, token, f"resume-approve-{live.mode}")
         interrupt = await interrupted(client)
         approval = await ApprovalRequest.objects.select_related("tool_call").aget(
-            thread__thread_id=client.thread_id
+            thread__client_thread_id=client.thread_id
         )
         assert interrupt["id"] == f"cs-approval-{approval.pk}"
         assert interrupt["toolCallId"] == approval.tool_call.tool_call_id
@@ -190,7 +190,7 @@ async def test_ir05_ir07_ir15_resume_approves_and_continues_in_the_same_stream(
     assert await sync_to_async(refund_ledger)() == [("A-1001", "25.00")]
     answers = await sync_to_async(list)(
         Message.objects.filter(
-            thread__thread_id=client.thread_id,
+            thread__client_thread_id=client.thread_id,
             role="tool",
             tool_call_id=interrupt["toolCallId"],
         )
@@ -422,7 +422,7 @@ async def test_ir10_expired_interrupt_cannot_be_resolved_but_can_be_cancelled(
         assert json.loads(events[1]["content"])["status"] == "expired"
         assert events[-1].get("outcome") == {"type": "success"}, (events, live.logs())
     call = await ToolCall.objects.aget(
-        thread__thread_id=client.thread_id, name="refund_order"
+        thread__client_thread_id=client.thread_id, name="refund_order"
     )
     assert call.state == ToolCall.State.EXPIRED
     assert await sync_to_async(refund_ledger)() == []

@@ -42,7 +42,7 @@ from tests.helpers.agui import (
 )
 from tests.helpers.live import run_input, token_for, wait_until
 from tests.langgraph_refund_agent import serve, tool_messages_by_call
-from threads.models import Message, Run, ToolCall
+from threads.models import Message, Run, Thread, ToolCall
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -71,7 +71,7 @@ def snapshots_of(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 
 def thread_message_ids(thread_id: str) -> set[str]:
     return set(
-        Message.objects.filter(thread__thread_id=thread_id).values_list(
+        Message.objects.filter(thread__client_thread_id=thread_id).values_list(
             "message_id", flat=True
         )
     )
@@ -139,13 +139,14 @@ async def test_tc08_langgraph_snapshot_tool_message_keeps_the_streamed_result_id
 
     assert (
         await Message.objects.filter(
-            thread__thread_id=thread_id, role="tool", tool_call_id="lg_status_1"
+            thread__client_thread_id=thread_id, role="tool", tool_call_id="lg_status_1"
         ).acount()
         == 1
     )
     # The remote got its own ids back in its next input: LangGraph's history, too,
-    # holds one answer per call.
-    assert tool_messages_by_call("/streaming", thread_id) == {
+    # holds one answer per call. The remote knows the thread by its global id.
+    thread = await Thread.objects.aget(client_thread_id=thread_id)
+    assert tool_messages_by_call("/streaming", thread.thread_id) == {
         "lg_status_1": 1,
         "lg_refund_1": 1,
     }
@@ -200,15 +201,17 @@ async def test_sec02_langgraph_call_only_in_snapshot_is_recorded_and_needs_appro
         assert "lg_refund_1" not in {
             e.get("toolCallId") for e in events if e["type"] == "TOOL_CALL_RESULT"
         }
-        first = await Run.objects.aget(thread__thread_id=thread_id, run_id="run-1")
+        first = await Run.objects.aget(
+            thread__client_thread_id=thread_id, run_id="run-1"
+        )
         assert first.pending_tool_call_ids == ["lg_refund_1"]
 
         pending = ApprovalRequest.objects.filter(
-            thread__thread_id=thread_id, tool_call__tool_call_id="lg_refund_1"
+            thread__client_thread_id=thread_id, tool_call__tool_call_id="lg_refund_1"
         )
         await wait_until(pending.exists, what="the refund approval", server=live)
         refund = await ToolCall.objects.aget(
-            thread__thread_id=thread_id, tool_call_id="lg_refund_1"
+            thread__client_thread_id=thread_id, tool_call_id="lg_refund_1"
         )
         assert refund.name == "refund_order"
         assert refund.arguments == {
@@ -222,7 +225,7 @@ async def test_sec02_langgraph_call_only_in_snapshot_is_recorded_and_needs_appro
         followed = parse_stream(await follow_raw(http, thread_id, token, 2, live))[0]
 
     continuation = await Run.objects.aget(
-        thread__thread_id=thread_id, continues__isnull=False
+        thread__client_thread_id=thread_id, continues__isnull=False
     )
     texts = [
         e
@@ -234,7 +237,7 @@ async def test_sec02_langgraph_call_only_in_snapshot_is_recorded_and_needs_appro
     assert texts
     assert texts[-1]["delta"].startswith("Refund done: ")
     answer = await Message.objects.aget(
-        thread__thread_id=thread_id, message_id=texts[-1]["messageId"]
+        thread__client_thread_id=thread_id, message_id=texts[-1]["messageId"]
     )
     assert answer.run_id == continuation.pk
     assert str(answer.content).startswith("Refund done: ")

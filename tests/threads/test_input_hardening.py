@@ -56,6 +56,13 @@ def test_rest_message_with_nul_is_refused(api, user):
         ({"threadId": "x" * 201}, "threadId"),
         ({"threadId": ""}, "threadId"),
         ({"threadId": "a/b?c#d"}, "threadId"),
+        ({"threadId": "t\u0001x"}, "threadId"),
+        ({"threadId": "t\nx"}, "threadId"),
+        ({"threadId": " t-1"}, "threadId"),
+        ({"threadId": 123}, "threadId"),
+        ({"threadId": None}, "threadId"),
+        ({"threadId": ["t-1"]}, "threadId"),
+        ({"threadId": {"id": "t-1"}}, "threadId"),
         ({"runId": "r" * 300}, "runId"),
         (
             {"messages": [{"id": "m" * 201, "role": "user", "content": "hi"}]},

@@ -97,7 +97,7 @@ async def test_client_message_named_like_the_old_result_id_cannot_block_the_answ
     assert response.status_code == 200
     events = await drain(response)
     assert events[-1]["type"] == "RUN_FINISHED"
-    thread = await Thread.objects.aget(thread_id="t-preempt")
+    thread = await Thread.objects.aget(client_thread_id="t-preempt")
 
     await sync_to_async(executor.settle)(thread)
 
@@ -261,9 +261,10 @@ async def test_echoed_history_with_minted_ids_is_accepted(answered_thread):
     assert result is None
 
 
-async def test_a_thread_of_another_user_answers_404_not_409(
+async def test_another_users_thread_id_is_a_new_thread_not_a_409(
     other_user, answered_thread
 ):
+    """Ids are per owner: reusing someone else's threadId and message ids clashes with nothing."""
     token = (await Token.objects.acreate(user=other_user)).key
 
     response = await post(
@@ -273,8 +274,12 @@ async def test_a_thread_of_another_user_answers_404_not_409(
         ),
     )
 
-    assert response.status_code == 404
-    assert response.json()["type"] == "not_found"
+    assert response.status_code == 200
+    mine = await Thread.objects.aget(owner=other_user, client_thread_id="t-ids")
+    assert mine.pk != answered_thread.pk
+    assert [
+        m.content async for m in Message.objects.filter(thread=mine, role="user")
+    ] == ["different"]
 
 
 def _reusing_history() -> list[dict[str, Any]]:

@@ -311,6 +311,41 @@ async def test_dc02_ws_refuses_anonymous_other_users_and_bad_after(user, other_u
     await expect_close(bad_after, 4400)
 
 
+async def test_ws_client_thread_ids_are_per_owner(user, other_user):
+    """A client id finds its owner's thread; to anyone else it is an unknown id (4404)."""
+    thread = await sync_to_async(Thread.objects.create)(
+        client_thread_id="t-mine", owner=user
+    )
+    mallory = await sync_to_async(session_headers)(other_user)
+    olivia = await sync_to_async(session_headers)(user)
+
+    for path in (thread.client_thread_id, thread.thread_id):
+        stranger = await open_socket(f"/ws/threads/{path}/?after=0", mallory)
+        await expect_close(stranger, 4404)
+    run = await sync_to_async(Run.objects.create)(
+        thread=thread, run_id="r1", status=Run.Status.RUNNING
+    )
+    await sync_to_async(record_silently)(
+        # An agent knows the thread by its global id.
+        run,
+        [{"type": "RUN_STARTED", "threadId": thread.thread_id, "runId": "r1"}],
+    )
+    for path in (thread.client_thread_id, thread.thread_id):
+        owner = await open_socket(f"/ws/threads/{path}/?after=0", olivia)
+        received = await receive_until(
+            owner, lambda m: len(m) == 1, what="the owner's log"
+        )
+        await owner.disconnect()
+        assert received == [
+            {
+                "seq": 1,
+                "type": "RUN_STARTED",
+                "threadId": thread.thread_id,
+                "runId": "r1",
+            }
+        ]
+
+
 async def test_dc02_ws_a_reader_of_every_thread_may_watch_any_thread(
     user, thread_reader, staff_user
 ):

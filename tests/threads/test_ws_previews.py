@@ -116,7 +116,7 @@ async def test_b1_sockets_without_preview_get_the_same_bytes_with_previews_on_or
     preview=1 socket gets exactly the plain frames too."""
     settings.COUNTERSIGN = NO_POLL
     _, plain_on, _ = await record_run_between_sockets(user, "pv-same")
-    await sync_to_async(Thread.objects.filter(thread_id="pv-same").delete)()
+    await sync_to_async(Thread.objects.filter(client_thread_id="pv-same").delete)()
 
     settings.COUNTERSIGN = {**NO_POLL, "PREVIEW_EVENTS": False}
     watcher_off, plain_off, wire = await record_run_between_sockets(user, "pv-same")

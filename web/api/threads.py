@@ -38,11 +38,11 @@ from threads.selectors import (
     agent_list,
     client_run,
     run_get,
+    thread_by_agui_id,
     thread_client_runs,
     thread_events_after,
     thread_list,
     thread_messages_agui,
-    thread_visible_to,
     thread_write_check,
     tool_call_get,
     tool_call_list,
@@ -94,10 +94,13 @@ def errors(*codes: int) -> dict[int, OpenApiResponse]:
 def visible_thread(request: Request, thread_id: str, *, write: bool = False) -> Thread:
     """Return thread ``thread_id`` if the user may see it; raise 404 otherwise.
 
+    ``thread_id`` is a thread's global id or one of the user's own AG-UI client
+    ids (:func:`threads.selectors.thread_by_agui_id`).
+
     With ``write``, also refuse (403 ``not_thread_owner``) a user who may read it
     but does not own it (:func:`threads.selectors.thread_write_check`).
     """
-    thread = thread_visible_to(user=request.user).filter(thread_id=thread_id).first()
+    thread = thread_by_agui_id(user=request.user, agui_id=thread_id)
     if thread is None:
         raise Http404(f"thread {thread_id!r} not found")
     if write:

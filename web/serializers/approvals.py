@@ -280,10 +280,7 @@ class ApprovalOutputSerializer(serializers.Serializer):
 
     @extend_schema_field(ExecutionOutputSerializer(allow_null=True))
     def get_execution(self, approval: ApprovalRequest) -> dict[str, Any] | None:
-        call = approval.call
-        if call is None:
-            return None
-        execution = ToolExecution.objects.filter(tool_call=call).first()
+        execution = approval.call_execution()
         return (
             ExecutionOutputSerializer(execution).data if execution is not None else None
         )

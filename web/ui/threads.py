@@ -37,6 +37,7 @@ from threads.exceptions import UnknownAgent
 from threads.models import Message, Thread, ToolCall
 from threads.selectors import (
     ClientRun,
+    thread_by_agui_id,
     thread_client_runs,
     thread_status,
     thread_visible_to,
@@ -206,7 +207,7 @@ def thread_ui_state(*, thread: Thread, user: AnyUser | None = None) -> dict[str,
 
 
 def _visible_thread(request: HttpRequest, thread_id: str) -> Thread:
-    thread = thread_visible_to(user=request.user).filter(thread_id=thread_id).first()
+    thread = thread_by_agui_id(user=request.user, agui_id=thread_id)
     if thread is None:
         raise Http404("No such thread, or it is not yours.")
     return thread
