@@ -39,7 +39,7 @@ OAI_PYTHON = ROOT / ".venv-oai" / "bin" / "python"
 
 
 @pytest.fixture(scope="module", autouse=True)
-def external_agents() -> Iterator[None]:
+def external_agents_in_environment() -> Iterator[None]:
     """Configure the external agents for the live server and its worker (before they start).
 
     Without ``.venv-oai`` the module skips (fails in CI) before starting a server.
