@@ -47,6 +47,8 @@ class ApprovalRequest(models.Model):
         PENDING = "pending", "pending"
         APPROVED = "approved", "approved"
         REJECTED = "rejected", "rejected"
+        #: An approver answered the call with text instead of running it.
+        RESPONDED = "responded", "answered instead"
         EXPIRED = "expired", "expired"
         CANCELLED = "cancelled", "cancelled"
 
@@ -71,7 +73,8 @@ class ApprovalRequest(models.Model):
     message = models.TextField(blank=True, default="")
     #: The JSON Schema the operator's ``response`` must satisfy, or null.
     response_schema = models.JSONField(null=True, blank=True)
-    #: The operator's answer, validated against ``response_schema`` before use.
+    #: The operator's answer, validated against ``response_schema`` before use; for
+    #: a ``responded`` tool-call request, the text the agent got instead of a result.
     response = models.JSONField(null=True, blank=True)
     thread = models.ForeignKey(
         Thread, on_delete=models.CASCADE, related_name="approvals"
