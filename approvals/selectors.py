@@ -611,7 +611,16 @@ _EXTERNAL_STATUS: dict[str, str] = {
 }
 #: Statuses after which nothing changes any more for the caller.
 EXTERNAL_FINAL_STATUSES = frozenset(
-    {"succeeded", "failed", "rejected", "denied", "expired", "cancelled", "refused"}
+    {
+        "succeeded",
+        "failed",
+        "rejected",
+        "responded",
+        "denied",
+        "expired",
+        "cancelled",
+        "refused",
+    }
 )
 #: Statuses a waiting caller stops at: decided, or final.
 EXTERNAL_DECIDED_STATUSES = EXTERNAL_FINAL_STATUSES | {
@@ -643,11 +652,13 @@ def external_call_status(call: ToolCall) -> dict[str, Any]:
     (waiting for a person), ``approved`` (claim it, then run it), ``claimed``,
     ``succeeded``/``failed`` (the outcome reported), ``rejected``, ``denied``
     (the policy refuses it), ``refused`` (it may not run: the arguments or the
-    authorization changed), ``expired``, ``cancelled`` or ``outcome_unknown``.
-    ``decision`` is ``null`` until decided, then ``{"approved", "arguments",
-    "argumentsHash", "edited", "authorizedBy", "reason", "decidedBy",
-    "decidedAt"}``: ``arguments`` are the ones to run (an approver's edit
-    included). ``claim`` is ``{"holder", "leaseExpiresAt", "notBefore"}`` once an
+    authorization changed), ``responded`` (an approver answered it with text:
+    do not run it, use ``decision.response`` as its result), ``expired``,
+    ``cancelled`` or ``outcome_unknown``. ``decision`` is ``null`` until
+    decided, then ``{"approved", "arguments", "argumentsHash", "edited",
+    "authorizedBy", "reason", "response", "decidedBy", "decidedAt"}``:
+    ``arguments`` are the ones to run (an approver's edit included),
+    ``response`` the approver's text (``null`` unless ``responded``). ``claim`` is ``{"holder", "leaseExpiresAt", "notBefore"}`` once an
     execution exists; ``outcome`` is ``{"content", "error"}`` once the call is
     answered. Implements SEC-02, DC-05.
     """
@@ -660,7 +671,12 @@ def external_call_status(call: ToolCall) -> dict[str, Any]:
         .first()
     )
     status = _EXTERNAL_STATUS.get(call.state, call.state)
-    if answer is not None and answer.error == "policy_denied":
+    responded = (
+        approval is not None and approval.status == ApprovalRequest.Status.RESPONDED
+    )
+    if responded:
+        status = "responded"
+    elif answer is not None and answer.error == "policy_denied":
         status = "denied"
     elif answer is not None and answer.error == "refused" and execution is not None:
         status = "refused" if not execution.outcome_sha256 else status
@@ -693,6 +709,9 @@ def external_call_status(call: ToolCall) -> dict[str, Any]:
         decided = approval is not None and approval.decided_at is not None
         decision |= {
             "reason": approval.reason if approval is not None else "",
+            "response": approval.response
+            if approval is not None and responded
+            else None,
             "decidedBy": getattr(approval.decided_by, "username", None)
             if approval is not None
             else None,
