@@ -25,6 +25,9 @@ RELEASE_ANY_CLAIM_PERMISSION = "approvals.release_any_claim"
 CANCEL_ANY_PENDING_PERMISSION = "approvals.cancel_any_pending"
 #: Decide a request whatever group it is routed to (:mod:`approvals.governance`).
 DECIDE_ANY_GROUP_PERMISSION = "approvals.decide_any_group"
+#: Longest text an approver may answer a held call with instead of running it,
+#: in characters (:func:`approvals.services.decisions.respond_text_check`).
+RESPOND_MAX_CHARS = 10_000
 
 
 class ApprovalRequest(models.Model):

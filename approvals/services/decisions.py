@@ -42,7 +42,12 @@ from approvals.exceptions import (
 )
 from approvals.governance import call_policy
 from approvals.locks import approval_lock, call_execution_lock
-from approvals.models import DECIDE_PERMISSION, ApprovalRequest, ToolExecution
+from approvals.models import (
+    DECIDE_PERMISSION,
+    RESPOND_MAX_CHARS,
+    ApprovalRequest,
+    ToolExecution,
+)
 from approvals.services.audit import audit_append, audit_batch
 from approvals.services.dispatch import (
     QueuedExecution,
@@ -62,9 +67,6 @@ from threads.services import run_resume_record
 from threads.transitions import tool_call_transition
 
 Decision = Literal["approve", "reject", "respond"]
-
-#: Longest text an approver may answer a call with, in characters.
-RESPOND_MAX_CHARS = 10_000
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,7 @@ import json
 
 import pytest
 
-from approvals.models import ApprovalRequest, ToolExecution
-from approvals.services.decisions import RESPOND_MAX_CHARS
+from approvals.models import RESPOND_MAX_CHARS, ApprovalRequest, ToolExecution
 from demo.models import Refund
 from tests.helpers.api import pending_refund_thread
 from threads.models import Message

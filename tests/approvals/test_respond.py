@@ -25,8 +25,12 @@ from approvals.exceptions import (
     RespondNotSupported,
 )
 from approvals.facts import approval_facts
-from approvals.models import ApprovalRequest, AuditEntry, ToolExecution
-from approvals.services.decisions import RESPOND_MAX_CHARS
+from approvals.models import (
+    RESPOND_MAX_CHARS,
+    ApprovalRequest,
+    AuditEntry,
+    ToolExecution,
+)
 from orchestration.pipeline import approval_decide
 from threads.models import Message, Run, ToolCall
 
@@ -268,3 +272,41 @@ def test_an_expired_request_is_answered_as_expired_not_with_the_text(
     assert (expired.status, expired.response) == ("expired", None)
     [(content, error)] = tool_messages(approval)
     assert (json.loads(content)["status"], error) == ("expired", "approval_expired")
+
+
+def test_the_admin_change_page_offers_respond_and_shows_the_answer(
+    client, approval, approver
+):
+    """Admin: a "Respond" button beside Approve/Reject; the answer shows once given."""
+    from django.urls import reverse
+
+    client.force_login(approver)
+    change = reverse("admin:approvals_approvalrequest_change", args=[approval.pk])
+    decide = reverse("admin:approvals_approvalrequest_decide", args=[approval.pk])
+    page = client.get(change).content.decode()
+    assert 'name="decision" value="respond"' in page
+    assert 'name="text"' in page
+
+    blank = client.post(decide, {"decision": "respond", "text": "  "}, follow=True)
+    assert "The answer is empty; write what the agent" in blank.content.decode()
+    long = client.post(
+        decide,
+        {"decision": "respond", "text": "x" * (RESPOND_MAX_CHARS + 1)},
+        follow=True,
+    )
+    assert "at most 10000 characters (it has 10001)" in long.content.decode()
+    assert ApprovalRequest.objects.get(pk=approval.pk).status == "pending"
+
+    done = client.post(
+        decide,
+        {"decision": "respond", "text": "Use the voucher <b>instead</b>."},
+        follow=True,
+    )
+    text = done.content.decode()
+
+    assert "_order: answered instead of running it." in text
+    assert "Answered instead" in text
+    assert "Use the voucher &lt;b&gt;instead&lt;/b&gt;." in text
+    assert 'value="respond"' not in text  # decided: nothing to respond to
+    decided = ApprovalRequest.objects.get(pk=approval.pk)
+    assert (decided.status, decided.decided_by) == ("responded", approver)

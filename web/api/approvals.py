@@ -21,11 +21,15 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.exceptions import ApprovalAlreadyDecided, InvalidEditedArguments
-from approvals.models import ApprovalGrant, ApprovalRequest, ToolExecution
+from approvals.models import (
+    RESPOND_MAX_CHARS,
+    ApprovalGrant,
+    ApprovalRequest,
+    ToolExecution,
+)
 from approvals.selectors import approval_get, approval_list, grant_get, grant_list
 from approvals.services import approval_undo
 from approvals.services.claims import approval_claim, approval_release
-from approvals.services.decisions import RESPOND_MAX_CHARS
 from approvals.services.grants import grant_revoke
 from core.conf import countersign_settings
 from core.types import logged_in
