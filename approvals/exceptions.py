@@ -94,6 +94,14 @@ class RespondNotSupported(ApprovalError):
     field = "text"
 
 
+class InvalidSnooze(ApprovalError):
+    """A snooze outside the accepted duration."""
+
+    code = "invalid_snooze"
+    status = 400
+    field = "seconds"
+
+
 class ReasonRequired(ApprovalError):
     """A rejection needs a reason."""
 

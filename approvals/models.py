@@ -247,6 +247,38 @@ class ApprovalRequest(models.Model):
         return getattr(self, "supersedes", None)
 
 
+class ApprovalSnooze(models.Model):
+    """One approver's "not now" on a pending request: out of their own queue until ``until``.
+
+    Personal: the request stays pending, in every other approver's queue and in
+    this approver's "All pending" and "Snoozed" views; it expires as any other.
+    One per (request, user), replaced by a new snooze; a snooze whose ``until``
+    has passed is simply ignored (:func:`approvals.selectors.approval_queue`).
+    """
+
+    approval = models.ForeignKey(
+        ApprovalRequest, on_delete=models.CASCADE, related_name="snoozes"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    until = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["approval", "user"], name="uniq_snooze_per_approver"
+            )
+        ]
+        indexes = [models.Index(fields=["user", "until"])]
+
+    def __str__(self) -> str:
+        return (
+            f"approval {self.approval_id} snoozed by {self.user_id} until {self.until}"
+        )
+
+
 class ToolExecution(models.Model):
     """The execution record of one application tool call, claimed before the side effect.
 

@@ -17,6 +17,7 @@ from django.db.models import (
     OuterRef,
     Q,
     QuerySet,
+    Subquery,
     Value,
     When,
 )
@@ -29,6 +30,7 @@ from approvals.models import (
     DECIDE_PERMISSION,
     ApprovalGrant,
     ApprovalRequest,
+    ApprovalSnooze,
     ApprovalVote,
     ToolExecution,
 )
@@ -87,7 +89,7 @@ def approval_list(
 
     ``older_than`` (seconds) keeps requests made at least that long ago;
     ``assigned_to_me`` only the pending ones ``user`` may work on now
-    (:func:`approvals.governance.assigned_to`).
+    (:func:`approvals.governance.assigned_to`) and has not snoozed.
     """
     approvals = approval_visible_to(user=user)
     if assigned_to_me:
@@ -95,7 +97,7 @@ def approval_list(
             pk__in=assigned_to(
                 user=user, approvals=ApprovalRequest.objects.all()
             ).values("pk")
-        )
+        ).exclude(Exists(_live_snoozes(user)))
     if tool is not None:
         approvals = approvals.filter(tool_name=tool)
     if thread_id is not None:
@@ -411,8 +413,9 @@ def approval_context(
     }
 
 
-#: The queue's views: what each lists.
-QUEUE_VIEWS = ("pending", "decided")
+#: The queue's views: what each lists (``snoozed``: the pending requests the
+#: viewer snoozed, :mod:`approvals.services.snooze`).
+QUEUE_VIEWS = ("pending", "decided", "snoozed")
 #: The pending view's orders: by urgency (soonest expiry, then the riskier) or age.
 QUEUE_SORTS = ("expires", "requested")
 #: How many requests one page of the queue shows.
@@ -438,9 +441,11 @@ def approval_queue(
     ``page`` (1-based, clamped to the last page) and ``pages`` say where the page
     is, ``total`` how many requests match. ``view`` ``pending`` (urgent first with
     ``sort="expires"``: soonest expiry, destructive calls first among equals;
-    else oldest request first) or ``decided`` (most recently decided first);
+    else oldest request first), ``decided`` (most recently decided first) or
+    ``snoozed`` (the pending requests ``user`` snoozed, soonest back first);
     ``mine`` keeps the pending requests ``user`` can decide now (assigned to them,
-    not their own under four-eyes, not voted on already); ``tool``, ``agent``,
+    not their own under four-eyes, not voted on already, not snoozed by them);
+    ``tool``, ``agent``,
     ``requester`` (username) filter exactly, ``risk`` by level, ``search``
     matches tool, thread title, requester, reason and the arguments' text.
     Counting and paging happen in the database; only one page's cards are
@@ -453,6 +458,13 @@ def approval_queue(
     if view == "decided":
         approvals = approvals.exclude(status=ApprovalRequest.Status.PENDING).order_by(
             "-decided_at", "-id"
+        )
+    elif view == "snoozed":
+        approvals = (
+            approvals.filter(status=ApprovalRequest.Status.PENDING)
+            .annotate(snoozed_until=Subquery(_live_snoozes(user).values("until")[:1]))
+            .filter(snoozed_until__isnull=False)
+            .order_by("snoozed_until", "id")
         )
     else:
         approvals = approvals.filter(status=ApprovalRequest.Status.PENDING)
@@ -472,6 +484,7 @@ def approval_queue(
             approvals = assigned_to(user=user, approvals=approvals).exclude(
                 Exists(voted)
             )
+            approvals = approvals.exclude(Exists(_live_snoozes(user)))
     if tool:
         approvals = approvals.filter(tool_name=tool)
     if agent:
@@ -519,6 +532,15 @@ def approval_queue(
         "pages": pages,
         "total": total,
     }
+
+
+def _live_snoozes(user: AnyUser) -> QuerySet[ApprovalSnooze]:
+    """Return ``user``'s snoozes of the outer query's request that have not ended yet."""
+    return ApprovalSnooze.objects.filter(
+        approval=OuterRef("pk"),
+        user_id=getattr(user, "pk", None),
+        until__gt=timezone.now(),
+    )
 
 
 def approval_queue_facets(*, user: AnyUser) -> dict[str, list[str]]:

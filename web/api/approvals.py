@@ -31,6 +31,12 @@ from approvals.selectors import approval_get, approval_list, grant_get, grant_li
 from approvals.services import approval_undo
 from approvals.services.claims import approval_claim, approval_release
 from approvals.services.grants import grant_revoke
+from approvals.services.snooze import (
+    SNOOZE_MAX_SECONDS,
+    SNOOZE_MIN_SECONDS,
+    approval_snooze,
+    approval_unsnooze,
+)
 from core.conf import countersign_settings
 from core.types import logged_in
 from orchestration.pipeline import approval_decide, execution_resolve
@@ -115,7 +121,8 @@ class ApprovalListApi(APIView):
             choices=["me"],
             required=False,
             help_text="`me`: only pending requests routed to one of your groups "
-            "(or to no group) or claimed by you, and not claimed by someone else.",
+            "(or to no group) or claimed by you, not claimed by someone else and "
+            "not snoozed by you.",
         )
 
     OutputSerializer = ApprovalOutputSerializer
@@ -323,6 +330,55 @@ class ApprovalRespondApi(APIView):
         return Response(
             self.OutputSerializer(decided, context={"request": request}).data
         )
+
+
+class ApprovalSnoozeApi(APIView):
+    """``POST``/``DELETE /api/approvals/<id>/snooze/``: snooze a pending request for yourself, or bring it back.
+
+    A snooze takes the request out of your own "I can decide" view (and
+    ``?assigned=me``) until ``until``; it stays pending for everyone else, and
+    expiry still applies. Snoozing again replaces the time.
+    """
+
+    class InputSerializer(StrictSerializer):
+        seconds = serializers.FloatField(
+            min_value=SNOOZE_MIN_SECONDS,
+            max_value=SNOOZE_MAX_SECONDS,
+            help_text="How long, in seconds: the queue offers 3600 (1 h), 14400 "
+            "(4 h) and 86400 (24 h).",
+        )
+
+    class OutputSerializer(serializers.Serializer):
+        approvalId = serializers.IntegerField(source="approval_id")
+        until = serializers.DateTimeField()
+
+    @extend_schema(
+        operation_id="approvals_snooze",
+        request=InputSerializer,
+        responses={200: OutputSerializer, **errors(400, 404, 409)},
+        description="400 for a missing or out-of-range `seconds`; 409 "
+        "`already_decided` when the request is no longer pending.",
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        approval = visible_approval(request, pk, prefetch=False)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        snooze = approval_snooze(
+            approval=approval,
+            user=logged_in(request.user),
+            seconds=data.validated_data["seconds"],
+        )
+        return Response(self.OutputSerializer(snooze).data)
+
+    @extend_schema(
+        operation_id="approvals_unsnooze",
+        request=None,
+        responses={204: None, **errors(404)},
+    )
+    def delete(self, request: Request, pk: int) -> Response:
+        approval = visible_approval(request, pk, prefetch=False)
+        approval_unsnooze(approval=approval, user=logged_in(request.user))
+        return Response(status=204)
 
 
 class ApprovalUndoApi(APIView):

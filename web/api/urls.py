@@ -103,6 +103,11 @@ urlpatterns = [
         name="api-approval-respond",
     ),
     path(
+        "approvals/<pk:pk>/snooze/",
+        approvals_api.ApprovalSnoozeApi.as_view(),
+        name="api-approval-snooze",
+    ),
+    path(
         "approvals/<pk:pk>/undo/",
         approvals_api.ApprovalUndoApi.as_view(),
         name="api-approval-undo",
