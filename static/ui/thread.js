@@ -49,6 +49,7 @@ const COLLAPSE_LINES = 12;
 // Why a call did not run, in words (the tool message's error code).
 const ERROR_LABELS = {
   declined_by_operator: "Rejected by an operator",
+  answered_by_operator: "Answered by an approver instead of running",
   approval_expired: "Not run: the approval expired",
   cancelled: "Cancelled",
   policy_denied: "Denied by policy",
@@ -58,6 +59,7 @@ const ERROR_LABELS = {
 };
 const REFUSAL_LABELS = {
   rejected: "Rejected — the call did not run",
+  responded: "Answered by an approver — the call did not run",
   expired: "Expired — the call did not run",
   cancelled: "Cancelled — the call did not run",
   denied: "Denied by policy — the call did not run",
@@ -295,6 +297,9 @@ function readableOutcome(result) {
   if (!body) return null;
   if (body.executed === false && typeof body.status === "string") {
     const head = REFUSAL_LABELS[body.status] || `Not run (${body.status})`;
+    if (body.status === "responded" && typeof body.response === "string") {
+      return { head: `${head}${typeof body.by === "string" ? ` (${body.by})` : ""}`, text: `The agent was told: ${body.response}` };
+    }
     return { head, text: typeof body.reason === "string" && body.reason ? `Reason: ${body.reason}` : "" };
   }
   if (result.error && typeof body.detail === "string" && Object.keys(body).every((k) => k === "error" || k === "detail")) {
@@ -462,7 +467,7 @@ function renderDecided(call) {
   const execution = outcome && outcome.execution;
   // Re-rendered only when something it says changed: replacing a focused Undo
   // button would drop the keyboard focus.
-  const key = JSON.stringify([a.status, a.decidedBy, a.approvals && a.approvals.by, a.decidedAt, a.reason, a.editedArguments, call.state, execution, call.undo && call.undo.until]);
+  const key = JSON.stringify([a.status, a.decidedBy, a.approvals && a.approvals.by, a.decidedAt, a.reason, a.response, a.editedArguments, call.state, execution, call.undo && call.undo.until]);
   if (!call.decisionEl.hidden && call.decisionEl.dataset.key === key) return;
   call.decisionEl.dataset.key = key;
   const parts = [];
@@ -470,11 +475,12 @@ function renderDecided(call) {
   const voters = a.status === "approved" && a.approvals && a.approvals.by && a.approvals.by.length ? a.approvals.by : a.decidedBy ? [a.decidedBy] : [];
   const who = voters.length ? ` by ${voters.length > 1 ? `${voters.slice(0, -1).join(", ")} and ${voters[voters.length - 1]}` : voters[0]}` : "";
   const edited = a.editedArguments !== null && a.editedArguments !== undefined;
-  const verb = { approved: edited ? "Approved with edits" : "Approved", rejected: "Rejected", expired: "Expired", cancelled: "Cancelled" }[a.status] || a.status;
+  const verb = { approved: edited ? "Approved with edits" : "Approved", rejected: "Rejected", responded: "Answered instead of running it", expired: "Expired", cancelled: "Cancelled" }[a.status] || a.status;
   parts.push(h("strong", { text: `${verb}${a.status === "expired" ? "" : who}` }));
   const when = a.decidedAt || (a.status === "expired" ? a.expiresAt : null);
   if (when) parts.push(" at ", timeEl(when));
   if (a.reason) parts.push(`: “${a.reason}”`);
+  else if (a.status === "responded" && typeof a.response === "string") parts.push(`: “${a.response}”`);
   parts.push(". ");
   parts.push(executionSentence(call, a));
   const focused = call.decisionEl.contains(document.activeElement) ? document.activeElement : null;

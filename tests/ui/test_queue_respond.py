@@ -1,4 +1,4 @@
-"""Respond and snooze on the approval queue, in Debian's chromium.
+"""Respond and snooze on the approval queue (and the answer on the thread page), in chromium.
 
 An approver answers a held refund with text from its card (keyboard only: Tab to
 "Respond", type, Tab to "Send answer"): the refund never runs and the call's
@@ -69,6 +69,14 @@ def test_dc03_respond_with_text_and_snooze_from_the_queue(browser, quick_server)
             role="tool", tool_call_id="call-1"
         ).values_list("content", flat=True)
         assert json.loads(content)["response"] == TEXT
+
+        # the thread page says who answered instead of running it, and what
+        page.goto(f"{quick_server.url}/threads/{answered.thread.thread_id}/")
+        expect(
+            page.get_by_text("Answered instead of running it by ada")
+        ).to_be_visible()
+        expect(page.get_by_text(f"The agent was told: {TEXT}")).to_be_visible()
+        assert_no_axe_violations(page)
 
         # the decided view says who answered and what
         page.goto(f"{quick_server.url}/approvals/?view=decided")
