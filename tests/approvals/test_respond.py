@@ -310,3 +310,34 @@ def test_the_admin_change_page_offers_respond_and_shows_the_answer(
     assert 'value="respond"' not in text  # decided: nothing to respond to
     decided = ApprovalRequest.objects.get(pk=approval.pk)
     assert (decided.status, decided.decided_by) == ("responded", approver)
+
+
+def test_an_answer_is_announced_as_decided_with_the_text(
+    settings, approval, nonstaff_approver, django_capture_on_commit_callbacks
+):
+    """``approval.decided`` once, with status ``responded``; the email says the text."""
+    from approvals.models import NotificationDelivery
+    from approvals.notifications.channels import notification_content
+
+    settings.COUNTERSIGN = {
+        **settings.COUNTERSIGN,
+        "NOTIFICATIONS": [{"name": "mail", "kind": "email", "to": ["a@example.com"]}],
+    }
+    with django_capture_on_commit_callbacks(execute=True):
+        decided = respond(approval, nonstaff_approver)
+
+    assert list(
+        NotificationDelivery.objects.filter(approval=approval).values_list(
+            "event", "target"
+        )
+    ) == [("decided", "mail")]
+    content = notification_content(approval=decided, event="decided")
+    data = content.payload["data"]
+    assert content.payload["type"] == "approval.decided"
+    assert (data["status"], data["response"], data["decidedBy"]) == (
+        "responded",
+        TEXT,
+        "ada",
+    )
+    assert data["facts"]["phase"] == "responded"
+    assert f"Answered instead of running it: {TEXT}" in content.body
