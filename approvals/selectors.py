@@ -536,10 +536,11 @@ def approval_queue(
 
 def _live_snoozes(user: AnyUser) -> QuerySet[ApprovalSnooze]:
     """Return ``user``'s snoozes of the outer query's request that have not ended yet."""
+    pk = getattr(user, "pk", None)
+    if pk is None:  # anonymous: nothing is snoozed
+        return ApprovalSnooze.objects.none()
     return ApprovalSnooze.objects.filter(
-        approval=OuterRef("pk"),
-        user_id=getattr(user, "pk", None),
-        until__gt=timezone.now(),
+        approval=OuterRef("pk"), user_id=pk, until__gt=timezone.now()
     )
 
 
