@@ -435,6 +435,7 @@ function authorizationOf(approval) {
     // The facts' viewer also knows whether this user voted already (N of M).
     canAuthorize: Boolean(context.facts ? context.facts.viewer.canApprove : (context.canAuthorize ?? auth.canAuthorize)),
     canReject: Boolean(context.facts ? context.facts.viewer.canReject : (auth.canReject ?? context.canAuthorize)),
+    canRespond: Boolean(context.facts && context.facts.viewer.canRespond),
     reason: auth.reason || "",
     whoCan: auth.whoCan || null,
   };
@@ -514,7 +515,7 @@ function renderPendingPanel(call) {
   const auth = authorizationOf(a);
   const facts = factsOf(a);
   const viewer = (facts && facts.viewer) || {};
-  const key = JSON.stringify([a.id, auth.canAuthorize, auth.canReject, facts && facts.headline, viewer.whyNot, viewer.whoCan]);
+  const key = JSON.stringify([a.id, auth.canAuthorize, auth.canReject, auth.canRespond, facts && facts.headline, viewer.whyNot, viewer.whoCan]);
   if (call.panel && call.panel.key === key) {
     tickPanel(call);
     return;
@@ -574,6 +575,18 @@ function decisionControls(call, panel, auth, risk) {
     textarea,
     h("div", { class: "actions" }, saveEdit, cancelEdit),
   );
+  // Respond: the agent gets this text instead of the tool's result; the tool never runs.
+  const respond = h("button", { type: "button", class: "btn", text: "Respond", "aria-expanded": "false", "aria-controls": `call-respond-${id}`, hidden: !auth.canRespond });
+  const respondText = h("textarea", { id: `call-respond-text-${id}`, rows: "3", maxlength: "10000", class: "respond-text" });
+  const sendRespond = h("button", { type: "button", class: "btn btn-approve", text: "Send answer" });
+  const cancelRespond = h("button", { type: "button", class: "btn btn-quiet", text: "Cancel" });
+  const respondBox = h(
+    "div",
+    { class: "respond-box", id: `call-respond-${id}`, hidden: true },
+    h("label", { for: `call-respond-text-${id}`, text: "Answer for the agent (the tool does not run)" }),
+    respondText,
+    h("div", { class: "actions" }, sendRespond, cancelRespond),
+  );
   const actions = h(
     "div",
     { class: "actions" },
@@ -582,8 +595,21 @@ function decisionControls(call, panel, auth, risk) {
     h("label", { for: `call-reason-${id}`, class: "visually-hidden", text: "Reason for rejecting" }),
     reason,
     reject,
+    respond,
   );
-  Object.assign(panel, { approve, edit, reject, reason, error, saveEdit, confirmYes });
+  Object.assign(panel, { approve, edit, reject, reason, error, saveEdit, confirmYes, respond, respondText, sendRespond });
+  respond.addEventListener("click", () => {
+    const open = respondBox.hidden;
+    respondBox.hidden = !open;
+    respond.setAttribute("aria-expanded", String(open));
+    if (open) respondText.focus();
+  });
+  cancelRespond.addEventListener("click", () => {
+    respondBox.hidden = true;
+    respond.setAttribute("aria-expanded", "false");
+    respond.focus();
+  });
+  sendRespond.addEventListener("click", () => decideHere(call, "respond"));
   const showError = (text) => {
     error.textContent = text;
     error.hidden = !text;
@@ -645,14 +671,19 @@ function decisionControls(call, panel, auth, risk) {
     }
     askOrApprove(edited);
   });
-  return [actions, confirm, editor, error];
+  return [actions, confirm, editor, respondBox, error];
 }
 
-/** Approve or reject through the queue's REST endpoints (same service, same checks). */
+/** Approve, reject or respond through the queue's REST endpoints (same service, same checks). */
 async function decideHere(call, decision, { edited } = {}) {
   const panel = call.panel;
   if (!panel || panel.busy) return;
-  const why = panel.reason.value.trim();
+  const why = decision === "respond" ? "" : panel.reason.value.trim();
+  if (decision === "respond" && !panel.respondText.value.trim()) {
+    panel.showError("Write the answer first: the agent gets it instead of the tool's result.");
+    panel.respondText.focus();
+    return;
+  }
   if (decision === "reject" && !why) {
     panel.showError("Give a reason to reject: it is sent to the agent.");
     panel.reason.focus();
@@ -660,9 +691,10 @@ async function decideHere(call, decision, { edited } = {}) {
   }
   panel.showError("");
   panel.busy = true;
-  for (const b of [panel.approve, panel.edit, panel.reject, panel.saveEdit, panel.confirmYes]) b.disabled = true;
+  for (const b of [panel.approve, panel.edit, panel.reject, panel.saveEdit, panel.confirmYes, panel.respond, panel.sendRespond]) b.disabled = true;
   const body = {};
   if (why) body.reason = why;
+  if (decision === "respond") body.text = panel.respondText.value;
   if (edited !== undefined) body.editedArguments = edited;
   if (decision === "approve" && undoSeconds > 0) body.undo = true;
   try {
@@ -681,7 +713,7 @@ async function decideHere(call, decision, { edited } = {}) {
   } catch (error) {
     panel.showError(errorText(error));
     panel.busy = false;
-    for (const b of [panel.approve, panel.edit, panel.reject, panel.saveEdit, panel.confirmYes]) b.disabled = false;
+    for (const b of [panel.approve, panel.edit, panel.reject, panel.saveEdit, panel.confirmYes, panel.respond, panel.sendRespond]) b.disabled = false;
   } finally {
     refreshSoon(0);
   }

@@ -16,7 +16,7 @@ from typing import Any
 from playwright.sync_api import expect
 
 from approvals.models import ApprovalRequest, ApprovalSnooze, ToolExecution
-from tests.helpers.ui import make_user, open_as, pending_request
+from tests.helpers.ui import make_user, open_as, pending_request, start_refund
 from tests.ui.axe import assert_no_axe_violations
 from threads.models import Message
 
@@ -76,6 +76,29 @@ def test_dc03_respond_with_text_and_snooze_from_the_queue(browser, quick_server)
             page.get_by_text("Answered instead of running it by ada")
         ).to_be_visible()
         expect(page.get_by_text(f"The agent was told: {TEXT}")).to_be_visible()
+        assert_no_axe_violations(page)
+
+        # the thread page answers a held call in place too (the demo agent, for real)
+        operator, operator_page = open_as(
+            browser, quick_server, "olivia", viewport=DESKTOP
+        )
+        try:
+            url = start_refund(
+                operator_page, quick_server, "Voucher", "refund order A-1001 7.00"
+            )
+        finally:
+            operator.close()
+        on_thread = ApprovalRequest.objects.get(
+            status="pending", thread__title="Voucher"
+        )
+        page.goto(url)
+        page.get_by_role("button", name="Respond", exact=True).click()
+        page.get_by_label("Answer for the agent (the tool does not run)").fill(TEXT)
+        page.get_by_role("button", name="Send answer").click()
+        expect(
+            page.get_by_text("Answered instead of running it by ada")
+        ).to_be_visible()
+        assert ApprovalRequest.objects.get(pk=on_thread.pk).status == "responded"
         assert_no_axe_violations(page)
 
         # the decided view says who answered and what
