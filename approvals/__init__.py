@@ -31,6 +31,7 @@ PUBLIC_MODULES = frozenset(
         "approvals.services.external",
         "approvals.services.grants",
         "approvals.services.resume",
+        "approvals.services.snooze",
         "approvals.services.votes",
     }
 )

@@ -3,7 +3,8 @@
 Pending requests are listed with the tool, the arguments pretty-printed with their
 schema verdict, the thread, the requester, the age and a destructive badge.
 Approve and reject are actions (single and bulk, with a reason) and an
-edit-then-approve form; all of them call :func:`orchestration.pipeline.approval_decide`
+edit-then-approve form; a held call can be answered with text instead (the
+change page's "Respond instead" form); all of them call :func:`orchestration.pipeline.approval_decide`
 and require ``approvals.decide_approvalrequest``. Decided requests are read-only;
 the audit trail is append-only. The janitor's sweeps that recovered something
 are listed read-only, with the last 24 hours' totals per kind in the title.
@@ -35,6 +36,7 @@ from agentcore.policy import DECLARATION_FIELDS, PolicyError, decision_from
 from approvals.exceptions import ApprovalError
 from approvals.models import (
     DECIDE_PERMISSION,
+    RESPOND_MAX_CHARS,
     ApprovalGrant,
     ApprovalRequest,
     ApprovalVote,
@@ -146,6 +148,15 @@ class DecisionForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 6, "cols": 80}),
         help_text="For an interrupt or input request: the answer, as JSON matching "
         "the response schema shown above (IR-18).",
+    )
+
+    text = forms.CharField(
+        required=False,
+        strip=False,
+        max_length=RESPOND_MAX_CHARS,
+        widget=forms.Textarea(attrs={"rows": 4, "cols": 80}),
+        help_text="What the agent is told instead of the tool's result; the tool "
+        "does not run.",
     )
 
     def clean_response(self) -> Any:
@@ -552,7 +563,7 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         ]
 
     def decide_view(self, request: HttpRequest, pk: int) -> HttpResponse:
-        """Approve, edit-then-approve or reject one request (POST only)."""
+        """Approve, edit-then-approve, reject or answer with text one request (POST only)."""
         from orchestration.pipeline import approval_decide
 
         approval = get_object_or_404(ApprovalRequest, pk=pk)
@@ -563,25 +574,35 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
             raise PermissionDenied
         form = DecisionForm(request.POST)
         posted = request.POST.get("decision")
-        decision: Decision = "approve" if posted == "approve" else "reject"
-        if posted not in ("approve", "reject") or not form.is_valid():
+        decisions: dict[str | None, Decision] = {
+            "approve": "approve",
+            "reject": "reject",
+            "respond": "respond",
+        }
+        if posted not in decisions or not form.is_valid():
             messages.error(
                 request, f"invalid decision: {form.errors.as_text() or posted!r}"
             )
             return HttpResponseRedirect(change_url)
+        decision = decisions[posted]
         edited = form.cleaned_data["edited_arguments"]
-        if edited == approval.proposed_arguments:
+        if edited == approval.proposed_arguments or decision == "respond":
             edited = None  # the form is pre-filled with the proposed arguments
         try:
             approval_decide(
                 approval=approval,
                 decided_by=logged_in(request.user),
                 decision=decision,
-                reason=form.cleaned_data["reason"],
+                reason="" if decision == "respond" else form.cleaned_data["reason"],
                 edited_arguments=edited,
-                response=form.cleaned_data["response"],
+                response=form.cleaned_data["text"]
+                if decision == "respond"
+                else form.cleaned_data["response"],
             )
-            messages.success(request, f"{approval.tool_name}: {decision}d.")
+            done = {"approve": "approved", "reject": "rejected"}.get(
+                decision, "answered instead of running it"
+            )
+            messages.success(request, f"{approval.tool_name}: {done}.")
         except ApprovalError as error:
             messages.error(request, str(error))
         return HttpResponseRedirect(change_url)
@@ -613,6 +634,9 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
                 }
             ),
             # An interrupt bound to no call is answered with a response, not arguments.
+            "can_respond": approval is not None
+            and approval.kind == ApprovalRequest.Kind.TOOL_CALL
+            and bool(card and card["facts"]["viewer"]["canRespond"]),
             "asks_response": approval is not None
             and approval.tool_call_id is None
             and approval.kind != ApprovalRequest.Kind.TOOL_CALL,

@@ -78,6 +78,30 @@ class InvalidResponse(ApprovalError):
     field = "response"
 
 
+class InvalidRespondText(ApprovalError):
+    """An approver's answer to a call is empty, only whitespace, or too long."""
+
+    code = "invalid_text"
+    status = 400
+    field = "text"
+
+
+class RespondNotSupported(ApprovalError):
+    """Only a held tool call can be answered with text; an interrupt or input request cannot."""
+
+    code = "respond_not_supported"
+    status = 400
+    field = "text"
+
+
+class InvalidSnooze(ApprovalError):
+    """A snooze outside the accepted duration."""
+
+    code = "invalid_snooze"
+    status = 400
+    field = "seconds"
+
+
 class ReasonRequired(ApprovalError):
     """A rejection needs a reason."""
 

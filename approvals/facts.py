@@ -44,6 +44,7 @@ PHASES = (
     "failed",  # approved, ran and failed
     "outcome_unknown",  # approved; the worker stopped mid-run
     "rejected",
+    "responded",  # an approver answered the call with text; nothing ran
     "expired",
     "cancelled",
 )
@@ -278,6 +279,10 @@ def _headline(
     if phase == "rejected":
         reason = f": “{approval.reason}”" if approval.reason else "."
         return f"Rejected by {who}{reason}"
+    if phase == "responded":
+        text = str(approval.response or "")
+        excerpt = text if len(text) <= 200 else text[:199] + "…"
+        return f"Answered by {who} instead of running it: “{excerpt}”"
     if phase == "expired":
         return "Expired: nobody decided in time, and the agent was told."
     reason = f": {approval.reason}" if approval.reason else "."
@@ -294,6 +299,13 @@ def _viewer(
     voted = name in votes["voters"] or any(r["by"] == name for r in votes["rejections"])
     can_approve = pending and authorization.can_authorize and not voted
     can_reject = pending and authorization.can_reject and not voted
+    # Answering runs nothing and ends the request, so a vote given before does
+    # not stand in the way (docs/approving.md "Respond instead").
+    can_respond = (
+        pending
+        and authorization.can_reject
+        and approval.kind == ApprovalRequest.Kind.TOOL_CALL
+    )
     why: list[str] = []
     if pending and not can_approve:
         if not getattr(user, "is_authenticated", False):
@@ -363,6 +375,7 @@ def _viewer(
     return {
         "canApprove": can_approve,
         "canReject": can_reject,
+        "canRespond": can_respond,
         "hasVoted": voted,
         "whyNot": " ".join(why),
         "whoCan": who_can,
@@ -390,14 +403,14 @@ def approval_facts(
     - ``arguments``: ``{"proposed", "approved", "edited": bool, "editedBy":
       username | None, "diff": [{"path", "change", "proposed", "edited"}]}``;
     - ``decidedBy``: the usernames whose approvals decided it (all N of N-of-M),
-      or the rejecter; ``decidedAt``: ISO 8601 or ``None``;
+      the rejecter, or the approver who answered it with text (``responded``); ``decidedAt``: ISO 8601 or ``None``;
     - ``undoUntil``: ISO 8601 while an approval can still be undone, else ``None``;
     - ``execution``: ``{"state", "error", "result", "finishedAt"}`` once approved
       and recorded, else ``None`` (``result`` is the tool message's text, an excerpt);
     - ``review``: how the call reads and what to check first (:func:`_review`:
       ``{"summary", "facts", "warnings", "declared"}``), ``None`` for a question
       bound to no call;
-    - ``viewer`` (only with ``user``): ``{"canApprove", "canReject", "hasVoted",
+    - ``viewer`` (only with ``user``): ``{"canApprove", "canReject", "canRespond", "hasVoted",
       "whyNot", "whoCan"}``, the last two sentences for that person (empty when
       they may act).
 
@@ -442,6 +455,8 @@ def approval_facts(
         deciders = [r["by"] for r in progress["rejections"]] or [
             u for u in [getattr(approval.decided_by, "username", None)] if u
         ]
+    elif status == ApprovalRequest.Status.RESPONDED:
+        deciders = [u for u in [getattr(approval.decided_by, "username", None)] if u]
     else:
         deciders = []
     current_hash = canonical_sha256(approval.approved_arguments)

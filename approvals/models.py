@@ -29,6 +29,9 @@ RELEASE_ANY_CLAIM_PERMISSION = "approvals.release_any_claim"
 CANCEL_ANY_PENDING_PERMISSION = "approvals.cancel_any_pending"
 #: Decide a request whatever group it is routed to (:mod:`approvals.governance`).
 DECIDE_ANY_GROUP_PERMISSION = "approvals.decide_any_group"
+#: Longest text an approver may answer a held call with instead of running it,
+#: in characters (:func:`approvals.services.decisions.respond_text_check`).
+RESPOND_MAX_CHARS = 10_000
 
 
 def pending_first() -> Case:
@@ -65,6 +68,8 @@ class ApprovalRequest(models.Model):
         PENDING = "pending", "pending"
         APPROVED = "approved", "approved"
         REJECTED = "rejected", "rejected"
+        #: An approver answered the call with text instead of running it.
+        RESPONDED = "responded", "answered instead"
         EXPIRED = "expired", "expired"
         CANCELLED = "cancelled", "cancelled"
 
@@ -89,7 +94,8 @@ class ApprovalRequest(models.Model):
     message = models.TextField(blank=True, default="")
     #: The JSON Schema the operator's ``response`` must satisfy, or null.
     response_schema = models.JSONField(null=True, blank=True)
-    #: The operator's answer, validated against ``response_schema`` before use.
+    #: The operator's answer, validated against ``response_schema`` before use; for
+    #: a ``responded`` tool-call request, the text the agent got instead of a result.
     response = models.JSONField(null=True, blank=True)
     thread = models.ForeignKey(
         Thread, on_delete=models.CASCADE, related_name="approvals"
@@ -313,6 +319,38 @@ class ApprovalRequest(models.Model):
     def previous(self) -> ApprovalRequest | None:
         """The earlier request this one superseded, or ``None`` for a first request."""
         return getattr(self, "supersedes", None)
+
+
+class ApprovalSnooze(models.Model):
+    """One approver's "not now" on a pending request: out of their own queue until ``until``.
+
+    Personal: the request stays pending, in every other approver's queue and in
+    this approver's "All pending" and "Snoozed" views; it expires as any other.
+    One per (request, user), replaced by a new snooze; a snooze whose ``until``
+    has passed is simply ignored (:func:`approvals.selectors.approval_queue`).
+    """
+
+    approval = models.ForeignKey(
+        ApprovalRequest, on_delete=models.CASCADE, related_name="snoozes"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    until = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["approval", "user"], name="uniq_snooze_per_approver"
+            )
+        ]
+        indexes = [models.Index(fields=["user", "until"])]
+
+    def __str__(self) -> str:
+        return (
+            f"approval {self.approval_id} snoozed by {self.user_id} until {self.until}"
+        )
 
 
 class ToolExecution(models.Model):

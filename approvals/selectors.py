@@ -10,7 +10,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
-from django.db.models import Exists, JSONField, OuterRef, Q, QuerySet, Subquery
+from django.db.models import (
+    Exists,
+    JSONField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+)
 from django.utils import timezone
 
 from approvals.authorization import approval_authorization, approval_tool
@@ -20,6 +27,7 @@ from approvals.models import (
     DECIDE_PERMISSION,
     ApprovalGrant,
     ApprovalRequest,
+    ApprovalSnooze,
     ApprovalVote,
     ToolExecution,
     pending_first,
@@ -79,7 +87,7 @@ def approval_list(
 
     ``older_than`` (seconds) keeps requests made at least that long ago;
     ``assigned_to_me`` only the pending ones ``user`` may work on now
-    (:func:`approvals.governance.assigned_to`).
+    (:func:`approvals.governance.assigned_to`) and has not snoozed.
     """
     approvals = approval_visible_to(user=user)
     if assigned_to_me:
@@ -87,7 +95,7 @@ def approval_list(
             pk__in=assigned_to(
                 user=user, approvals=ApprovalRequest.objects.all()
             ).values("pk")
-        )
+        ).exclude(Exists(_live_snoozes(user)))
     if tool is not None:
         approvals = approvals.filter(tool_name=tool)
     if thread_id is not None:
@@ -404,8 +412,9 @@ def approval_context(
     }
 
 
-#: The queue's views: what each lists.
-QUEUE_VIEWS = ("pending", "decided")
+#: The queue's views: what each lists (``snoozed``: the pending requests the
+#: viewer snoozed, :mod:`approvals.services.snooze`).
+QUEUE_VIEWS = ("pending", "decided", "snoozed")
 #: The pending view's orders: by urgency (soonest expiry, then the riskier) or age.
 QUEUE_SORTS = ("expires", "requested")
 #: How many requests one page of the queue shows.
@@ -431,9 +440,11 @@ def approval_queue(
     ``page`` (1-based, clamped to the last page) and ``pages`` say where the page
     is, ``total`` how many requests match. ``view`` ``pending`` (urgent first with
     ``sort="expires"``: soonest expiry, destructive calls first among equals;
-    else oldest request first) or ``decided`` (most recently decided first);
+    else oldest request first), ``decided`` (most recently decided first) or
+    ``snoozed`` (the pending requests ``user`` snoozed, soonest back first);
     ``mine`` keeps the pending requests ``user`` can decide now (assigned to them,
-    not their own under four-eyes, not voted on already); ``tool``, ``agent``,
+    not their own under four-eyes, not voted on already, not snoozed by them);
+    ``tool``, ``agent``,
     ``requester`` (username) filter exactly, ``risk`` by level, ``search``
     matches tool, thread title, requester, reason and the arguments' text.
     Counting and paging happen in the database; only one page's cards are
@@ -446,6 +457,13 @@ def approval_queue(
     if view == "decided":
         approvals = approvals.exclude(status=ApprovalRequest.Status.PENDING).order_by(
             "-decided_at", "-id"
+        )
+    elif view == "snoozed":
+        approvals = (
+            approvals.filter(status=ApprovalRequest.Status.PENDING)
+            .annotate(snoozed_until=Subquery(_live_snoozes(user).values("until")[:1]))
+            .filter(snoozed_until__isnull=False)
+            .order_by("snoozed_until", "id")
         )
     else:
         approvals = approvals.filter(status=ApprovalRequest.Status.PENDING)
@@ -465,6 +483,7 @@ def approval_queue(
             approvals = assigned_to(user=user, approvals=approvals).exclude(
                 Exists(voted)
             )
+            approvals = approvals.exclude(Exists(_live_snoozes(user)))
     if tool:
         approvals = approvals.filter(tool_name=tool)
     if agent:
@@ -513,6 +532,16 @@ def approval_queue(
         "pages": pages,
         "total": total,
     }
+
+
+def _live_snoozes(user: AnyUser) -> QuerySet[ApprovalSnooze]:
+    """Return ``user``'s snoozes of the outer query's request that have not ended yet."""
+    pk = getattr(user, "pk", None)
+    if pk is None:  # anonymous: nothing is snoozed
+        return ApprovalSnooze.objects.none()
+    return ApprovalSnooze.objects.filter(
+        approval=OuterRef("pk"), user_id=pk, until__gt=timezone.now()
+    )
 
 
 def approval_queue_facets(*, user: AnyUser) -> dict[str, list[str]]:
@@ -605,7 +634,16 @@ _EXTERNAL_STATUS: dict[str, str] = {
 }
 #: Statuses after which nothing changes any more for the caller.
 EXTERNAL_FINAL_STATUSES = frozenset(
-    {"succeeded", "failed", "rejected", "denied", "expired", "cancelled", "refused"}
+    {
+        "succeeded",
+        "failed",
+        "rejected",
+        "responded",
+        "denied",
+        "expired",
+        "cancelled",
+        "refused",
+    }
 )
 #: Statuses a waiting caller stops at: decided, or final.
 EXTERNAL_DECIDED_STATUSES = EXTERNAL_FINAL_STATUSES | {
@@ -637,11 +675,13 @@ def external_call_status(call: ToolCall) -> dict[str, Any]:
     (waiting for a person), ``approved`` (claim it, then run it), ``claimed``,
     ``succeeded``/``failed`` (the outcome reported), ``rejected``, ``denied``
     (the policy refuses it), ``refused`` (it may not run: the arguments or the
-    authorization changed), ``expired``, ``cancelled`` or ``outcome_unknown``.
-    ``decision`` is ``null`` until decided, then ``{"approved", "arguments",
-    "argumentsHash", "edited", "authorizedBy", "reason", "decidedBy",
-    "decidedAt"}``: ``arguments`` are the ones to run (an approver's edit
-    included). ``claim`` is ``{"holder", "leaseExpiresAt", "notBefore"}`` once an
+    authorization changed), ``responded`` (an approver answered it with text:
+    do not run it, use ``decision.response`` as its result), ``expired``,
+    ``cancelled`` or ``outcome_unknown``. ``decision`` is ``null`` until
+    decided, then ``{"approved", "arguments", "argumentsHash", "edited",
+    "authorizedBy", "reason", "response", "decidedBy", "decidedAt"}``:
+    ``arguments`` are the ones to run (an approver's edit included),
+    ``response`` the approver's text (``null`` unless ``responded``). ``claim`` is ``{"holder", "leaseExpiresAt", "notBefore"}`` once an
     execution exists; ``outcome`` is ``{"content", "error"}`` once the call is
     answered. Implements SEC-02, DC-05.
     """
@@ -654,7 +694,12 @@ def external_call_status(call: ToolCall) -> dict[str, Any]:
         .first()
     )
     status = _EXTERNAL_STATUS.get(call.state, call.state)
-    if answer is not None and answer.error == "policy_denied":
+    responded = (
+        approval is not None and approval.status == ApprovalRequest.Status.RESPONDED
+    )
+    if responded:
+        status = "responded"
+    elif answer is not None and answer.error == "policy_denied":
         status = "denied"
     elif answer is not None and answer.error == "refused" and execution is not None:
         status = "refused" if not execution.outcome_sha256 else status
@@ -687,6 +732,9 @@ def external_call_status(call: ToolCall) -> dict[str, Any]:
         decided = approval is not None and approval.decided_at is not None
         decision |= {
             "reason": approval.reason if approval is not None else "",
+            "response": approval.response
+            if approval is not None and responded
+            else None,
             "decidedBy": getattr(approval.decided_by, "username", None)
             if approval is not None
             else None,

@@ -35,16 +35,20 @@ _E = ToolExecution.State
 _D = NotificationDelivery.Status
 
 #: Moves that end a request's wait for a person (decision latency, docs/observability.md).
-_DECIDED: Final = frozenset({_A.APPROVED, _A.REJECTED, _A.EXPIRED})
+_DECIDED: Final = frozenset({_A.APPROVED, _A.REJECTED, _A.RESPONDED, _A.EXPIRED})
 #: An execution's outcomes (executions by outcome).
 _SETTLED: Final = frozenset({_E.SUCCEEDED, _E.FAILED, _E.OUTCOME_UNKNOWN, _E.RESOLVED})
 
 APPROVAL_TRANSITIONS: Final[Mapping[str, frozenset[str]]] = {
-    # an operator decides, the deadline passes, or the call is cancelled (FT-06)
-    _A.PENDING: frozenset({_A.APPROVED, _A.REJECTED, _A.EXPIRED, _A.CANCELLED}),
+    # an operator decides (or answers the call with text instead of running it),
+    # the deadline passes, or the call is cancelled (FT-06)
+    _A.PENDING: frozenset(
+        {_A.APPROVED, _A.REJECTED, _A.RESPONDED, _A.EXPIRED, _A.CANCELLED}
+    ),
     # undone inside the undo window, before its execution was claimed
     _A.APPROVED: frozenset({_A.PENDING}),
     _A.REJECTED: frozenset(),
+    _A.RESPONDED: frozenset(),
     _A.EXPIRED: frozenset(),
     _A.CANCELLED: frozenset(),
 }

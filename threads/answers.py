@@ -52,6 +52,18 @@ def refusal_content(*, status: str, reason: str) -> str:
     return compact_json({"status": status, "reason": reason, "executed": False})
 
 
+def response_content(*, response: str, by: str) -> str:
+    """Return the tool message body for a call a person answered instead of running it.
+
+    ``{"status": "responded", "response": <text>, "by": <username>, "executed":
+    false}``: the refusal shape (:func:`refusal_content`) with the person's text
+    in place of a reason, so the model reads it as the answer to its call.
+    """
+    return compact_json(
+        {"status": "responded", "response": response, "by": by, "executed": False}
+    )
+
+
 def tool_message_write(
     *,
     call: ToolCall,

@@ -595,6 +595,14 @@ def _refund_refused(refund: ToolMessage, order_id: str, amount: str) -> str:
             + (f", saying: {reason}" if reason else "")
             + "."
         )
+    if refund.error == "answered_by_operator":
+        answer = (
+            detail.get("response") if isinstance(detail.get("response"), str) else ""
+        )
+        return (
+            f"I did not refund {amount} on order {order_id}: an approver answered "
+            f"instead: {answer}"
+        )
     if refund.error == "approval_expired":
         return (
             f"I did not refund {amount} on order {order_id}: nobody approved it "

@@ -121,6 +121,8 @@ def notification_content(
         )
     if approval.reason:
         lines.append(f"Reason: {approval.reason}")
+    if approval.status == "responded" and isinstance(approval.response, str):
+        lines.append(f"Answered instead of running it: {approval.response}")
     execution = facts["execution"]
     if execution and execution.get("result"):
         lines.append(f"Result: {execution['result']}")

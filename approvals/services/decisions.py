@@ -1,4 +1,4 @@
-"""Deciding approval requests: approve (maybe with edits), reject, or expire them.
+"""Deciding approval requests: approve (maybe with edits), reject, answer with text, or expire them.
 
 Implements SEC-02, DC-03, DC-04, FT-06.
 """
@@ -34,13 +34,20 @@ from approvals.exceptions import (
     ApprovalExpired,
     ApprovalPermissionDenied,
     InvalidEditedArguments,
+    InvalidRespondText,
     InvalidResponse,
     ReasonRequired,
+    RespondNotSupported,
     UndoTooLate,
 )
 from approvals.governance import call_policy
 from approvals.locks import approval_lock, call_execution_lock
-from approvals.models import DECIDE_PERMISSION, ApprovalRequest, ToolExecution
+from approvals.models import (
+    DECIDE_PERMISSION,
+    RESPOND_MAX_CHARS,
+    ApprovalRequest,
+    ToolExecution,
+)
 from approvals.services.audit import audit_append, audit_batch
 from approvals.services.dispatch import (
     QueuedExecution,
@@ -54,11 +61,12 @@ from approvals.services.votes import VoteOutcome, vote_record
 from approvals.signals import approval_decided, approval_outcome, send_on_commit
 from approvals.transitions import AuditFact, approval_transition, call_transition
 from core.types import JSONValue, User
+from threads.answers import response_content
 from threads.models import Run, ToolCall
 from threads.services import run_resume_record
 from threads.transitions import tool_call_transition
 
-Decision = Literal["approve", "reject"]
+Decision = Literal["approve", "reject", "respond"]
 
 
 @dataclass(frozen=True)
@@ -134,9 +142,24 @@ def approval_decision_record(
     :class:`ApprovalNotAuthorized` when the decider may not make this decision
     (the tool's own permission, approver groups, four-eyes; nothing is recorded,
     the request stays pending), :class:`ApprovalClaimed` when someone else claimed it,
+    Respond (``decision="respond"``, the text in ``response``): the tool is not
+    run; the call is answered with one tool message carrying the approver's text
+    (:func:`threads.answers.response_content`) and the request ends
+    ``responded``. Who may respond is who may reject (the decide permission,
+    approver groups, four-eyes, claims), and one authorised responder ends the
+    request whatever N of M asks: like a rejection, it runs nothing. Only a
+    tool-call request can be answered so.
+
+    Raises :class:`ApprovalPermissionDenied` without ``approvals.decide_approvalrequest``,
+    :class:`ApprovalNotAuthorized` when the decider may not make this decision
+    (the tool's own permission, approver groups, four-eyes; nothing is recorded,
+    the request stays pending), :class:`ApprovalClaimed` when someone else claimed it,
     :class:`ApprovalAlreadyDecided` when decided otherwise, :class:`ReasonRequired` for a
     rejection without a reason, :class:`InvalidEditedArguments` for edits that fail
-    the schema (or, after a schema change, unedited arguments that fail it). Implements SEC-02, DC-03, DC-04, FT-06.
+    the schema (or, after a schema change, unedited arguments that fail it),
+    :class:`InvalidRespondText` for a response that is not text, is blank or is
+    longer than :data:`RESPOND_MAX_CHARS`, :class:`RespondNotSupported` for a
+    response to an interrupt or input request. Implements SEC-02, DC-03, DC-04, FT-06.
     """
     if not getattr(decided_by, "is_active", False) or not decided_by.has_perm(
         DECIDE_PERMISSION
@@ -149,7 +172,9 @@ def approval_decision_record(
         raise ReasonRequired(
             "give a reason when rejecting a call; it is sent to the agent"
         )
-    if response is not None and approval.kind == ApprovalRequest.Kind.TOOL_CALL:
+    if decision == "respond":
+        response = respond_text_check(approval=approval, text=response)
+    elif response is not None and approval.kind == ApprovalRequest.Kind.TOOL_CALL:
         raise InvalidResponse(
             f"approval {approval.pk!r} is a tool call: it takes 'editedArguments', "
             "not 'response'"
@@ -157,11 +182,11 @@ def approval_decision_record(
     edited_value: ValidatedArguments | None = None
     if isinstance(edited_arguments, ValidatedArguments):
         edited_value, edited_arguments = edited_arguments, edited_arguments.as_dict()
-    target_status = (
-        ApprovalRequest.Status.APPROVED
-        if decision == "approve"
-        else ApprovalRequest.Status.REJECTED
-    )
+    target_status = {
+        "approve": ApprovalRequest.Status.APPROVED,
+        "reject": ApprovalRequest.Status.REJECTED,
+        "respond": ApprovalRequest.Status.RESPONDED,
+    }[decision]
     queued: QueuedExecution | None = None
     # One INSERT for the vote's and the decision's audit entries (B2).
     with transaction.atomic(savepoint=False), audit_batch():
@@ -197,6 +222,11 @@ def approval_decision_record(
         interrupt = locked.kind == ApprovalRequest.Kind.INTERRUPT
         if expired:
             approval_expire_locked(locked, call)
+        elif decision == "respond":
+            assert call is not None  # only tool_call requests get here
+            _respond_locked(
+                approval=locked, call=call, decided_by=decided_by, text=str(response)
+            )
         elif locked.kind == ApprovalRequest.Kind.INPUT:
             _decide_input_locked(
                 approval=locked,
@@ -259,8 +289,78 @@ def approval_decision_record(
     return Decided(
         approval=locked,
         queued=queued,
-        answered=expired or decision == "reject" or interrupt,
+        answered=expired or decision in ("reject", "respond") or interrupt,
         expired=expired,
+    )
+
+
+def respond_text_check(*, approval: ApprovalRequest, text: JSONValue) -> str:
+    """Return ``text`` as an approver's answer to ``approval``'s call, or raise why not.
+
+    The text is kept as given (a person's words are not trimmed) but must hold
+    something besides whitespace and be at most :data:`RESPOND_MAX_CHARS`
+    characters. Raises :class:`RespondNotSupported` for a request that is not a
+    held tool call (an interrupt or an input request is answered with
+    ``response`` on approve), :class:`InvalidRespondText` otherwise. Changes
+    nothing.
+    """
+    if approval.kind != ApprovalRequest.Kind.TOOL_CALL:
+        raise RespondNotSupported(
+            f"approval {approval.pk!r} is a {approval.kind} request, not a held tool "
+            "call: answer it by approving with a 'response' that satisfies its "
+            "responseSchema, or reject it"
+        )
+    if not isinstance(text, str):
+        raise InvalidRespondText(
+            f"the answer must be text, not {type(text).__name__}; send "
+            '{"text": "..."}'
+        )
+    if not text.strip():
+        raise InvalidRespondText(
+            "the answer is empty; write what the agent should be told instead of "
+            "the tool's result"
+        )
+    if len(text) > RESPOND_MAX_CHARS:
+        raise InvalidRespondText(
+            f"the answer is {len(text)} characters long; shorten it to at most "
+            f"{RESPOND_MAX_CHARS}"
+        )
+    return text
+
+
+def _respond_locked(
+    *, approval: ApprovalRequest, call: ToolCall, decided_by: User, text: str
+) -> None:
+    """Answer the locked, pending ``approval``'s call with ``text``; the tool never runs.
+
+    One tool message (:func:`threads.answers.response_content`), the call
+    ``declined`` (not executed), the request ``responded`` with the text in
+    ``response``; a queued execution a re-approval left is closed. Audited.
+    """
+    before = {"status": approval.status}
+    approval_transition(
+        approval=approval, to=ApprovalRequest.Status.RESPONDED, save=False
+    )
+    approval.response = text
+    approval.reason = ""
+    call_answer_refused(
+        call=call,
+        status="responded",
+        reason=text,
+        error="answered_by_operator",
+        state=ToolCall.State.DECLINED,
+        actor=decided_by,
+        content=response_content(response=text, by=decided_by.get_username()),
+    )
+    _decision_record(
+        approval=approval,
+        decided_by=decided_by,
+        before=before,
+        after={
+            "status": approval.status,
+            "response": text,
+            "proposed_arguments": approval.proposed_arguments,
+        },
     )
 
 

@@ -79,16 +79,21 @@ def call_answer_refused(
     error: str,
     state: str,
     actor: User | None = None,
+    content: str | None = None,
 ) -> bool:
     """Answer ``call`` as not executed (``status``, ``reason``) and audit it; return whether it was.
 
-    The one way a call is refused, rejected, denied, expired or cancelled: the
-    body is :func:`threads.answers.refusal_content`. ``False`` when the call was
-    already answered. Must run holding the call's row lock.
+    The one way a call is refused, rejected, denied, expired, cancelled or
+    answered by a person instead of running: the body is
+    :func:`threads.answers.refusal_content`, or ``content`` when the caller
+    wrote it (:func:`threads.answers.response_content`). ``False`` when the call
+    was already answered. Must run holding the call's row lock.
     """
     written = tool_message_write(
         call=call,
-        content=refusal_content(status=status, reason=reason),
+        content=content
+        if content is not None
+        else refusal_content(status=status, reason=reason),
         error=error,
         state=state,
     )

@@ -1,6 +1,7 @@
 // The approval queue: each request as a card with its whole context (thread, requester,
 // agent, the agent's rationale, the results it was based on, risk, expiry countdown,
-// whether you may authorize it and who can), approve / edit / reject, bulk decisions,
+// whether you may authorize it and who can), approve / edit / reject / respond with text
+// instead of running the call, snooze it for yourself, bulk decisions,
 // a confirmation for destructive and bulk decisions, an undo window after approving,
 // keyboard shortcuts that can be switched off (WCAG 2.1.4). Kept live by ws/approvals/.
 // Read-only for users without the decide permission (the server enforces it either
@@ -26,6 +27,14 @@ const count = document.getElementById("queue-count");
 const live = document.getElementById("queue-live");
 const canDecide = list.dataset.canDecide === "1";
 const viewName = list.dataset.view || "pending";
+// "I can decide" (mine) leaves out what this user snoozed; "All pending" keeps it.
+const mine = list.dataset.mine === "1";
+// Requests snoozed or unsnoozed on this page: a live update must not bring them back
+// (a snooze made in another tab shows after a reload).
+const snoozedHere = new Set();
+const unsnoozedHere = new Set();
+// The snoozed view lists what the server sent; a live update cannot tell a snooze.
+let loadingInitial = true;
 const undoSeconds = Number(list.dataset.undoSeconds || "0");
 const selectAll = document.getElementById("select-all");
 const bulkApprove = document.getElementById("bulk-approve");
@@ -199,7 +208,7 @@ function create(ctx) {
     detail,
   );
   const view = { warnings, reviewFacts, id, el, open, check, title, risk, votes, summary, headline, riskWhy, label, verdict, threadLink, callLink, requester, agent, age, expiry, rationale, rationaleBox, basedOn, basedOnBox, args, argsHeading, diffBox, mismatch, changed, changedNote, previousArgs, message, authNote, outcome, undoBox, error, actionSlot, detail, ctx, form, editing: false };
-  if (canDecide && viewName === "pending") buildActions(view);
+  if (canDecide && (viewName === "pending" || viewName === "snoozed")) buildActions(view);
   open.addEventListener("click", () => select(id));
   // Focus selects the card, except on its bulk checkbox: opening the card there would
   // move the box under the pointer between press and release.
@@ -313,10 +322,46 @@ function buildActions(view) {
   const rawBox = h("div", { class: "raw-json", hidden: true }, h("label", { for: `edit-${id}`, text: "Edited arguments (JSON object; the server validates them again)" }), textarea);
   const formSlot = h("div", { class: "form-slot" });
   const editor = h("div", { class: "editor", id: `editor-${id}`, hidden: true }, formSlot, rawBox, h("p", { class: "req-meta", text: "Changes against the proposed arguments:" }), editDiff, h("div", { class: "actions" }, rawToggle, saveEdit, cancelEdit));
-  const actions = h("div", { class: "actions" }, approve, edit, h("label", { for: `reason-${id}`, class: "visually-hidden", text: "Reason for rejecting" }), reason, reject);
-  if (view.form) edit.hidden = true; // a question has no arguments to edit
-  view.actionSlot.append(actions, editor);
-  Object.assign(view, { approve, edit, reason, reject, textarea, editor, saveEdit, cancelEdit, rawToggle, rawBox, formSlot, editDiff, actions, schemaEditor: null });
+  // Respond: answer the call with text instead of running it (the agent reads it as the result).
+  const respond = h("button", { type: "button", class: "btn", text: "Respond", "aria-expanded": "false", "aria-controls": `respond-${id}` });
+  const respondText = h("textarea", { id: `respond-text-${id}`, rows: "3", maxlength: "10000", class: "respond-text", "aria-describedby": `respond-help-${id}` });
+  const sendRespond = h("button", { type: "button", class: "btn btn-approve", text: "Send answer" });
+  const cancelRespond = h("button", { type: "button", class: "btn btn-quiet", text: "Cancel" });
+  const respondBox = h(
+    "div",
+    { class: "respond-box", id: `respond-${id}`, hidden: true },
+    h("label", { for: `respond-text-${id}`, text: "Answer for the agent" }),
+    respondText,
+    h("p", { class: "req-meta", id: `respond-help-${id}`, text: "The tool does not run: the agent gets this text as the call's result and continues." }),
+    h("div", { class: "actions" }, sendRespond, cancelRespond),
+  );
+  // Snooze: hide it from your own "I can decide" view for a while; it stays pending for everyone.
+  const snoozeFor = h("select", { id: `snooze-${id}`, class: "snooze-for" }, h("option", { value: "3600", text: "1 hour" }), h("option", { value: "14400", text: "4 hours" }), h("option", { value: "86400", text: "24 hours" }));
+  const snooze = h("button", { type: "button", class: "btn btn-quiet", text: viewName === "snoozed" ? "Unsnooze" : "Snooze" });
+  const snoozeLabel = h("label", { for: `snooze-${id}`, class: "visually-hidden", text: "Snooze for" });
+  if (viewName === "snoozed") snoozeFor.hidden = true;
+  const actions = h("div", { class: "actions" }, approve, edit, h("label", { for: `reason-${id}`, class: "visually-hidden", text: "Reason for rejecting" }), reason, reject, respond, snoozeLabel, snoozeFor, snooze);
+  if (view.form) edit.hidden = respond.hidden = true; // a question has no arguments to edit, nor a call to answer
+  view.actionSlot.append(actions, editor, respondBox);
+  Object.assign(view, { approve, edit, reason, reject, respond, respondText, respondBox, sendRespond, snooze, snoozeFor, textarea, editor, saveEdit, cancelEdit, rawToggle, rawBox, formSlot, editDiff, actions, schemaEditor: null });
+
+  respond.addEventListener("click", () => {
+    const open = respondBox.hidden;
+    respondBox.hidden = !open;
+    respond.setAttribute("aria-expanded", String(open));
+    if (open) respondText.focus();
+  });
+  const closeRespond = () => {
+    respondBox.hidden = true;
+    respond.setAttribute("aria-expanded", "false");
+    respond.focus();
+  };
+  cancelRespond.addEventListener("click", closeRespond);
+  respondText.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") closeRespond();
+  });
+  sendRespond.addEventListener("click", () => decide(view, "respond", { text: respondText.value }));
+  snooze.addEventListener("click", () => toggleSnooze(view));
 
   approve.addEventListener("click", () => approveWithChecks(view));
   reject.addEventListener("click", () => decide(view, "reject"));
@@ -469,7 +514,7 @@ function update(view, ctx) {
     view.changedNote.textContent = ctx.reapproval === "schema_changed" ? `Schema changed since approval (request #${ctx.supersedes})` : `Arguments changed since approval (request #${ctx.supersedes})`;
     view.previousArgs.textContent = prettyJson(ctx.previousArguments);
   }
-  const pending = viewName === "pending" && ctx.status === "pending";
+  const pending = (viewName === "pending" || viewName === "snoozed") && ctx.status === "pending";
   const blocked = pending && canDecide && !viewer.canApprove;
   const words = [viewer.whyNot, viewer.whoCan].filter(Boolean).join(" ");
   view.authNote.hidden = !(pending && words);
@@ -479,14 +524,16 @@ function update(view, ctx) {
     view.edit.disabled = blocked;
     view.reject.disabled = pending && !viewer.canReject;
     view.reason.disabled = view.reject.disabled;
+    view.respond.disabled = pending && !viewer.canRespond;
+    view.sendRespond.disabled = view.respond.disabled;
     if (blocked) {
       view.approve.setAttribute("aria-describedby", view.authNote.id);
     } else view.approve.removeAttribute("aria-describedby");
   }
-  view.outcome.hidden = !ctx.outcome || viewName === "pending";
+  view.outcome.hidden = !ctx.outcome || viewName !== "decided";
   if (ctx.outcome) view.outcome.textContent = [facts.headline, outcomeText(ctx.outcome)].filter(Boolean).join(" ");
   // The decided view says it once, in the outcome line.
-  view.headline.hidden = viewName !== "pending";
+  view.headline.hidden = viewName === "decided";
   tick(view);
 }
 
@@ -498,7 +545,7 @@ function tick(view, now = Date.now()) {
   const a = view.ctx;
   view.age.textContent = a.requestedAt ? relativeTime(a.requestedAt, now) : "";
   view.age.title = utcTitle(a.requestedAt);
-  if (viewName === "pending") {
+  if (viewName !== "decided") {
     const left = countdown(a.expiresAt, now);
     view.expiry.textContent = left === "expired" ? "expired" : `expires in ${left}`;
     view.expiry.classList.toggle("soon", Date.parse(a.expiresAt) - now < 5 * 60 * 1000);
@@ -506,7 +553,7 @@ function tick(view, now = Date.now()) {
   } else {
     // One time per card: when it was decided (or expired), in the viewer's time.
     const at = a.decidedAt || a.expiresAt;
-    const verb = { approved: "approved", rejected: "rejected", expired: "expired", cancelled: "cancelled" }[a.status] || a.status;
+    const verb = { approved: "approved", rejected: "rejected", responded: "answered", expired: "expired", cancelled: "cancelled" }[a.status] || a.status;
     view.expiry.textContent = `${verb} ${localTime(at)}`;
     view.expiry.title = utcTitle(at);
   }
@@ -533,6 +580,7 @@ function setBusy(view, busy) {
   if (!view.approve) return;
   const viewer = (view.ctx.facts && view.ctx.facts.viewer) || {};
   for (const b of [view.approve, view.edit, view.reject, view.saveEdit]) b.disabled = busy || (b === view.reject ? !viewer.canReject : !viewer.canApprove);
+  for (const b of [view.respond, view.sendRespond]) b.disabled = busy || !viewer.canRespond;
   view.el.classList.toggle("busy", busy);
 }
 
@@ -593,7 +641,9 @@ function matchesFilters(ctx) {
 }
 
 function belongs(ctx) {
-  const inView = viewName === "decided" ? ctx.status !== "pending" : ctx.status === "pending";
+  let inView = viewName === "decided" ? ctx.status !== "pending" : ctx.status === "pending";
+  if (viewName === "snoozed") inView = inView && (loadingInitial || items.has(ctx.id)) && !unsnoozedHere.has(ctx.id);
+  else if (viewName === "pending" && mine) inView = inView && !snoozedHere.has(ctx.id);
   return inView && matchesFilters(ctx);
 }
 
@@ -702,8 +752,13 @@ async function approveWithChecks(view, { edited } = {}) {
   return decide(view, "approve", { edited });
 }
 
-async function decide(view, decision, { edited, reason, bulk = false } = {}) {
-  const why = (reason ?? (view.reason ? view.reason.value : "")).trim();
+async function decide(view, decision, { edited, reason, text, bulk = false } = {}) {
+  if (decision === "respond" && !(text || "").trim()) {
+    showError(view, "Write the answer first: the agent gets it instead of the tool's result.");
+    view.respondText?.focus();
+    return false;
+  }
+  const why = decision === "respond" ? "" : (reason ?? (view.reason ? view.reason.value : "")).trim();
   if (decision === "reject" && !why) {
     showError(view, "Give a reason to reject: it is sent to the agent.");
     view.reason?.focus();
@@ -714,6 +769,7 @@ async function decide(view, decision, { edited, reason, bulk = false } = {}) {
   const body = {};
   if (why) body.reason = why;
   if (edited !== undefined) body.editedArguments = edited;
+  if (decision === "respond") body.text = text;
   if (decision === "approve" && view.form) {
     try {
       body.response = view.form.read();
@@ -731,13 +787,39 @@ async function decide(view, decision, { edited, reason, bulk = false } = {}) {
       announce(`${view.ctx.tool} approved; it executes in ${undoSeconds} seconds unless you undo`);
       showUndo(view, result.undoUntil);
     } else {
-      remove(view.id, result && result.status ? result : { ...view.ctx, status: decision === "approve" ? "approved" : "rejected" });
+      const status = { approve: "approved", reject: "rejected", respond: "responded" }[decision];
+      remove(view.id, result && result.status ? result : { ...view.ctx, status });
     }
     return true;
   } catch (error) {
     showError(view, errorText(error));
     setBusy(view, false);
     return false;
+  }
+}
+
+// Snoozing hides a request from your own "I can decide" view until the chosen time;
+// it stays pending for every other approver, and expiry still applies.
+async function toggleSnooze(view) {
+  showError(view, "");
+  view.snooze.disabled = true;
+  const unsnooze = viewName === "snoozed";
+  try {
+    if (unsnooze) await apiFetch(`/api/approvals/${view.id}/snooze/`, { method: "DELETE" });
+    else await apiFetch(`/api/approvals/${view.id}/snooze/`, { method: "POST", body: { seconds: Number(view.snoozeFor.value) } });
+    const tool = view.ctx.tool;
+    (unsnooze ? unsnoozedHere : snoozedHere).add(view.id);
+    (unsnooze ? snoozedHere : unsnoozedHere).delete(view.id);
+    const said = unsnooze ? `${tool} is back in your queue` : `${tool} snoozed for ${view.snoozeFor.selectedOptions[0].text}`;
+    if (unsnooze || mine) remove(view.id, null);
+    else {
+      view.snooze.disabled = false;
+      showNote(view, `Snoozed for ${view.snoozeFor.selectedOptions[0].text}.`);
+    }
+    announce(said);
+  } catch (error) {
+    showError(view, errorText(error));
+    view.snooze.disabled = false;
   }
 }
 
@@ -881,6 +963,7 @@ const socket = new ReconnectingSocket({
 });
 
 for (const ctx of readJsonScript("queue-initial") || []) upsert(ctx, { initial: true });
+loadingInitial = false;
 updateCounts();
 // A link to one request (a notification's signed link, the thread page's "Open in the
 // approval queue") names its card in the fragment; the cards are built here, after the

@@ -49,6 +49,7 @@ const COLLAPSE_LINES = 12;
 // Why a call did not run, in words (the tool message's error code).
 const ERROR_LABELS = {
   declined_by_operator: "Rejected by an operator",
+  answered_by_operator: "Answered by an approver instead of running",
   approval_expired: "Not run: the approval expired",
   cancelled: "Cancelled",
   policy_denied: "Denied by policy",
@@ -58,6 +59,7 @@ const ERROR_LABELS = {
 };
 const REFUSAL_LABELS = {
   rejected: "Rejected — the call did not run",
+  responded: "Answered by an approver — the call did not run",
   expired: "Expired — the call did not run",
   cancelled: "Cancelled — the call did not run",
   denied: "Denied by policy — the call did not run",
@@ -295,6 +297,9 @@ function readableOutcome(result) {
   if (!body) return null;
   if (body.executed === false && typeof body.status === "string") {
     const head = REFUSAL_LABELS[body.status] || `Not run (${body.status})`;
+    if (body.status === "responded" && typeof body.response === "string") {
+      return { head: `${head}${typeof body.by === "string" ? ` (${body.by})` : ""}`, text: `The agent was told: ${body.response}` };
+    }
     return { head, text: typeof body.reason === "string" && body.reason ? `Reason: ${body.reason}` : "" };
   }
   if (result.error && typeof body.detail === "string" && Object.keys(body).every((k) => k === "error" || k === "detail")) {
@@ -430,6 +435,7 @@ function authorizationOf(approval) {
     // The facts' viewer also knows whether this user voted already (N of M).
     canAuthorize: Boolean(context.facts ? context.facts.viewer.canApprove : (context.canAuthorize ?? auth.canAuthorize)),
     canReject: Boolean(context.facts ? context.facts.viewer.canReject : (auth.canReject ?? context.canAuthorize)),
+    canRespond: Boolean(context.facts && context.facts.viewer.canRespond),
     reason: auth.reason || "",
     whoCan: auth.whoCan || null,
   };
@@ -462,7 +468,7 @@ function renderDecided(call) {
   const execution = outcome && outcome.execution;
   // Re-rendered only when something it says changed: replacing a focused Undo
   // button would drop the keyboard focus.
-  const key = JSON.stringify([a.status, a.decidedBy, a.approvals && a.approvals.by, a.decidedAt, a.reason, a.editedArguments, call.state, execution, call.undo && call.undo.until]);
+  const key = JSON.stringify([a.status, a.decidedBy, a.approvals && a.approvals.by, a.decidedAt, a.reason, a.response, a.editedArguments, call.state, execution, call.undo && call.undo.until]);
   if (!call.decisionEl.hidden && call.decisionEl.dataset.key === key) return;
   call.decisionEl.dataset.key = key;
   const parts = [];
@@ -470,11 +476,12 @@ function renderDecided(call) {
   const voters = a.status === "approved" && a.approvals && a.approvals.by && a.approvals.by.length ? a.approvals.by : a.decidedBy ? [a.decidedBy] : [];
   const who = voters.length ? ` by ${voters.length > 1 ? `${voters.slice(0, -1).join(", ")} and ${voters[voters.length - 1]}` : voters[0]}` : "";
   const edited = a.editedArguments !== null && a.editedArguments !== undefined;
-  const verb = { approved: edited ? "Approved with edits" : "Approved", rejected: "Rejected", expired: "Expired", cancelled: "Cancelled" }[a.status] || a.status;
+  const verb = { approved: edited ? "Approved with edits" : "Approved", rejected: "Rejected", responded: "Answered instead of running it", expired: "Expired", cancelled: "Cancelled" }[a.status] || a.status;
   parts.push(h("strong", { text: `${verb}${a.status === "expired" ? "" : who}` }));
   const when = a.decidedAt || (a.status === "expired" ? a.expiresAt : null);
   if (when) parts.push(" at ", timeEl(when));
   if (a.reason) parts.push(`: “${a.reason}”`);
+  else if (a.status === "responded" && typeof a.response === "string") parts.push(`: “${a.response}”`);
   parts.push(". ");
   parts.push(executionSentence(call, a));
   const focused = call.decisionEl.contains(document.activeElement) ? document.activeElement : null;
@@ -508,7 +515,7 @@ function renderPendingPanel(call) {
   const auth = authorizationOf(a);
   const facts = factsOf(a);
   const viewer = (facts && facts.viewer) || {};
-  const key = JSON.stringify([a.id, auth.canAuthorize, auth.canReject, facts && facts.headline, viewer.whyNot, viewer.whoCan]);
+  const key = JSON.stringify([a.id, auth.canAuthorize, auth.canReject, auth.canRespond, facts && facts.headline, viewer.whyNot, viewer.whoCan]);
   if (call.panel && call.panel.key === key) {
     tickPanel(call);
     return;
@@ -568,6 +575,18 @@ function decisionControls(call, panel, auth, risk) {
     textarea,
     h("div", { class: "actions" }, saveEdit, cancelEdit),
   );
+  // Respond: the agent gets this text instead of the tool's result; the tool never runs.
+  const respond = h("button", { type: "button", class: "btn", text: "Respond", "aria-expanded": "false", "aria-controls": `call-respond-${id}`, hidden: !auth.canRespond });
+  const respondText = h("textarea", { id: `call-respond-text-${id}`, rows: "3", maxlength: "10000", class: "respond-text" });
+  const sendRespond = h("button", { type: "button", class: "btn btn-approve", text: "Send answer" });
+  const cancelRespond = h("button", { type: "button", class: "btn btn-quiet", text: "Cancel" });
+  const respondBox = h(
+    "div",
+    { class: "respond-box", id: `call-respond-${id}`, hidden: true },
+    h("label", { for: `call-respond-text-${id}`, text: "Answer for the agent (the tool does not run)" }),
+    respondText,
+    h("div", { class: "actions" }, sendRespond, cancelRespond),
+  );
   const actions = h(
     "div",
     { class: "actions" },
@@ -576,8 +595,21 @@ function decisionControls(call, panel, auth, risk) {
     h("label", { for: `call-reason-${id}`, class: "visually-hidden", text: "Reason for rejecting" }),
     reason,
     reject,
+    respond,
   );
-  Object.assign(panel, { approve, edit, reject, reason, error, saveEdit, confirmYes });
+  Object.assign(panel, { approve, edit, reject, reason, error, saveEdit, confirmYes, respond, respondText, sendRespond });
+  respond.addEventListener("click", () => {
+    const open = respondBox.hidden;
+    respondBox.hidden = !open;
+    respond.setAttribute("aria-expanded", String(open));
+    if (open) respondText.focus();
+  });
+  cancelRespond.addEventListener("click", () => {
+    respondBox.hidden = true;
+    respond.setAttribute("aria-expanded", "false");
+    respond.focus();
+  });
+  sendRespond.addEventListener("click", () => decideHere(call, "respond"));
   const showError = (text) => {
     error.textContent = text;
     error.hidden = !text;
@@ -639,14 +671,19 @@ function decisionControls(call, panel, auth, risk) {
     }
     askOrApprove(edited);
   });
-  return [actions, confirm, editor, error];
+  return [actions, confirm, editor, respondBox, error];
 }
 
-/** Approve or reject through the queue's REST endpoints (same service, same checks). */
+/** Approve, reject or respond through the queue's REST endpoints (same service, same checks). */
 async function decideHere(call, decision, { edited } = {}) {
   const panel = call.panel;
   if (!panel || panel.busy) return;
-  const why = panel.reason.value.trim();
+  const why = decision === "respond" ? "" : panel.reason.value.trim();
+  if (decision === "respond" && !panel.respondText.value.trim()) {
+    panel.showError("Write the answer first: the agent gets it instead of the tool's result.");
+    panel.respondText.focus();
+    return;
+  }
   if (decision === "reject" && !why) {
     panel.showError("Give a reason to reject: it is sent to the agent.");
     panel.reason.focus();
@@ -654,9 +691,10 @@ async function decideHere(call, decision, { edited } = {}) {
   }
   panel.showError("");
   panel.busy = true;
-  for (const b of [panel.approve, panel.edit, panel.reject, panel.saveEdit, panel.confirmYes]) b.disabled = true;
+  for (const b of [panel.approve, panel.edit, panel.reject, panel.saveEdit, panel.confirmYes, panel.respond, panel.sendRespond]) b.disabled = true;
   const body = {};
   if (why) body.reason = why;
+  if (decision === "respond") body.text = panel.respondText.value;
   if (edited !== undefined) body.editedArguments = edited;
   if (decision === "approve" && undoSeconds > 0) body.undo = true;
   try {
@@ -675,7 +713,7 @@ async function decideHere(call, decision, { edited } = {}) {
   } catch (error) {
     panel.showError(errorText(error));
     panel.busy = false;
-    for (const b of [panel.approve, panel.edit, panel.reject, panel.saveEdit, panel.confirmYes]) b.disabled = false;
+    for (const b of [panel.approve, panel.edit, panel.reject, panel.saveEdit, panel.confirmYes, panel.respond, panel.sendRespond]) b.disabled = false;
   } finally {
     refreshSoon(0);
   }

@@ -59,6 +59,7 @@ def test_a_fresh_request_waits_for_two_approvals_from_its_group(two_of_two, fina
     assert facts["viewer"] == {
         "canApprove": True,
         "canReject": True,
+        "canRespond": True,
         "hasVoted": False,
         "whyNot": "",
         "whoCan": "",

@@ -23,6 +23,7 @@ from countersign_client import (
     InvalidRequest,
     NotAuthorized,
     Rejected,
+    Responded,
     require_approval,
 )
 from django.utils import timezone
@@ -137,6 +138,41 @@ def test_a_rejection_raises_rejected_with_the_reason(
         client.wait(state.tool_call_id, timeout=5).raise_unless_approved()
     assert caught.value.reason == "duplicate"
     assert caught.value.status_name == "rejected"
+
+
+def test_a_response_raises_responded_with_the_text_and_nothing_runs(
+    user: Any, approver_api: Any
+) -> None:
+    """A person answered the call with text: the caller gets it as the call's result."""
+    client = make_client(user)
+    client.declare(
+        "refund", {"order_id": "A-1", "amount": 25}, input_schema=REFUND_SCHEMA
+    )
+    approval = ApprovalRequest.objects.get()
+    answered = approver_api.post(
+        f"/api/approvals/{approval.pk}/respond/",
+        {"text": "Already refunded by voucher."},
+        format="json",
+    )
+    assert answered.status_code == 200, answered.json()
+
+    state = client.wait(ToolCall.objects.get().tool_call_id, timeout=5)
+
+    assert state.status == "responded"
+    assert state.decided
+    assert state.decision is not None
+    assert (state.decision.approved, state.decision.response) == (
+        False,
+        "Already refunded by voucher.",
+    )
+    assert state.decision.decided_by == "ada"
+    with pytest.raises(Responded) as caught:
+        state.raise_unless_approved()
+    assert isinstance(caught.value, Rejected)
+    assert caught.value.response == "Already refunded by voucher."
+    assert caught.value.reason == "Already refunded by voucher."
+    assert caught.value.status_name == "responded"
+    assert not ToolExecution.objects.exists()
 
 
 def test_a_denied_call_raises_rejected_and_the_function_never_runs(user: Any) -> None:

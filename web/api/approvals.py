@@ -1,4 +1,4 @@
-"""REST API for the approval queue: list, inspect, approve, reject, resolve.
+"""REST API for the approval queue: list, inspect, approve, reject, respond, resolve.
 
 Deciding goes through :func:`orchestration.pipeline.approval_decide`, the same step
 (and the same ``approvals.decide_approvalrequest`` permission) as the admin
@@ -21,11 +21,22 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.exceptions import ApprovalAlreadyDecided, InvalidEditedArguments
-from approvals.models import ApprovalGrant, ApprovalRequest, ToolExecution
+from approvals.models import (
+    RESPOND_MAX_CHARS,
+    ApprovalGrant,
+    ApprovalRequest,
+    ToolExecution,
+)
 from approvals.selectors import approval_get, approval_list, grant_get, grant_list
 from approvals.services import approval_undo
 from approvals.services.claims import approval_claim, approval_release
 from approvals.services.grants import grant_revoke
+from approvals.services.snooze import (
+    SNOOZE_MAX_SECONDS,
+    SNOOZE_MIN_SECONDS,
+    approval_snooze,
+    approval_unsnooze,
+)
 from core.conf import countersign_settings
 from core.types import logged_in
 from orchestration.pipeline import approval_decide, execution_resolve
@@ -110,7 +121,8 @@ class ApprovalListApi(APIView):
             choices=["me"],
             required=False,
             help_text="`me`: only pending requests routed to one of your groups "
-            "(or to no group) or claimed by you, and not claimed by someone else.",
+            "(or to no group) or claimed by you, not claimed by someone else and "
+            "not snoozed by you.",
         )
 
     OutputSerializer = ApprovalOutputSerializer
@@ -274,6 +286,101 @@ class ApprovalRejectApi(APIView):
         )
 
 
+class ApprovalRespondApi(APIView):
+    """``POST /api/approvals/<id>/respond/``: answer a held call with text instead of running it.
+
+    The agent gets ``text`` as the call's result (one tool message
+    ``{"status": "responded", "response": <text>, "by": <you>, "executed":
+    false}``), the tool never runs and the run continues. Who may respond is who
+    may reject; one response ends the request even when it needs N approvals.
+    """
+
+    class InputSerializer(StrictSerializer):
+        text = serializers.CharField(
+            max_length=RESPOND_MAX_CHARS,
+            trim_whitespace=False,
+            help_text="What the agent is told instead of the tool's result; not "
+            f"blank, at most {RESPOND_MAX_CHARS} characters, kept as written.",
+        )
+
+    OutputSerializer = ApprovalOutputSerializer
+
+    @extend_schema(
+        operation_id="approvals_respond",
+        request=InputSerializer,
+        responses={200: OutputSerializer, **errors(400, 403, 404, 409)},
+        description="400 `validation_error` for a missing, non-string, empty or "
+        "over-long `text`, `invalid_text` for text that is only whitespace, "
+        "`respond_not_supported` for an interrupt or input request (approve it "
+        "with a `response`); 403 as for a rejection (the decide permission, "
+        "approver groups, four-eyes); 409 `already_decided` when the request was "
+        "decided or answered otherwise (the same text again by the same approver "
+        "returns the request unchanged), `expired`, `claimed`.",
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        approval = visible_approval(request, pk, prefetch=False)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        decided = approval_decide(
+            approval=approval,
+            decided_by=logged_in(request.user),
+            decision="respond",
+            response=data.validated_data["text"],
+        )
+        return Response(
+            self.OutputSerializer(decided, context={"request": request}).data
+        )
+
+
+class ApprovalSnoozeApi(APIView):
+    """``POST``/``DELETE /api/approvals/<id>/snooze/``: snooze a pending request for yourself, or bring it back.
+
+    A snooze takes the request out of your own "I can decide" view (and
+    ``?assigned=me``) until ``until``; it stays pending for everyone else, and
+    expiry still applies. Snoozing again replaces the time.
+    """
+
+    class InputSerializer(StrictSerializer):
+        seconds = serializers.FloatField(
+            min_value=SNOOZE_MIN_SECONDS,
+            max_value=SNOOZE_MAX_SECONDS,
+            help_text="How long, in seconds: the queue offers 3600 (1 h), 14400 "
+            "(4 h) and 86400 (24 h).",
+        )
+
+    class OutputSerializer(serializers.Serializer):
+        approvalId = serializers.IntegerField(source="approval_id")
+        until = serializers.DateTimeField()
+
+    @extend_schema(
+        operation_id="approvals_snooze",
+        request=InputSerializer,
+        responses={200: OutputSerializer, **errors(400, 404, 409)},
+        description="400 for a missing or out-of-range `seconds`; 409 "
+        "`already_decided` when the request is no longer pending.",
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        approval = visible_approval(request, pk, prefetch=False)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        snooze = approval_snooze(
+            approval=approval,
+            user=logged_in(request.user),
+            seconds=data.validated_data["seconds"],
+        )
+        return Response(self.OutputSerializer(snooze).data)
+
+    @extend_schema(
+        operation_id="approvals_unsnooze",
+        request=None,
+        responses={204: None, **errors(404)},
+    )
+    def delete(self, request: Request, pk: int) -> Response:
+        approval = visible_approval(request, pk, prefetch=False)
+        approval_unsnooze(approval=approval, user=logged_in(request.user))
+        return Response(status=204)
+
+
 class ApprovalUndoApi(APIView):
     """``POST /api/approvals/<id>/undo/``: take back an approval before it executes.
 
@@ -316,6 +423,7 @@ DECISION_CSV_COLUMNS = (
     "approvedArguments",
     "executionState",
     "executionError",
+    "response",
 )
 
 
@@ -387,11 +495,21 @@ class ApprovalDecisionsCsvApi(APIView):
                     compact_json(a.proposed_arguments),
                     compact_json(a.approved_arguments),
                     *outcomes.get(a.tool_call_id or 0, ("", "")),
+                    _csv_response(a),
                 ]
             )
         response = HttpResponse(out.getvalue(), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = 'attachment; filename="decisions.csv"'
         return response
+
+
+def _csv_response(approval: ApprovalRequest) -> str:
+    """Return the ``response`` cell: an approver's text as written, other answers as JSON."""
+    if approval.response is None:
+        return ""
+    if isinstance(approval.response, str):
+        return approval.response
+    return compact_json(approval.response)
 
 
 class ApprovalResolveApi(APIView):

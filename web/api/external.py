@@ -71,9 +71,11 @@ class ExternalCallOutputSerializer(serializers.Serializer[dict[str, Any]]):
     status = serializers.ChoiceField(
         choices=sorted(EXTERNAL_DECIDED_STATUSES | {"pending"}),
         help_text="pending: waiting for a person; approved: claim it, then run it; "
-        "claimed; succeeded/failed: the outcome was reported; rejected; denied (by "
-        "policy); refused (may not run); expired; cancelled; outcome_unknown (a "
-        "claim lapsed without an outcome: an operator resolves it).",
+        "claimed; succeeded/failed: the outcome was reported; rejected; responded "
+        "(an approver answered it with text: do not run it, use decision.response "
+        "as its result); denied (by policy); refused (may not run); expired; "
+        "cancelled; outcome_unknown (a claim lapsed without an outcome: an "
+        "operator resolves it).",
     )
     approvalId = serializers.IntegerField(allow_null=True)
     expiresAt = serializers.DateTimeField(allow_null=True)
@@ -81,7 +83,8 @@ class ExternalCallOutputSerializer(serializers.Serializer[dict[str, Any]]):
         allow_null=True,
         help_text="null until decided, then {approved, arguments (the ones to "
         "run, an approver's edit included), argumentsHash, edited, authorizedBy, "
-        "reason, decidedBy, decidedAt}",
+        "reason, response (an approver's text when status is responded, else "
+        "null), decidedBy, decidedAt}",
     )
     claim = serializers.JSONField(
         allow_null=True, help_text="{holder, leaseExpiresAt, notBefore}"

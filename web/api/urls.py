@@ -98,6 +98,16 @@ urlpatterns = [
         name="api-approval-reject",
     ),
     path(
+        "approvals/<pk:pk>/respond/",
+        approvals_api.ApprovalRespondApi.as_view(),
+        name="api-approval-respond",
+    ),
+    path(
+        "approvals/<pk:pk>/snooze/",
+        approvals_api.ApprovalSnoozeApi.as_view(),
+        name="api-approval-snooze",
+    ),
+    path(
         "approvals/<pk:pk>/undo/",
         approvals_api.ApprovalUndoApi.as_view(),
         name="api-approval-undo",

@@ -104,6 +104,8 @@ def _approval_view(
         "decidedBy": getattr(approval.decided_by, "username", None),
         "decidedAt": approval.decided_at.isoformat() if approval.decided_at else None,
         "reason": approval.reason,
+        # An approver's answer in place of the tool's result (status "responded").
+        "response": approval.response,
         "requestedAt": approval.requested_at.isoformat()
         if approval.requested_at
         else None,

@@ -24,6 +24,7 @@ from countersign_client.errors import (
     NotFound,
     OutcomeUnknown,
     Rejected,
+    Responded,
 )
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "NotFound",
     "OutcomeUnknown",
     "Rejected",
+    "Responded",
     "default_holder",
     "require_approval",
 ]

@@ -4,7 +4,8 @@ The flow, for any call an agent intends to make: :meth:`Client.declare` it,
 :meth:`Client.wait` for the decision (long-poll), :meth:`Client.claim` it before
 running it (one replica wins), run it with the decision's arguments (an
 approver's edit included), and :meth:`Client.report` the outcome once.
-:meth:`Client.approve` does the first three and raises :class:`Rejected` or
+:meth:`Client.approve` does the first three and raises :class:`Rejected` (or
+its :class:`Responded`, when a person answered the call with text instead) or
 :class:`Expired` when the call must not run. Requests are retried with
 exponential backoff on network errors and 429/502/503/504; every write is safe
 to repeat (declarations carry an idempotency key, a claim by the same holder
@@ -35,6 +36,7 @@ from countersign_client.errors import (
     NotFound,
     OutcomeUnknown,
     Rejected,
+    Responded,
 )
 
 #: Statuses after which the decision is known.
@@ -45,6 +47,7 @@ DECIDED = frozenset(
         "succeeded",
         "failed",
         "rejected",
+        "responded",
         "denied",
         "refused",
         "expired",
@@ -59,7 +62,11 @@ _RETRY_STATUSES = frozenset({429, 502, 503, 504})
 
 @dataclass(frozen=True)
 class Decision:
-    """What was decided: ``approved``, the ``arguments`` to run (edits included), and why."""
+    """What was decided: ``approved``, the ``arguments`` to run (edits included), and why.
+
+    ``response`` is a person's text when they answered the call instead of
+    running it (status ``responded``), else ``None``.
+    """
 
     approved: bool
     arguments: dict[str, Any] | None
@@ -68,6 +75,7 @@ class Decision:
     reason: str
     decided_by: str | None
     authorized_by: str | None
+    response: str | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Decision:
@@ -80,6 +88,9 @@ class Decision:
             reason=str(data.get("reason") or ""),
             decided_by=data.get("decidedBy"),
             authorized_by=data.get("authorizedBy"),
+            response=data.get("response")
+            if isinstance(data.get("response"), str)
+            else None,
         )
 
 
@@ -122,13 +133,23 @@ class CallState:
     def raise_unless_approved(self) -> Decision:
         """Return the approving decision, or raise why the call must not run.
 
-        :class:`Rejected` (rejected, denied by policy, refused, cancelled),
-        :class:`Expired`, :class:`OutcomeUnknown`, or :class:`Conflict` when it
-        was already run (succeeded, failed) or is still pending.
+        :class:`Responded` (a person answered it with text: its ``response``
+        is the call's result), :class:`Rejected` (rejected, denied by policy,
+        refused, cancelled), :class:`Expired`, :class:`OutcomeUnknown`, or
+        :class:`Conflict` when it was already run (succeeded, failed) or is
+        still pending.
         """
         if self.status in ("approved", "claimed") and self.decision is not None:
             return self.decision
         reason = self.decision.reason if self.decision else ""
+        if self.status == "responded":
+            text = (self.decision.response if self.decision else None) or ""
+            raise Responded(
+                f"call {self.tool_call_id} was answered by "
+                f"{(self.decision.decided_by if self.decision else None) or 'a person'}"
+                f" instead of running: {text}",
+                response=text,
+            )
         if self.status == "expired":
             raise Expired(f"call {self.tool_call_id} expired before anyone decided")
         if self.status == "outcome_unknown":

@@ -58,6 +58,19 @@ class Rejected(CountersignError):
         self.status_name = status_name
 
 
+class Responded(Rejected):
+    """A person answered the call with text instead of running it. Do not run the call.
+
+    ``response`` is their text: give it to the model as the call's result. A
+    :class:`Rejected`, so code that stops on a refusal stops here too; its
+    ``reason`` is the same text, so an adapter's refusal message carries it.
+    """
+
+    def __init__(self, message: str, *, response: str) -> None:
+        super().__init__(message, reason=response, status_name="responded")
+        self.response = response
+
+
 class Expired(CountersignError):
     """Nobody decided in time; the request expired. Do not run the call."""
 
