@@ -419,6 +419,28 @@ QUEUE_SORTS = ("expires", "requested")
 QUEUE_PAGE_SIZE = 25
 
 
+def approvals_waiting_for(
+    *, user: AnyUser, approvals: QuerySet[ApprovalRequest] | None = None
+) -> QuerySet[ApprovalRequest]:
+    """Return the pending requests of ``approvals`` that wait for ``user`` to decide.
+
+    ``approvals`` defaults to every request ``user`` may see. Waiting for a user:
+    assigned to them (:func:`approvals.governance.assigned_to`: their groups or
+    claim, not their own under four-eyes) and not voted on by them already. The
+    one definition behind the queue's "I can decide" view and its count, and the
+    tab title's count (``/attention.json``), so the two never disagree. Implements
+    DC-03.
+    """
+    if approvals is None:
+        approvals = approval_visible_to(user=user)
+    voted = ApprovalVote.objects.filter(
+        approval=OuterRef("pk"),
+        voter_id=getattr(user, "pk", None),
+        reset_at__isnull=True,
+    )
+    return assigned_to(user=user, approvals=approvals).exclude(Exists(voted))
+
+
 def approval_queue(
     *,
     user: AnyUser,
@@ -464,14 +486,7 @@ def approval_queue(
             )
         )
         if mine:
-            voted = ApprovalVote.objects.filter(
-                approval=OuterRef("pk"),
-                voter_id=getattr(user, "pk", None),
-                reset_at__isnull=True,
-            )
-            approvals = assigned_to(user=user, approvals=approvals).exclude(
-                Exists(voted)
-            )
+            approvals = approvals_waiting_for(user=user, approvals=approvals)
     if tool:
         approvals = approvals.filter(tool_name=tool)
     if agent:

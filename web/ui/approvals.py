@@ -32,6 +32,7 @@ from approvals.selectors import (
     approval_get,
     approval_queue,
     approval_queue_facets,
+    approvals_waiting_for,
     can_see_queue,
 )
 from core.conf import countersign_settings
@@ -121,6 +122,12 @@ def approval_queue_page(request: HttpRequest) -> HttpResponse:
         mine=mine,
         page=int(request.GET.get("page", "1")),
     )
+    # Beside "All pending", the number the tab title counts (the "I can decide" view).
+    waiting_count = (
+        approvals_waiting_for(user=request.user).count()
+        if can_decide and view == "pending" and not mine
+        else None
+    )
     keep = {k: v for k, v in request.GET.items() if k != "page"}
     return render(
         request,
@@ -137,6 +144,7 @@ def approval_queue_page(request: HttpRequest) -> HttpResponse:
             "mine_url": "?" + urlencode({**keep, "mine": "0" if mine else "1"}),
             "view": view,
             "mine": mine,
+            "waiting_count": waiting_count,
             "filters": filters,
             "facets": approval_queue_facets(user=request.user),
             "risks": ["critical", "high", "medium", "low"],
