@@ -542,7 +542,8 @@ def test_approver_without_the_tools_permission_is_told_why_and_who_can(
     browser, ui_server
 ):
     """Deciding needs the tool's own permission too: the card says so and names who
-    can; no Approve button, no title count, no bar; rejecting is still possible."""
+    can; no Approve button, no bar; rejecting is still possible, so the title counts
+    it, as his "I can decide" view lists it."""
     # Given a pending refund, and an approver who may decide but not refund
     owner = make_user("olivia", "demo.add_refund")
     make_user("alice", "approvals.decide_approvalrequest", "demo.add_refund")
@@ -568,7 +569,7 @@ def test_approver_without_the_tools_permission_is_told_why_and_who_can(
         )
         expect(pending.get_by_role("button", name="Reject")).to_be_visible()
         expect(page.locator("#waiting-bar")).to_be_hidden()
-        expect(page).to_have_title("refund call-noperm · Countersign")
+        expect(page).to_have_title("(1) refund call-noperm · Countersign")
         no_horizontal_scroll(page)
         assert_no_axe_violations(page)
         approval.refresh_from_db()
