@@ -104,7 +104,11 @@ function shortcutsOn() {
 
 // A destructive or high-risk approval, and every bulk decision, asks first (LP-01).
 function needsConfirmation(ctx) {
-  return ctx.risk && (ctx.risk.level === "high" || ctx.risk.level === "critical");
+  return ctx.isDestructive || highRisk(ctx);
+}
+
+function highRisk(ctx) {
+  return Boolean(ctx.risk && (ctx.risk.level === "high" || ctx.risk.level === "critical"));
 }
 
 // -- confirmation dialog -------------------------------------------------------------
@@ -792,7 +796,7 @@ async function approveWithChecks(view, { edited } = {}) {
   }
   if (needsConfirmation(view.ctx)) {
     const review = (view.ctx.facts && view.ctx.facts.review) || {};
-    const ok = await confirmDialog(`Approve ${view.ctx.tool}?`, `${review.summary ? `${review.summary}. ` : ""}This call is high risk. Approve it?`, [...(review.warnings || []).map((w) => `Check first: ${w}.`), ...(view.ctx.risk.reasons || [])]);
+    const ok = await confirmDialog(`Approve ${view.ctx.tool}?`, `${review.summary ? `${review.summary}. ` : ""}${highRisk(view.ctx) ? "This call is high risk." : "This call changes or deletes data."} Approve it?`, [...(review.warnings || []).map((w) => `Check first: ${w}.`), ...((view.ctx.risk && view.ctx.risk.reasons) || [])]);
     if (!ok) return false;
   }
   return decide(view, "approve", { edited });
@@ -859,7 +863,7 @@ if (canDecide && bulkApprove) {
     }
     const allowed = views.filter((v) => v.ctx.facts && v.ctx.facts.viewer && v.ctx.facts.viewer.canApprove);
     const refused = views.length - allowed.length;
-    const lines = allowed.map((v) => `${v.ctx.tool} #${v.id} (${v.ctx.risk.level} risk) — ${v.ctx.thread.title}`);
+    const lines = allowed.map((v) => `${v.ctx.tool} #${v.id} (${v.ctx.risk ? v.ctx.risk.level : "medium"} risk) — ${v.ctx.thread.title}`);
     if (refused) lines.push(`${refused} you may not authorize will be left pending`);
     const ok = await confirmDialog(`Approve ${allowed.length} request${allowed.length === 1 ? "" : "s"}?`, "A bulk approval executes every selected call.", lines);
     if (!ok) return;
