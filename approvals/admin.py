@@ -257,6 +257,8 @@ class ApprovalVoteInline(admin.TabularInline):
     model = ApprovalVote
     extra = 0
     can_delete = False
+    # A table with a header on every column (axe: empty-table-header).
+    template = "admin/approvals/approvalrequest/votes_inline.html"
     fields = (
         "voter",
         "decision",
@@ -343,6 +345,8 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         "reapproval_count",
         "schema_hash",
         "previous_schema_hash",
+        # The W3C trace context of the request's span: observability, never edited.
+        "trace_context",
     )
     exclude = (
         "proposed_arguments",
@@ -620,6 +624,12 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         card = approval_context(approval, request.user) if approval else None
         extra = {
             **(extra_context or {}),
+            # Nothing here is edited through the form: the Decide panel decides.
+            "show_save": False,
+            "show_save_and_continue": False,
+            "show_save_and_add_another": False,
+            "show_delete": False,
+            "expires_text": _seconds(approval.expires_at) if approval else "",
             "card": card,
             "card_diff": diff_text(card["argumentsDiff"]) if card else [],
             "audit": approval_audit_trail(approval) if approval else [],

@@ -247,34 +247,54 @@ def approval_risk(approval: ApprovalRequest) -> dict[str, Any]:
     """Return ``{"level": "critical"|"high"|"medium"|"low", "reasons": [str]}`` for ``approval``.
 
     The one risk every surface shows (REST ``risk``, queue, admin, thread page,
-    AG-UI interrupt metadata). High: the tool declares itself destructive, or a
-    numeric argument is over ``COUNTERSIGN["RISK_THRESHOLDS"][tool][argument]``.
-    Low: a read-only tool. Medium: any other write. A policy's declared
-    ``risk_level`` / ``risk_reason`` (stored on the request when it was routed)
-    joins them: the level is the higher of the declared and the
-    computed one (a policy cannot talk a destructive call down), its reason
-    (``"policy: ..."``) listed last. Implements LP-01 (high-risk writes are confirmed).
+    AG-UI interrupt metadata, metrics). Proportionate to what the call does:
+    a numeric argument over ``COUNTERSIGN["RISK_THRESHOLDS"][tool][argument]``
+    is high; a destructive tool (declared, or an MCP server's
+    ``destructiveHint``) is high, unless thresholds are declared for it and
+    every one of them is present and within its limit, then medium (a 0.99
+    refund is not a 150.00 one). Low: a read-only tool. Medium: any other
+    write. A policy's declared ``risk_level`` / ``risk_reason`` (stored on the
+    request when it was routed) joins them: the level is the higher of the
+    declared and the computed one (a policy cannot talk a call down), its
+    reason (``"policy: ..."``) listed last. Destructive calls are confirmed
+    before approval at any level. Implements LP-01.
     """
     tool = approval_tool(approval)
     reasons = []
     computed = "medium"
-    if approval.is_destructive or getattr(tool, "is_destructive", False):
-        reasons.append("destructive: the tool declares that it changes or deletes data")
-        computed = "high"
+    destructive = approval.is_destructive or getattr(tool, "is_destructive", False)
     thresholds = (countersign_settings.RISK_THRESHOLDS or {}).get(
         approval.tool_name, {}
     )
     arguments = approval.approved_arguments
+    over, within = [], []
     for name, limit in sorted(thresholds.items()):
         value = arguments.get(name) if isinstance(arguments, dict) else None
         numeric = isinstance(value, int | float) and not isinstance(value, bool)
         if numeric and value > limit:
-            reasons.append(f"{name} {value:g} is over the policy threshold {limit:g}")
-            computed = "high"
-    if computed == "medium" and getattr(tool, "is_read_only", False):
+            over.append(f"{name} {value:g} is over the policy threshold {limit:g}")
+        elif numeric:
+            within.append(f"{name} {value:g} is within the policy threshold {limit:g}")
+    graded = bool(thresholds) and len(within) == len(thresholds)
+    if destructive and graded:
+        reasons.append(
+            "destructive: the tool declares that it changes or deletes data, "
+            f"but {' and '.join(within)}"
+        )
+    elif destructive:
+        reasons.append("destructive: the tool declares that it changes or deletes data")
+        computed = "high"
+    if over:
+        reasons.extend(over)
+        computed = "high"
+    if (
+        computed == "medium"
+        and not destructive
+        and getattr(tool, "is_read_only", False)
+    ):
         computed = "low"
         reasons.append("read-only: the tool changes nothing")
-    elif computed == "medium":
+    elif computed == "medium" and not destructive:
         reasons.append("the tool writes; its policy asks a person")
     declared = approval.risk_level if approval.risk_level in RISK_LEVELS else ""
     level = max((computed, declared or computed), key=RISK_LEVELS.index)
@@ -421,6 +441,32 @@ QUEUE_SORTS = ("expires", "requested")
 QUEUE_PAGE_SIZE = 25
 
 
+def approvals_waiting_for(
+    *, user: AnyUser, approvals: QuerySet[ApprovalRequest] | None = None
+) -> QuerySet[ApprovalRequest]:
+    """Return the pending requests of ``approvals`` that wait for ``user`` to decide.
+
+    ``approvals`` defaults to every request ``user`` may see. Waiting for a user:
+    assigned to them (:func:`approvals.governance.assigned_to`: their groups or
+    claim, not their own under four-eyes), not voted on by them already and not
+    snoozed by them. The one definition behind the queue's "I can decide" view and
+    its count, and the tab title's count (``/attention.json``), so the two never
+    disagree. Implements DC-03.
+    """
+    if approvals is None:
+        approvals = approval_visible_to(user=user)
+    voted = ApprovalVote.objects.filter(
+        approval=OuterRef("pk"),
+        voter_id=getattr(user, "pk", None),
+        reset_at__isnull=True,
+    )
+    return (
+        assigned_to(user=user, approvals=approvals)
+        .exclude(Exists(voted))
+        .exclude(Exists(_live_snoozes(user)))
+    )
+
+
 def approval_queue(
     *,
     user: AnyUser,
@@ -475,15 +521,7 @@ def approval_queue(
             )
         )
         if mine:
-            voted = ApprovalVote.objects.filter(
-                approval=OuterRef("pk"),
-                voter_id=getattr(user, "pk", None),
-                reset_at__isnull=True,
-            )
-            approvals = assigned_to(user=user, approvals=approvals).exclude(
-                Exists(voted)
-            )
-            approvals = approvals.exclude(Exists(_live_snoozes(user)))
+            approvals = approvals_waiting_for(user=user, approvals=approvals)
     if tool:
         approvals = approvals.filter(tool_name=tool)
     if agent:

@@ -22,7 +22,7 @@ urlpatterns = [
     path("metrics", metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/", include("web.api.urls")),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", approval_views.LoginView.as_view(), name="login"),
     path(
         "accounts/logout/",
         auth_views.LogoutView.as_view(next_page="login"),

@@ -1,5 +1,6 @@
 // Telling the operator that a request waits, on every page: the tab title carries the
-// number of pending requests this user can decide ("(3) Threads · Countersign"), and
+// number of pending requests waiting for this user ("(3) Threads · Countersign", the
+// same number as the queue's "I can decide" view), and
 // opt-in browser notifications (Notification API) announce each new one. The queue's
 // live stream (ws/approvals/) is the doorbell; what this user can decide is the
 // server's answer (data-attention-url), so the count and the queue never disagree.
@@ -91,7 +92,8 @@ function apply(data) {
     for (const request of requests) if (!state.known.has(request.id)) notify(request);
   }
   state.known = new Set([...(state.known || []), ...ids]);
-  setCount(requests.length);
+  // The server's count is the queue's "I can decide" total (past the 500 listed too).
+  setCount(data && Number.isInteger(data.count) ? data.count : requests.length);
 }
 
 let timer = null;

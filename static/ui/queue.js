@@ -29,6 +29,7 @@ const canDecide = list.dataset.canDecide === "1";
 const viewName = list.dataset.view || "pending";
 // "I can decide" (mine) leaves out what this user snoozed; "All pending" keeps it.
 const mine = list.dataset.mine === "1";
+const mineCount = document.getElementById("queue-mine-count");
 // Requests snoozed or unsnoozed on this page: a live update must not bring them back
 // (a snooze made in another tab shows after a reload).
 const snoozedHere = new Set();
@@ -52,16 +53,58 @@ function announce(text) {
   live.textContent = text;
 }
 
-// The server's count covers every page; live arrivals and decisions move it.
+// The live region tells arrivals and every outcome of a request seen on this page
+// (approved, rejected, expired, cancelled, then executed or failed), each once.
+const announced = new Map(); // approval id -> the last outcome announced
+
+function outcomePhrase(ctx) {
+  if (!ctx || !ctx.status || ctx.status === "pending") return "";
+  const name = `${ctx.tool} #${ctx.id}`;
+  const execution = ctx.outcome && ctx.outcome.execution;
+  const state = execution && execution.state;
+  if (state === "succeeded" || state === "resolved") return `${name} executed`;
+  if (state === "failed") return `${name} failed${execution.error ? `: ${execution.error}` : ""}`;
+  if (state === "outcome_unknown") return `${name}: its outcome is unknown`;
+  const by = ctx.decidedBy ? ` by ${ctx.decidedBy}` : "";
+  return { approved: `${name} approved${by}`, rejected: `${name} rejected${by}`, expired: `${name} expired: nobody decided in time`, cancelled: `${name} cancelled` }[ctx.status] || `${name} ${ctx.status}`;
+}
+
+function announceOutcome(ctx) {
+  const phrase = outcomePhrase(ctx);
+  if (!phrase || announced.get(ctx.id) === phrase) return;
+  announced.set(ctx.id, phrase);
+  announce(phrase);
+}
+
+// The server's count covers every page; live arrivals and decisions move it. A card
+// in its undo window is approved, no longer pending: it is not counted (nor by the
+// tab title), though it stays on the page until the window ends.
 let total = Number(count.textContent) || 0;
+const bulk = document.getElementById("bulk");
 
 function updateCounts(delta = 0) {
-  const n = items.size;
+  const n = [...items.values()].filter((v) => !v.uncounted).length;
   total = Math.max(n, total + delta);
   count.textContent = String(total);
-  empty.hidden = n > 0;
-  if (selectAll) selectAll.checked = n > 0 && [...items.values()].every((v) => v.check.checked);
+  empty.hidden = items.size > 0;
+  // Nothing to select on an empty page: no bulk bar.
+  if (bulk) bulk.hidden = items.size === 0;
+  if (selectAll) selectAll.checked = items.size > 0 && [...items.values()].every((v) => v.check.checked);
 }
+
+// The tab title's count (attention.js) is the server's "I can decide" total: the
+// unfiltered "I can decide" view and the "All pending" view's "… you can decide"
+// show that same number.
+document.addEventListener("countersign:attention", (event) => {
+  const n = event.detail && Number.isInteger(event.detail.count) ? event.detail.count : null;
+  if (n === null) return;
+  if (mineCount) mineCount.textContent = String(n);
+  const filtered = ["tool", "agent", "requester", "risk", "q"].some((name) => (filters.get(name) || "").trim());
+  if (viewName === "pending" && mine && !filtered) {
+    total = n;
+    updateCounts();
+  }
+});
 
 function shortcutsOn() {
   return localStorage.getItem(SHORTCUTS_KEY) !== "off";
@@ -69,7 +112,11 @@ function shortcutsOn() {
 
 // A destructive or high-risk approval, and every bulk decision, asks first (LP-01).
 function needsConfirmation(ctx) {
-  return ctx.risk && (ctx.risk.level === "high" || ctx.risk.level === "critical");
+  return ctx.isDestructive || highRisk(ctx);
+}
+
+function highRisk(ctx) {
+  return Boolean(ctx.risk && (ctx.risk.level === "high" || ctx.risk.level === "critical"));
 }
 
 // -- confirmation dialog -------------------------------------------------------------
@@ -136,6 +183,7 @@ function create(ctx) {
   const title = h("h2", { class: "req-tool", id: `req-title-${id}` }, open);
   const risk = h("span", { class: "badge" });
   const votes = h("span", { class: "badge badge-votes" });
+  const finalState = h("span", { class: "badge final-state", hidden: true });
   const summary = h("span", { class: "req-summary" });
   const requester = h("span", { class: "req-requester" });
   const age = h("span", { class: "req-age" });
@@ -162,6 +210,7 @@ function create(ctx) {
   const authNote = h("p", { class: "notice req-auth", id: `req-auth-${id}`, hidden: true });
   const outcome = h("p", { class: "req-outcome", hidden: true });
   const undoBox = h("div", { class: "req-undo", role: "status", hidden: true });
+  const undoNotice = h("p", { class: "notice req-undo-notice", hidden: true });
   const form = needsForm(ctx) ? responseForm(ctx.responseSchema, id) : null;
   const error = h("p", { class: "error", role: "alert", hidden: true });
   const actionSlot = h("div", { class: "req-action-slot" });
@@ -174,6 +223,7 @@ function create(ctx) {
     warnings,
     authNote,
     undoBox,
+    undoNotice,
     error,
     actionSlot,
     reviewFacts,
@@ -200,6 +250,7 @@ function create(ctx) {
       { class: "req-head" },
       canDecide && viewName === "pending" ? h("label", { class: "check", for: `select-${id}` }, check, h("span", { class: "visually-hidden", text: `Select ${ctx.tool} request ${id}` })) : null,
       title,
+      finalState,
       summary,
       risk,
       votes,
@@ -207,7 +258,7 @@ function create(ctx) {
     ),
     detail,
   );
-  const view = { warnings, reviewFacts, id, el, open, check, title, risk, votes, summary, headline, riskWhy, label, verdict, threadLink, callLink, requester, agent, age, expiry, rationale, rationaleBox, basedOn, basedOnBox, args, argsHeading, diffBox, mismatch, changed, changedNote, previousArgs, message, authNote, outcome, undoBox, error, actionSlot, detail, ctx, form, editing: false };
+  const view = { undoNotice, finalState, warnings, reviewFacts, id, el, open, check, title, risk, votes, summary, headline, riskWhy, label, verdict, threadLink, callLink, requester, agent, age, expiry, rationale, rationaleBox, basedOn, basedOnBox, args, argsHeading, diffBox, mismatch, changed, changedNote, previousArgs, message, authNote, outcome, undoBox, error, actionSlot, detail, ctx, form, editing: false };
   if (canDecide && (viewName === "pending" || viewName === "snoozed")) buildActions(view);
   open.addEventListener("click", () => select(id));
   // Focus selects the card, except on its bulk checkbox: opening the card there would
@@ -438,9 +489,8 @@ function setRaw(view, raw) {
   refreshEditDiff(view);
 }
 
-function openEditor(view) {
+function openEditor(view, start = view.ctx.editedArguments ?? view.ctx.proposedArguments) {
   view.editing = true;
-  const start = view.ctx.editedArguments ?? view.ctx.proposedArguments;
   view.textarea.value = prettyJson(start);
   if (!view.schemaEditor && view.ctx.parametersSchema) {
     view.schemaEditor = schemaForm(view.ctx.parametersSchema, `edit-${view.id}-field`, { legend: "Edit the arguments", initial: start || {}, onInput: () => refreshEditDiff(view) });
@@ -530,11 +580,30 @@ function update(view, ctx) {
       view.approve.setAttribute("aria-describedby", view.authNote.id);
     } else view.approve.removeAttribute("aria-describedby");
   }
+  // Each final state has its own word, icon and colour (app.css .state-*).
+  const final = finalState(ctx);
+  view.finalState.hidden = !final;
+  if (final) {
+    view.finalState.textContent = final.text;
+    view.finalState.className = `badge final-state state-${final.state}`;
+  }
   view.outcome.hidden = !ctx.outcome || viewName !== "decided";
   if (ctx.outcome) view.outcome.textContent = [facts.headline, outcomeText(ctx.outcome)].filter(Boolean).join(" ");
   // The decided view says it once, in the outcome line.
   view.headline.hidden = viewName === "decided";
   tick(view);
+}
+
+// The badge of a decided request: ``{state, text}``, or null while it is pending.
+function finalState(ctx) {
+  if (!ctx.status || ctx.status === "pending") return null;
+  const execution = ctx.outcome && ctx.outcome.execution;
+  const ran = execution && execution.state;
+  if (ctx.status === "approved" && (ran === "succeeded" || ran === "resolved")) return { state: "succeeded", text: "Approved · executed" };
+  if (ctx.status === "approved" && ran === "failed") return { state: "failed", text: "Approved · failed" };
+  if (ctx.status === "approved" && ran === "outcome_unknown") return { state: "outcome_unknown", text: "Approved · outcome unknown" };
+  const words = { approved: "Approved", rejected: "Rejected", expired: "Expired", cancelled: "Cancelled" };
+  return { state: ctx.status, text: words[ctx.status] || ctx.status };
 }
 
 function outcomeText(outcome) {
@@ -588,6 +657,8 @@ function setBusy(view, busy) {
 
 function showUndo(view, undoUntil) {
   view.undoUntil = undoUntil;
+  view.uncounted = true;
+  updateCounts(-1);
   view.undoText = h("span", { class: "undo-text" });
   const undo = h("button", { type: "button", class: "btn", text: "Undo" });
   view.undoBox.replaceChildren(view.undoText, " ", undo);
@@ -597,20 +668,35 @@ function showUndo(view, undoUntil) {
   undo.addEventListener("click", async () => {
     undo.disabled = true;
     try {
-      const hadEdit = Boolean(view.ctx.facts && view.ctx.facts.arguments && view.ctx.facts.arguments.edited);
+      const edit = view.lastEdit ?? view.ctx.editedArguments;
+      const hadEdit = Boolean(edit);
       const back = await apiFetch(`/api/approvals/${view.id}/undo/`, { method: "POST", body: {} });
       view.undoUntil = null;
+      view.uncounted = false;
+      updateCounts(1);
       view.undoBox.hidden = true;
       view.actions.hidden = false;
       setBusy(view, false);
       await refresh(view.id, back);
-      const dropped = hadEdit && (back.editedArguments === null || back.editedArguments === undefined);
-      const said = dropped
-        ? `Approval undone. Your edit was dropped with it: the request is back with the arguments the agent proposed.`
-        : `Approval undone; the request is pending again.`;
-      showNote(view, said);
-      announce(said);
-      view.approve.focus();
+      const dropped = hadEdit && edit && (back.editedArguments === null || back.editedArguments === undefined);
+      if (dropped) {
+        // Never let a plain Approve run the proposal unseen: the edit is back in the
+        // editor, and Approve says it approves the proposal.
+        const changes = argumentsDiff(back.proposedArguments ?? view.ctx.proposedArguments, edit)
+          .map((d) => `${d.path} ${d.change === "added" ? "" : `${jsonText(d.proposed)} → `}${d.change === "removed" ? "removed" : jsonText(d.edited)}`)
+          .join(", ");
+        const said = `Undone: your edit (${changes}) was discarded with the approval; the request is back with the arguments the agent proposed. Your edit is in the editor below: approve it again there, or approve the proposal as it stands.`;
+        view.undoNotice.textContent = said;
+        view.undoNotice.hidden = false;
+        view.approve.textContent = "Approve as proposed";
+        announce(said);
+        openEditor(view, edit);
+      } else {
+        const said = `Approval undone; the request is pending again.`;
+        showNote(view, said);
+        announce(said);
+        view.approve.focus();
+      }
     } catch (error) {
       showError(view, errorText(error));
       view.undoUntil = null;
@@ -644,7 +730,11 @@ function belongs(ctx) {
   let inView = viewName === "decided" ? ctx.status !== "pending" : ctx.status === "pending";
   if (viewName === "snoozed") inView = inView && (loadingInitial || items.has(ctx.id)) && !unsnoozedHere.has(ctx.id);
   else if (viewName === "pending" && mine) inView = inView && !snoozedHere.has(ctx.id);
-  return inView && matchesFilters(ctx);
+  // "I can decide" lists what waits for this user (approvals_waiting_for): a live
+  // arrival routed elsewhere, or one they voted on, is not theirs.
+  const viewer = (ctx.facts && ctx.facts.viewer) || null;
+  const theirs = !(viewName === "pending" && mine) || !viewer || viewer.canApprove || viewer.canReject;
+  return inView && theirs && matchesFilters(ctx);
 }
 
 function upsert(ctx, { initial = false } = {}) {
@@ -670,6 +760,11 @@ function upsert(ctx, { initial = false } = {}) {
     list.insertBefore(view.el, after ? after.el : null);
   }
   updateCounts(initial ? 0 : 1);
+  if (!initial) {
+    const what = (ctx.facts && ctx.facts.review && ctx.facts.review.summary) || ctx.label || "";
+    if (viewName === "decided") announceOutcome(ctx);
+    else announce(`New request: ${ctx.tool} #${ctx.id}${what ? ` — ${what}` : ""}`);
+  }
   if (current === null) select(ctx.id, { focus: false });
 }
 
@@ -679,7 +774,10 @@ async function refresh(id, snapshot) {
   try {
     const res = await fetch(`/approvals/${id}/context.json`, { credentials: "same-origin" });
     if (res.ok) {
-      upsert(await res.json());
+      const ctx = await res.json();
+      const seen = items.has(id) || announced.has(id);
+      upsert(ctx);
+      if (seen) announceOutcome(ctx);
       return;
     }
   } catch {
@@ -696,13 +794,14 @@ function remove(id, ctx) {
   const hadFocus = view.el.contains(document.activeElement);
   view.el.remove();
   items.delete(id);
-  if (ctx && ctx.status) announce(`${ctx.tool} ${ctx.status}${ctx.decidedBy ? ` by ${ctx.decidedBy}` : ""}`);
+  const counted = !view.uncounted;
+  if (ctx && ctx.status) announceOutcome(ctx);
   if (current === id) {
     current = null;
     const next = ids[index + 1] ?? ids[index - 1];
     if (next !== undefined && items.has(next)) select(next, { focus: hadFocus });
   }
-  updateCounts(-1);
+  updateCounts(counted ? -1 : 0);
 }
 
 function select(id, { focus = true } = {}) {
@@ -746,7 +845,7 @@ async function approveWithChecks(view, { edited } = {}) {
   }
   if (needsConfirmation(view.ctx)) {
     const review = (view.ctx.facts && view.ctx.facts.review) || {};
-    const ok = await confirmDialog(`Approve ${view.ctx.tool}?`, `${review.summary ? `${review.summary}. ` : ""}This call is high risk. Approve it?`, [...(review.warnings || []).map((w) => `Check first: ${w}.`), ...(view.ctx.risk.reasons || [])]);
+    const ok = await confirmDialog(`Approve ${view.ctx.tool}?`, `${review.summary ? `${review.summary}. ` : ""}${highRisk(view.ctx) ? "This call is high risk." : "This call changes or deletes data."} Approve it?`, [...(review.warnings || []).map((w) => `Check first: ${w}.`), ...((view.ctx.risk && view.ctx.risk.reasons) || [])]);
     if (!ok) return false;
   }
   return decide(view, "approve", { edited });
@@ -783,6 +882,10 @@ async function decide(view, decision, { edited, reason, text, bulk = false } = {
   if (undoable) body.undo = true;
   try {
     const result = await apiFetch(`/api/approvals/${view.id}/${decision}/`, { method: "POST", body });
+    view.undoNotice.hidden = true;
+    if (view.approve) view.approve.textContent = "Approve";
+    // What was approved, for the undo (the card is not read again inside the window).
+    view.lastEdit = result && result.editedArguments ? result.editedArguments : edited ?? null;
     if (undoable && result && result.undoUntil && !bulk) {
       announce(`${view.ctx.tool} approved; it executes in ${undoSeconds} seconds unless you undo`);
       showUndo(view, result.undoUntil);
@@ -841,7 +944,7 @@ if (canDecide && bulkApprove) {
     }
     const allowed = views.filter((v) => v.ctx.facts && v.ctx.facts.viewer && v.ctx.facts.viewer.canApprove);
     const refused = views.length - allowed.length;
-    const lines = allowed.map((v) => `${v.ctx.tool} #${v.id} (${v.ctx.risk.level} risk) — ${v.ctx.thread.title}`);
+    const lines = allowed.map((v) => `${v.ctx.tool} #${v.id} (${v.ctx.risk ? v.ctx.risk.level : "medium"} risk) — ${v.ctx.thread.title}`);
     if (refused) lines.push(`${refused} you may not authorize will be left pending`);
     const ok = await confirmDialog(`Approve ${allowed.length} request${allowed.length === 1 ? "" : "s"}?`, "A bulk approval executes every selected call.", lines);
     if (!ok) return;

@@ -615,12 +615,13 @@ function decisionControls(call, panel, auth, risk) {
     error.hidden = !text;
   };
   panel.showError = showError;
-  // A high-risk (destructive, over a threshold) approval asks once more.
+  // A destructive or high-risk (over a threshold) approval asks once more.
   let pendingEdit;
   const askOrApprove = (edited) => {
-    if (risk && (risk.level === "high" || risk.level === "critical")) {
+    const high = risk && (risk.level === "high" || risk.level === "critical");
+    if (high || (call.approval && call.approval.isDestructive)) {
       pendingEdit = edited;
-      confirmText.textContent = `Approve ${call.name}? It is high risk: ${(risk.reasons || []).join("; ")}.`;
+      confirmText.textContent = `Approve ${call.name}? ${high ? "It is high risk" : "It changes or deletes data"}: ${((risk && risk.reasons) || ["destructive"]).join("; ")}.`;
       confirm.hidden = false;
       confirmYes.focus();
       return;

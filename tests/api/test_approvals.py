@@ -40,7 +40,7 @@ def test_dc05_approval_retrieve_mirrors_the_snapshot(api, approval):
     }
     assert body == {**snapshot, "runId": "t-refund-run", "execution": None}
     assert mine["canAuthorize"] is False  # the owner holds neither permission
-    assert mine["risk"]["level"] == "high"
+    assert mine["risk"]["level"] == "medium"  # destructive, 25 within 100
     assert mine["undoUntil"] is None
     # The facts every surface shows, with the owner's own "why not", in words.
     assert mine["facts"]["votes"]["text"] == "0 of 1 approval"

@@ -132,8 +132,11 @@ def test_dc03_approval_context_gives_rationale_results_risk_and_links(
     assert context["callUrl"].endswith(f"#call-{pending_refund.tool_call_id}")
     assert context["requester"] == thread.owner.username
     assert context["agent"] == "demo"
-    assert context["risk"]["level"] == "high"
-    assert context["risk"]["reasons"][0].startswith("destructive")
+    assert context["risk"]["level"] == "medium"
+    assert context["risk"]["reasons"][0] == (
+        "destructive: the tool declares that it changes or deletes data, "
+        "but amount 25 is within the policy threshold 100"
+    )
     lookups = [r for r in context["basedOn"] if r["tool"] == "lookup_order"]
     assert lookups
     assert "A-1001" in lookups[0]["content"]

@@ -73,7 +73,9 @@ def test_scrape_follows_a_refund_from_pending_to_executed(
     pending_refund_thread(user, thread_id="t-metrics")
     approval = ApprovalRequest.objects.get()
     pending = _scrape(client)
-    assert _value(pending, "countersign_approvals_pending", group="", risk="high") == 1
+    assert (
+        _value(pending, "countersign_approvals_pending", group="", risk="medium") == 1
+    )
     assert _value(pending, "countersign_approval_oldest_pending_age_seconds") > 0
     assert _value(pending, "countersign_events_appended_total") > _value(
         before, "countersign_events_appended_total"
@@ -86,7 +88,7 @@ def test_scrape_follows_a_refund_from_pending_to_executed(
     after = _scrape(client)
     assert (
         "countersign_approvals_pending",
-        (("group", ""), ("risk", "high")),
+        (("group", ""), ("risk", "medium")),
     ) not in after
     assert _value(after, "countersign_approval_oldest_pending_age_seconds") == 0.0
     latency = "countersign_approval_decision_latency_seconds_count"

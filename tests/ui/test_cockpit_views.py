@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import pytest
 
+from approvals.models import ApprovalRequest
+from approvals.selectors import approval_queue
+from orchestration.pipeline import approval_decide
 from tests.helpers.ui import PASSWORD, make_user, pending_request
 from threads.services import thread_create
 
 pytestmark = pytest.mark.django_db
 
 
-def test_attention_counts_only_requests_the_user_can_authorize(client):
-    """The decide permission and the tool's own: bob (no demo.add_refund) counts 0."""
+def test_attention_counts_what_the_queue_lists_as_yours(client):
+    """The count is the queue's "I can decide" total: bob (no demo.add_refund) may
+    still reject, so both count for him, marked ``canApprove: false``; the requester
+    (four-eyes) and a voter on an N-of-M request are not waited for."""
     owner = make_user("olivia", "demo.add_refund")
-    make_user("alice", "approvals.decide_approvalrequest", "demo.add_refund")
-    make_user("bob", "approvals.decide_approvalrequest")
+    alice = make_user("alice", "approvals.decide_approvalrequest", "demo.add_refund")
+    bob = make_user("bob", "approvals.decide_approvalrequest")
     make_user("carol")
     first = pending_request(owner, call_id="c1", amount=10.0)
     pending_request(owner, call_id="c2", amount=20.0)
@@ -27,10 +32,26 @@ def test_attention_counts_only_requests_the_user_can_authorize(client):
     assert data["requests"][0]["url"] == f"/threads/{first.thread.thread_id}/#call-c1"
     assert data["requests"][0]["tool"] == "refund_order"
 
+    assert [r["canApprove"] for r in data["requests"]] == [True, True]
+    assert data["count"] == approval_queue(user=alice, mine=True)["total"]
+
     client.login(username="bob", password=PASSWORD)
     data = client.get("/attention.json").json()
-    assert data["count"] == 0
-    assert [r["canDecide"] for r in data["requests"]] == [False, False]
+    assert data["count"] == 2
+    assert [r["canApprove"] for r in data["requests"]] == [False, False]
+    assert data["count"] == approval_queue(user=bob, mine=True)["total"]
+
+    # alice votes on a request needing two approvals: it no longer waits for her
+    ApprovalRequest.objects.filter(pk=first.pk).update(approvals_required=2)
+    first.refresh_from_db()
+    approval_decide(approval=first, decided_by=alice, decision="approve")
+    client.login(username="alice", password=PASSWORD)
+    data = client.get("/attention.json").json()
+    assert data["count"] == 1 == approval_queue(user=alice, mine=True)["total"]
+    # and the requester is never waited for (four-eyes)
+    owner.user_permissions.add(*alice.user_permissions.all())
+    client.login(username="olivia", password=PASSWORD)
+    assert client.get("/attention.json").json()["count"] == 0
 
     client.login(username="carol", password=PASSWORD)
     assert client.get("/attention.json").json() == {"count": 0, "requests": []}

@@ -152,7 +152,8 @@ def test_sec02_queue_refuses_the_unauthorized_confirms_and_undoes(
         )
         expect(item.locator(".req-requester")).to_have_text("requested by olivia")
         expect(item.locator(".req-agent")).to_have_text("agent demo")
-        expect(item.locator(".badge.risk-high")).to_have_text("high risk")
+        # destructive, within the demo's 100.00 threshold: medium (still confirmed)
+        expect(item.locator(".badge.risk-medium")).to_have_text("medium risk")
         expect(item.locator(".req-risk-reasons")).to_contain_text("destructive")
         expect(item.locator(".req-expiry")).to_contain_text("expires in")
         expect(item.locator(".req-based-on")).to_contain_text("lookup_order")
@@ -331,7 +332,7 @@ def test_dc03_schema_form_diff_decided_view_filters_and_csv(browser, quick_serve
         page.get_by_text("Filter and sort").click()
         page.get_by_label("Risk").select_option("high")
         page.get_by_role("button", name="Apply").click()
-        expect(page.locator(".req")).to_have_count(3)  # destructive: every refund
+        expect(page.locator(".req")).to_have_count(1)  # only the one over 100.00
         page.get_by_label("Search").fill("big refund")
         page.get_by_role("button", name="Apply").click()
         expect(page.locator(".req")).to_have_count(1)
@@ -413,7 +414,7 @@ def test_dc03_admin_pending_changelist_decide_panel_and_audit_trail(
         context_panel = page.get_by_role("region", name="Where it stands")
         expect(context_panel).to_contain_text("admin refund")
         expect(context_panel).to_contain_text("The parcel arrived damaged")
-        expect(context_panel).to_contain_text("high")
+        expect(context_panel).to_contain_text("medium")
         assert_no_axe_violations(page)
         screenshot(page, f"admin-decide-{viewport['width']}")
 

@@ -427,11 +427,30 @@ DECISION_CSV_COLUMNS = (
 )
 
 
+def _approved_arguments_cell(approval: ApprovalRequest) -> str:
+    """Return the approved arguments as compact JSON, or ``""`` when none were approved.
+
+    Only an approved request bound to a call has approved arguments: a rejected,
+    expired or cancelled one approved nothing (an edit voted on under N of M was
+    never approved), and an input request answers with a response, not arguments.
+    """
+    if approval.status != ApprovalRequest.Status.APPROVED:
+        return ""
+    if (
+        approval.tool_call_id is None
+        and approval.kind != ApprovalRequest.Kind.TOOL_CALL
+    ):
+        return ""
+    return compact_json(approval.approved_arguments)
+
+
 class ApprovalDecisionsCsvApi(APIView):
     """``GET /api/approvals/decisions.csv``: every decided request you may see, as CSV.
 
     One row per request (newest decision first) with ``DECISION_CSV_COLUMNS``;
-    arguments as compact JSON. Filters ``tool``, ``thread`` (threadId),
+    arguments as compact JSON; ``approvedArguments`` is empty unless the request
+    was approved (``edited`` says whether an approver's edit exists, approved or
+    not). Filters ``tool``, ``thread`` (threadId),
     ``status``. Implements DC-05.
     """
 
@@ -493,7 +512,7 @@ class ApprovalDecisionsCsvApi(APIView):
                     a.reason,
                     "yes" if a.edited else "no",
                     compact_json(a.proposed_arguments),
-                    compact_json(a.approved_arguments),
+                    _approved_arguments_cell(a),
                     *outcomes.get(a.tool_call_id or 0, ("", "")),
                     _csv_response(a),
                 ]

@@ -12,16 +12,19 @@ Decisions go through the REST API. Implements DC-03, DC-05, SEC-02.
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
+from typing import Any
+from urllib.parse import urlencode, urlsplit
 
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core import signing
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
+from django.urls import Resolver404, resolve, reverse
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET
 
+from approvals.labels import approval_label
 from approvals.models import DECIDE_PERMISSION, ApprovalRequest
 from approvals.notifications.links import approval_link_verify
 from approvals.selectors import (
@@ -32,6 +35,7 @@ from approvals.selectors import (
     approval_get,
     approval_queue,
     approval_queue_facets,
+    approvals_waiting_for,
     can_see_queue,
 )
 from core.conf import countersign_settings
@@ -121,6 +125,12 @@ def approval_queue_page(request: HttpRequest) -> HttpResponse:
         mine=mine,
         page=int(request.GET.get("page", "1")),
     )
+    # Beside "All pending", the number the tab title counts (the "I can decide" view).
+    waiting_count = (
+        approvals_waiting_for(user=request.user).count()
+        if can_decide and view == "pending" and not mine
+        else None
+    )
     keep = {k: v for k, v in request.GET.items() if k != "page"}
     return render(
         request,
@@ -137,6 +147,7 @@ def approval_queue_page(request: HttpRequest) -> HttpResponse:
             "mine_url": "?" + urlencode({**keep, "mine": "0" if mine else "1"}),
             "view": view,
             "mine": mine,
+            "waiting_count": waiting_count,
             "filters": filters,
             "facets": approval_queue_facets(user=request.user),
             "risks": ["critical", "high", "medium", "low"],
@@ -191,3 +202,52 @@ def _invalid(request: HttpRequest, problem: str, *, status: int) -> HttpResponse
         {"problem": problem, "nav": "approvals"},
         status=status,
     )
+
+
+def approval_link_waiting(next_url: str) -> str:
+    """Return what waits behind a signed approval link ``next_url``, as a sentence, or ``""``.
+
+    ``"Sign in to decide: Refunding 25.0 on order A-1001 (refund_order), requested
+    by olivia."`` for a pending request; a decided one says how to see its
+    outcome. Only what the notification that carried the link already said (its
+    label, tool and requester; never arguments), and only for the request the
+    link names: ``""`` for any other address, a forged, altered or expired link,
+    or a request that no longer exists. Implements DC-05.
+    """
+    try:
+        match = resolve(urlsplit(next_url).path)
+    except Resolver404:
+        return ""
+    if match.url_name != "approval-link":
+        return ""
+    try:
+        pk = approval_link_verify(str(match.kwargs.get("token", "")))
+    except signing.BadSignature:  # SignatureExpired is one
+        return ""
+    approval = (
+        ApprovalRequest.objects.select_related("requested_by", "thread__owner", "run")
+        .filter(pk=pk)
+        .first()
+    )
+    if approval is None:
+        return ""
+    label = approval_label(approval)
+    what = f"{label} ({approval.tool_name})" if label else approval.tool_name
+    requester = approval.requested_by or approval.thread.owner
+    who = getattr(requester, "username", None) or "unknown"
+    if approval.status == ApprovalRequest.Status.PENDING:
+        return f"Sign in to decide: {what}, requested by {who}."
+    return (
+        f"Sign in to see how it ended: {what}, requested by {who}, "
+        f"is {approval.status} already."
+    )
+
+
+class LoginView(auth_views.LoginView):
+    """Django's login, saying what waits when it was reached from a signed approval link."""
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        """Add ``waiting`` (:func:`approval_link_waiting` of the ``next`` address)."""
+        context = super().get_context_data(**kwargs)
+        context["waiting"] = approval_link_waiting(self.get_redirect_url())
+        return context

@@ -29,7 +29,12 @@ from django.views.decorators.http import require_GET
 from approvals.authorization import approval_authorization, users_with_permission
 from approvals.labels import approval_label
 from approvals.models import DECIDE_PERMISSION, ApprovalRequest
-from approvals.selectors import VIEW_PERMISSION, approval_context, can_see_queue
+from approvals.selectors import (
+    VIEW_PERMISSION,
+    approval_context,
+    approvals_waiting_for,
+    can_see_queue,
+)
 from core.conf import countersign_settings
 from core.types import AnyUser
 from threads.agent_config import agent_toolset
@@ -339,22 +344,27 @@ def thread_state_json(request: HttpRequest, thread_id: str) -> JsonResponse:
 @require_GET
 @login_required
 def attention_json(request: HttpRequest) -> JsonResponse:
-    """Return the pending requests ``request.user`` can decide, for the tab title and notifications.
+    """Return the pending requests waiting for ``request.user``, for the tab title and notifications.
 
     ``{"count": n, "requests": [{"id", "tool", "label", "threadId",
-    "threadTitle", "url", "canDecide"}]}``, oldest first (at most 500); ``url``
-    opens the call in its thread. ``count`` counts those with ``canDecide``.
-    Empty for users without ``approvals.decide_approvalrequest``. Feeds the
-    tab-title count and the browser notifications of every page.
+    "threadTitle", "url", "canDecide", "canApprove"}]}``, oldest first (at most
+    500); ``url`` opens the call in its thread. The requests are
+    :func:`approvals.selectors.approvals_waiting_for` (the queue's "I can
+    decide" view), so ``count`` (all of them, past 500 too) is the number that
+    view shows; ``canApprove`` is false where the viewer may only reject (a tool
+    permission they lack). Empty for users without
+    ``approvals.decide_approvalrequest``. Feeds the tab-title count and the
+    browser notifications of every page. Implements DC-03.
     """
     user = request.user
     requests: list[dict[str, Any]] = []
+    count = 0
     if user.has_perm(DECIDE_PERMISSION):
-        pending = (
-            ApprovalRequest.objects.filter(status=ApprovalRequest.Status.PENDING)
-            .select_related("tool_call", "thread")
-            .order_by("requested_at", "id")[:500]
-        )
+        waiting = approvals_waiting_for(user=user)
+        count = waiting.count()
+        pending = waiting.select_related("tool_call", "thread").order_by(
+            "requested_at", "id"
+        )[:500]
         for approval in pending:
             call = approval.call
             anchor = f"#call-{call.tool_call_id}" if call is not None else ""
@@ -366,10 +376,9 @@ def attention_json(request: HttpRequest) -> JsonResponse:
                     "threadId": approval.thread.thread_id,
                     "threadTitle": approval.thread.title,
                     "url": f"/threads/{quote(approval.thread.thread_id)}/{anchor}",
+                    "canDecide": True,
                     # The decide permission and the tool's own (approvals.authorization).
-                    "canDecide": approval_authorization(approval, user).can_authorize,
+                    "canApprove": approval_authorization(approval, user).can_authorize,
                 }
             )
-    return JsonResponse(
-        {"count": sum(r["canDecide"] for r in requests), "requests": requests}
-    )
+    return JsonResponse({"count": count, "requests": requests})
