@@ -82,12 +82,11 @@ def make_source(request: Any, log: Path) -> Iterator[SourceFactory]:
     ) -> McpToolSource:
         if transport == "http":
             server: HttpServer = request.getfixturevalue("http_server")
-            where: dict[str, Any] = {"url": server.url}
+            where: dict[str, Any] = {"url": server.url, "connect_timeout": 15}
         else:
-            where = stdio_command(log)
-        source = McpToolSource(
-            McpServerConfig(name=name, connect_timeout=60, **where, **options)
-        )
+            # A cold interpreter importing the mcp SDK: slow on a loaded machine.
+            where = {**stdio_command(log), "connect_timeout": 60}
+        source = McpToolSource(McpServerConfig(name=name, **where, **options))
         sources.append(source)
         return source
 
