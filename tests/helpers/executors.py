@@ -166,6 +166,10 @@ class WorkerProcess:
             and stable(self.env) == stable(env)
         )
 
+    def pid(self) -> int | None:
+        """Return the running process's id (``None`` when stopped)."""
+        return self.process.pid if self.process is not None else None
+
     def kill(self) -> None:
         """SIGKILL the worker process (no cleanup, as a crash would)."""
         if self.process is not None and self.process.poll() is None:
@@ -261,6 +265,8 @@ class WarmWorker:
     factory: Callable[[], WorkerProcess]
     broker_url: str
     worker: WorkerProcess | None = None
+    #: The process id and environment of the worker lent to the running test.
+    _lent: tuple[int | None, dict[str, str]] = (None, {})
 
     def __post_init__(self) -> None:
         _WARM_SLOTS.append(self)
@@ -270,6 +276,7 @@ class WarmWorker:
         fresh = self.factory()
         warm = self.worker
         if warm is not None and warm.fits(fresh.env):
+            self._lent = (warm.pid(), dict(warm.env))
             return warm
         if warm is not None:
             warm.stop()
@@ -277,12 +284,19 @@ class WarmWorker:
         flush_broker(self.broker_url)
         fresh.start()
         self.worker = fresh
+        self._lent = (fresh.pid(), dict(fresh.env))
         return fresh
 
     def release(self, worker: WorkerProcess) -> None:
-        """Keep ``worker`` warm if it is unchanged and idle; otherwise stop it."""
+        """Keep ``worker`` warm if it is unchanged and idle; otherwise stop it.
+
+        Unchanged: the process lent (not one the test restarted, which may still be
+        running its startup sweep while the test database is flushed) with the
+        environment it was lent with.
+        """
         if (
             worker is self.worker
+            and (worker.pid(), dict(worker.env)) == self._lent
             and worker.fits(worker.env)
             and broker_idle(self.broker_url, timeout=10)
         ):
