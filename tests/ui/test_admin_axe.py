@@ -1,7 +1,7 @@
 """Every admin page a staff user can open, in Debian's chromium at 1920, 1400 and
 390 px: axe-core finds nothing, and no visible text shows a raw ISO timestamp with
-microseconds (none is excused: not even the stored JSON the admin shows as recorded,
-event payloads, arguments, audit entries, holds one).
+microseconds. Nothing is excused: on these rows not even the stored JSON the admin
+shows as recorded (event payloads, arguments, a sweep's recoveries) contains one.
 
 The pages are found, not listed: the admin index, each app's index, every model
 registered on ``django.contrib.admin.site`` (its changelist, its add page when the
