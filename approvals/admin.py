@@ -891,6 +891,33 @@ class ToolPolicyForm(forms.ModelForm):
         return data
 
 
+class PolicyAgentFilter(admin.SimpleListFilter):
+    """The agent filter, naming the blank agent "every agent" (a link needs a name)."""
+
+    title = "agent"
+    parameter_name = "agent"
+    EVERY = "every agent"
+
+    def lookups(
+        self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]
+    ) -> list[tuple[str, str]]:
+        agents = (
+            ToolPolicy.objects.order_by("agent")
+            .values_list("agent", flat=True)
+            .distinct()
+        )
+        # "" is no value to a list filter: the blank agent gets its own word.
+        return [(agent or self.EVERY, agent or self.EVERY) for agent in agents]
+
+    def queryset(
+        self, request: HttpRequest, queryset: QuerySet[ToolPolicy]
+    ) -> QuerySet[ToolPolicy]:
+        chosen = self.value()
+        if chosen is None:
+            return queryset
+        return queryset.filter(agent="" if chosen == self.EVERY else chosen)
+
+
 @admin.register(ToolPolicy)
 class ToolPolicyAdmin(admin.ModelAdmin):
     """Static tool policies, editable without code; they override settings and code."""
@@ -906,7 +933,7 @@ class ToolPolicyAdmin(admin.ModelAdmin):
         "expiry_seconds",
         "risk_level",
     )
-    list_filter = ("enabled", "action", "agent")
+    list_filter = ("enabled", "action", PolicyAgentFilter)
     filter_horizontal = ("groups",)
 
 

@@ -34,7 +34,11 @@ class ReadOnlyMixin:
 
 
 def _pretty(value: Any) -> str:
-    return format_html("<pre>{}</pre>", json.dumps(value, indent=2, ensure_ascii=False))
+    # Focusable: a long line scrolls inside it on a phone (scrollable-region-focusable).
+    return format_html(
+        '<pre class="cs-json" tabindex="0">{}</pre>',
+        json.dumps(value, indent=2, ensure_ascii=False),
+    )
 
 
 class MessageInline(ReadOnlyMixin, admin.TabularInline):
@@ -90,6 +94,10 @@ class ThreadAdmin(admin.ModelAdmin):
         "updated_at",
     )
     inlines = [RunInline, MessageInline, ToolCallInline]
+
+    def get_inlines(self, request: HttpRequest, obj: Thread | None) -> list[Any]:
+        """Show the history inlines on a thread's page, not on the add page (it has none)."""
+        return list(self.inlines) if obj is not None else []
 
     @admin.display(description="event log")
     def events_link(self, obj: Thread) -> str:
