@@ -36,7 +36,8 @@ settings.COUNTERSIGN = {
     **{
         name: value
         for name, value in settings.COUNTERSIGN.items()
-        if name.startswith("NOTIF") or name in ("PUBLIC_URL", "DECISION_UNDO_SECONDS")
+        if name.startswith("NOTIF")
+        or name in ("PUBLIC_URL", "DECISION_UNDO_SECONDS", "RISK_THRESHOLDS")
     },
 }
 import uvicorn

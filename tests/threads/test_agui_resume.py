@@ -131,17 +131,17 @@ async def test_ir05_ir07_ir15_resume_approves_and_continues_in_the_same_stream(
         assert facts["headline"] == "Waiting for a decision from an approver."
         assert facts["arguments"]["approved"] == approval.proposed_arguments
         assert "viewer" not in facts
+        # The REST API's and the queue's risk (approvals.selectors.approval_risk).
+        shown = await http.get(
+            f"/api/approvals/{approval.pk}/",
+            headers={"Authorization": f"Token {token}"},
+        )
+        assert shown.status_code == 200, shown.text
         assert interrupt["metadata"] == {
             "approvalId": approval.pk,
             "tool": "refund_order",
             "argumentsHash": canonical_sha256(approval.proposed_arguments),
-            # The REST API's and the queue's risk (approvals.selectors.approval_risk).
-            "risk": {
-                "level": "high",
-                "reasons": [
-                    "destructive: the tool declares that it changes or deletes data"
-                ],
-            },
+            "risk": shown.json()["risk"],
             # Governance: one approval by anyone allowed, none given yet.
             "approvals": {"required": 1, "given": 0, "by": [], "reset": []},
             "approverGroups": [],
