@@ -212,9 +212,13 @@ def _check(page: Any, url: str, problems: dict[str, list[str]]) -> None:
                     f"{', '.join(node['target'])}: {summary}"
                 )
                 problems.setdefault(finding, []).append(where)
-        raw = RAW_ISO.search(page.locator("body").inner_text())
+        text = page.locator("body").inner_text()
+        raw = RAW_ISO.search(text)
         if raw:
             problems.setdefault(f"raw timestamp {raw.group()!r}", []).append(where)
+        # A template comment Django did not strip ({# #} spans one line only).
+        if "{#" in text or "#}" in text:
+            problems.setdefault("template comment shown", []).append(where)
 
 
 def _report(problems: dict[str, list[str]]) -> str:
