@@ -39,14 +39,15 @@ _EXPORTER = InMemorySpanExporter()
 @pytest.fixture
 def spans(monkeypatch: Any) -> Iterator[InMemorySpanExporter]:
     """Tracing on for this test, every finished span kept in memory; off again after it."""
+    # Recorded before tracing_configure sets it, so monkeypatch's undo turns it off:
+    # a later test must not see tracing on (an extra trace-context read per call).
+    monkeypatch.setattr(tracing, "_configured", tracing._configured)
     tracing.tracing_configure(span_processor=SimpleSpanProcessor(_EXPORTER))
     tracing.instrumentations_install()
-    monkeypatch.setattr(tracing, "_configured", True)
     _EXPORTER.clear()
     yield _EXPORTER
     tracing.instrumentations_remove()
     _EXPORTER.clear()
-    monkeypatch.setattr(tracing, "_configured", False)
 
 
 def _named(spans: list[ReadableSpan], prefix: str) -> list[ReadableSpan]:
