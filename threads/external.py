@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from core.types import User
 from threads.exceptions import ThreadNotOwned
@@ -54,23 +54,38 @@ def external_thread_for(
 ) -> Thread:
     """Return the thread of ``owner``'s conversation ``conversation_id`` with ``agent``.
 
-    The conversation id is the thread's ``threadId``; a new one is created on first
-    use (without one, a thread of its own). Raises :class:`ThreadNotOwned` when
-    that thread belongs to another owner or another agent.
+    Conversation ids are the owner's own, like AG-UI thread ids: looked up
+    among ``owner``'s client thread ids (``Thread.client_thread_id``), a new one
+    creating ``owner``'s thread with that client id and a minted global id,
+    whoever else uses the same id (nobody learns which ids others took). Without
+    one, a thread of its own. Raises :class:`ThreadNotOwned` when the owner's
+    conversation is a thread of another agent. Call inside a transaction.
+    Implements SEC-06.
     """
-    if conversation_id:
-        thread = Thread.objects.filter(thread_id=conversation_id).first()
-        if thread is not None:
-            if thread.owner_id != owner.pk or thread.agent != agent:
-                raise ThreadNotOwned(
-                    f"conversationId {conversation_id!r} is another conversation's "
-                    "thread; use an id of your own (a UUID, say)"
+    if not conversation_id:
+        return Thread.objects.create(owner=owner, agent=agent, title=title[:300])
+    thread = Thread.objects.filter(
+        owner=owner, client_thread_id=conversation_id
+    ).first()
+    if thread is None:
+        try:
+            # A savepoint: a concurrent first declaration in the same conversation
+            # wins the unique (owner, client id) and this one joins its thread.
+            with transaction.atomic():
+                return Thread.objects.create(
+                    owner=owner,
+                    agent=agent,
+                    title=title[:300],
+                    client_thread_id=conversation_id,
                 )
-            return thread
-        return Thread.objects.create(
-            owner=owner, agent=agent, title=title[:300], thread_id=conversation_id
+        except IntegrityError:
+            thread = Thread.objects.get(owner=owner, client_thread_id=conversation_id)
+    if thread.agent != agent:
+        raise ThreadNotOwned(
+            f"conversationId {conversation_id!r} is your conversation with agent "
+            f"{thread.agent!r}; use another id for agent {agent!r}"
         )
-    return Thread.objects.create(owner=owner, agent=agent, title=title[:300])
+    return thread
 
 
 def external_call_record(*, owner: User, declared: DeclaredCall) -> ToolCall:

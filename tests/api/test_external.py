@@ -44,7 +44,6 @@ def test_a_call_needing_approval_is_recorded_in_the_agents_thread_and_queued(
     assert response.status_code == 201, response.json()
     body = response.json()
     assert body["status"] == "pending"
-    assert body["threadId"] == "conv-1"
     assert body["decision"] is None
     approval = ApprovalRequest.objects.get(pk=body["approvalId"])
     assert approval.status == "pending"
@@ -52,6 +51,8 @@ def test_a_call_needing_approval_is_recorded_in_the_agents_thread_and_queued(
     assert approval.proposed_arguments == {"order_id": "A-1", "amount": 25}
     thread = Thread.objects.get(client_thread_id="conv-1")
     assert (thread.owner, thread.agent) == (user, "billing")
+    # threadId is the thread's global id (the REST API's), minted, not the caller's
+    assert body["threadId"] == thread.thread_id != "conv-1"
     call = ToolCall.objects.get(tool_call_id=body["toolCallId"])
     assert call.state == "awaiting_approval"
     assert [e.type for e in Event.objects.filter(thread=thread).order_by("seq")] == [
@@ -122,7 +123,8 @@ def test_calls_of_one_conversation_share_its_thread(api: Any) -> None:
     second = declare(
         api, conversationId="conv-2", arguments={"order_id": "A-2", "amount": 5}
     ).json()
-    assert first["threadId"] == second["threadId"] == "conv-2"
+    assert first["threadId"] == second["threadId"]
+    assert Thread.objects.get(client_thread_id="conv-2").thread_id == first["threadId"]
     assert first["toolCallId"] != second["toolCallId"]
     assert Run.objects.filter(thread__client_thread_id="conv-2").count() == 2
     assert ApprovalRequest.objects.filter(status="pending").count() == 2
@@ -205,10 +207,39 @@ def test_an_idempotency_key_reused_with_other_arguments_is_refused(api: Any) -> 
     assert ToolCall.objects.count() == 1
 
 
-def test_another_owners_conversation_is_refused(api: Any, other_api: Any) -> None:
-    declare(api, conversationId="conv-mine")
+def test_conversation_ids_are_each_owners_own(
+    api: Any, other_api: Any, user: Any
+) -> None:
+    """Two owners using one conversationId get a thread each; neither sees the other's."""
+    # given: a conversation of the first owner
+    mine = declare(api, conversationId="conv-mine").json()
+    # when: another owner declares in a conversation of the same id
     response = declare(other_api, conversationId="conv-mine")
-    assert response.status_code == 403
+    # then: it is a thread of their own, with a global id of its own
+    assert response.status_code == 201, response.json()
+    theirs = response.json()
+    assert theirs["threadId"] != mine["threadId"]
+    threads = Thread.objects.filter(client_thread_id="conv-mine").order_by("pk")
+    assert [t.owner_id == user.pk for t in threads] == [True, False]
+    assert Run.objects.filter(thread=threads[0]).count() == 1
+    assert Run.objects.filter(thread=threads[1]).count() == 1
+    # and: the first owner's next declaration stays in the first thread
+    again = declare(api, conversationId="conv-mine").json()
+    assert again["threadId"] == mine["threadId"]
+
+
+def test_a_conversation_of_another_agent_is_refused(api: Any) -> None:
+    """One of the owner's conversation ids names one agent's thread; another agent is told."""
+    declare(api, conversationId="conv-agent")
+    response = declare(
+        api,
+        agent="helper",
+        conversationId="conv-agent",
+        tool="note",
+        arguments={"text": "hi"},
+    )
+    assert response.status_code == 403, response.json()
+    assert "your conversation with agent 'billing'" in response.json()["detail"]
     assert ToolCall.objects.count() == 1
 
 

@@ -53,7 +53,7 @@ def external_thread(api: Any) -> Thread:
     """Return the thread of an external agent's declared call."""
     response = declare(api, conversationId="conv-1")
     assert response.status_code == 201, response.json()
-    return Thread.objects.get(thread_id="conv-1")
+    return Thread.objects.get(client_thread_id="conv-1")
 
 
 def recorded() -> tuple[int, int, int, int]:
@@ -118,7 +118,7 @@ def test_a_rest_message_to_an_external_thread_is_refused(api, external_thread):
     body = response.json()
     assert body["type"] == "recorded_thread"
     assert body["detail"] == (
-        "thread 'conv-1' records the calls external agent 'billing' declares through "
+        f"thread {external_thread.thread_id!r} records the calls external agent 'billing' declares through "
         "the approval API; that agent runs elsewhere, so it takes no message and no "
         "run here: send the message to the agent itself, which declares its calls "
         "with POST /api/external/tool-calls/"

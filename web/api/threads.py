@@ -83,8 +83,13 @@ _ERROR_TEXT = {
 
 
 def errors(*codes: int) -> dict[int, OpenApiResponse]:
-    """Return the documented error responses ``codes`` (plus 401 and 403, always)."""
-    wanted = sorted({401, 403, *codes})
+    """Return the documented error responses ``codes`` (plus 401, 403 and 429, always).
+
+    429 is on every operation because every REST request is counted against its
+    token's rate (``web.ratelimit.ApiRateThrottle``) and unknown tokens against
+    their address's.
+    """
+    wanted = sorted({401, 403, 429, *codes})
     return {
         code: OpenApiResponse(ErrorSerializer, description=_ERROR_TEXT[code])
         for code in wanted
