@@ -482,8 +482,10 @@ def run_start_from_agui(
         # A reused tool-call id gets a thread-unique one; the wire echo keeps the
         # client's (threads.ids.input_call_ids_unique).
         # The echo's messages are the input's, dumped once (B9).
+        # A thread created just now stores nothing to collide with: no lookup of
+        # its (10,000, say) input ids (B9).
         for data in input_call_ids_unique(
-            thread=thread, messages=wire_input["messages"]
+            thread=None if fresh else thread, messages=wire_input["messages"]
         ):
             if data.get("id") in known or data.get("role") not in STORED_ROLES:
                 continue
