@@ -408,6 +408,8 @@ LOGGING = {
         "context": {"()": "core.logging.ContextFilter"},
         # Credentials in logged URLs (?token=...) are replaced (core.logging).
         "redact": {"()": "core.logging.RedactFilter"},
+        # A 4xx is logged as one WARNING line, without a traceback (core.logging).
+        "client_errors": {"()": "core.logging.ClientErrorFilter"},
     },
     "formatters": {
         "json": {"()": "core.logging.JsonFormatter"},
@@ -420,6 +422,7 @@ LOGGING = {
             "formatter": "json" if LOG_FORMAT == "json" else "text",
         }
     },
+    "loggers": {"django.request": {"filters": ["client_errors"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
 }
 # Celery workers log through the same handler (not Celery's own format).

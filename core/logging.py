@@ -123,6 +123,23 @@ class RedactFilter(logging.Filter):
         return True
 
 
+class ClientErrorFilter(logging.Filter):
+    """Drop the traceback from a logged 4xx response: a refusal is an answer, not a fault.
+
+    Django logs a refused request (a ``PermissionDenied`` answered 403, say an
+    admin add page without the add permission) with the exception's whole
+    traceback; the WARNING line saying what was refused stays, the traceback
+    (which points at no bug) goes. 5xx records keep theirs.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        status = getattr(record, "status_code", None)
+        if isinstance(status, int) and status < 500:
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
 class ContextFilter(logging.Filter):
     """Attach the :func:`log_context` values to each record as ``record.context``.
 

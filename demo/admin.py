@@ -10,7 +10,7 @@ from demo.models import Refund
 
 @admin.register(Refund)
 class RefundAdmin(admin.ModelAdmin):
-    """List refunds; nobody adds or edits one by hand."""
+    """List refunds; nobody adds, edits or deletes one by hand."""
 
     list_display = ("order_id", "amount", "reason", "idempotency_key", "created_at")
     list_filter = ("created_at",)
@@ -25,4 +25,10 @@ class RefundAdmin(admin.ModelAdmin):
         self, request: HttpRequest, obj: Refund | None = None
     ) -> bool:
         """Refuse edits; the ledger is append-only."""
+        return False
+
+    def has_delete_permission(
+        self, request: HttpRequest, obj: Refund | None = None
+    ) -> bool:
+        """Refuse deletes: a refund is the audit record of a call that ran."""
         return False

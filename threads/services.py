@@ -169,8 +169,8 @@ def thread_check_can_start_run(
         ids = interrupted.open_interrupt_ids
         raise RunConflict(
             f"interrupts {ids!r} of run {interrupted.run_id!r} are waiting for an "
-            "operator's decision in the approval queue, or cancel them with "
-            f"POST /api/threads/{thread.thread_id}/cancel-pending/ (a reason is required)"
+            "operator's decision in the approval queue, or "
+            + _cancel_pending_hint(thread)
         )
     pending = [
         c
@@ -185,9 +185,16 @@ def thread_check_can_start_run(
         ids = [c.tool_call_id for c in pending]
         raise RunConflict(
             f"tool calls {ids!r} are waiting for an answer; an operator approves or rejects "
-            "them in the approval queue, or cancel them with "
-            f"POST /api/threads/{thread.thread_id}/cancel-pending/ (a reason is required)"
+            "them in the approval queue, or " + _cancel_pending_hint(thread)
         )
+
+
+def _cancel_pending_hint(thread: Thread) -> str:
+    """Return how a client cancels ``thread``'s waiting calls, for a conflict's message."""
+    return (
+        f"cancel them with POST /api/threads/{thread.thread_id}/cancel-pending/ "
+        "(a reason is required)"
+    )
 
 
 def thread_archive(*, thread: Thread) -> Thread:

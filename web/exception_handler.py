@@ -18,8 +18,9 @@ from django.core.exceptions import RequestDataTooBig
 from django.db import IntegrityError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
-from rest_framework import exceptions, status
+from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import set_rollback
 
 from core.errors import CountersignError
@@ -104,7 +105,12 @@ def flatten_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     flat: dict[str, list[str]] = {}
     if isinstance(detail, dict):
         for key, value in detail.items():
-            name = f"{prefix}.{key}" if prefix else str(key)
+            # A nested object's own error ("expected an object") is about that
+            # field: name it ("grant"), not DRF's "grant.non_field_errors".
+            if prefix and key == api_settings.NON_FIELD_ERRORS_KEY:
+                name = prefix
+            else:
+                name = f"{prefix}.{key}" if prefix else str(key)
             for field, messages in flatten_errors(value, name).items():
                 flat.setdefault(field, []).extend(messages)
     elif isinstance(detail, list):
@@ -120,14 +126,19 @@ def flatten_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     return flat
 
 
-#: DRF's messages for a field that was not given (or given as null / empty).
-_MISSING_MESSAGES: Final = frozenset(
-    {
-        "This field is required.",
-        "This field may not be null.",
-        "This field may not be blank.",
-    }
-)
+def _missing_messages() -> frozenset[str]:
+    """Return DRF's messages for a field not given (or given as null / empty).
+
+    Read from DRF itself, when needed (they are lazy translations), so that the
+    words this handler recognises cannot drift from the words DRF writes.
+    """
+    return frozenset(
+        {
+            str(serializers.Field.default_error_messages["required"]),
+            str(serializers.Field.default_error_messages["null"]),
+            str(serializers.CharField.default_error_messages["blank"]),
+        }
+    )
 
 
 def _validation_sentence(fields: dict[str, list[str]]) -> str:
@@ -136,7 +147,7 @@ def _validation_sentence(fields: dict[str, list[str]]) -> str:
         first = fields.get("non_field_errors", ["the request is invalid"])[0]
         return f"The request is invalid: {first}"
     # A field left out is "missing", not an "invalid value" (DRF's own words for it).
-    missing = [f for f in named if fields[f][0] in _MISSING_MESSAGES]
+    missing = [f for f in named if fields[f][0] in _missing_messages()]
     invalid = [f for f in named if f not in missing]
     parts = []
     if missing:

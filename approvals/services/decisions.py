@@ -138,10 +138,6 @@ def approval_decision_record(
     caller's too (:func:`orchestration.pipeline.approval_decide`), in the same
     transaction: this service opens no savepoint of its own.
 
-    Raises :class:`ApprovalPermissionDenied` without ``approvals.decide_approvalrequest``,
-    :class:`ApprovalNotAuthorized` when the decider may not make this decision
-    (the tool's own permission, approver groups, four-eyes; nothing is recorded,
-    the request stays pending), :class:`ApprovalClaimed` when someone else claimed it,
     Respond (``decision="respond"``, the text in ``response``): the tool is not
     run; the call is answered with one tool message carrying the approver's text
     (:func:`threads.answers.response_content`) and the request ends
@@ -328,6 +324,47 @@ def respond_text_check(*, approval: ApprovalRequest, text: JSONValue) -> str:
     return text
 
 
+def _answer_locked(
+    *,
+    approval: ApprovalRequest,
+    call: ToolCall,
+    decided_by: User,
+    to: ApprovalRequest.Status,
+    reason: str,
+    after: dict[str, Any],
+    content: str | None = None,
+    actor: User | None = None,
+) -> None:
+    """Close the locked, pending ``approval`` as ``to`` and answer its call; the tool never runs.
+
+    The one path of a rejection and of an approver's text answer: the request
+    moves to ``to``, the call is answered as not executed
+    (:func:`approvals.services.dispatch.call_answer_refused`: a refusal message
+    saying ``reason``, or ``content`` when given; ``actor`` is named in that
+    call's audit entry) and ``declined``, a queued execution a re-approval left
+    is closed, and the decision is stamped and audited with ``after``.
+    """
+    before = {"status": approval.status}
+    approval_transition(approval=approval, to=to, save=False)
+    call_answer_refused(
+        call=call,
+        status=to.value,
+        reason=reason,
+        error="declined_by_operator"
+        if to == ApprovalRequest.Status.REJECTED
+        else "answered_by_operator",
+        state=ToolCall.State.DECLINED,
+        actor=actor,
+        content=content,
+    )
+    _decision_record(
+        approval=approval,
+        decided_by=decided_by,
+        before=before,
+        after={"status": approval.status, **after},
+    )
+
+
 def _respond_locked(
     *, approval: ApprovalRequest, call: ToolCall, decided_by: User, text: str
 ) -> None:
@@ -337,27 +374,17 @@ def _respond_locked(
     ``declined`` (not executed), the request ``responded`` with the text in
     ``response``; a queued execution a re-approval left is closed. Audited.
     """
-    before = {"status": approval.status}
-    approval_transition(
-        approval=approval, to=ApprovalRequest.Status.RESPONDED, save=False
-    )
     approval.response = text
     approval.reason = ""
-    call_answer_refused(
-        call=call,
-        status="responded",
-        reason=text,
-        error="answered_by_operator",
-        state=ToolCall.State.DECLINED,
-        actor=decided_by,
-        content=response_content(response=text, by=decided_by.get_username()),
-    )
-    _decision_record(
+    _answer_locked(
         approval=approval,
+        call=call,
         decided_by=decided_by,
-        before=before,
+        to=ApprovalRequest.Status.RESPONDED,
+        reason=text,
+        content=response_content(response=text, by=decided_by.get_username()),
+        actor=decided_by,
         after={
-            "status": approval.status,
             "response": text,
             "proposed_arguments": approval.proposed_arguments,
         },
@@ -450,71 +477,77 @@ def _decide_locked(
     validated when they were stored, so they are only hashed here. Returns the
     queued execution, which the caller hands to a worker after commit.
     """
-    before = {"status": approval.status}
-    approved_hash = ""
-    queued: QueuedExecution | None = None
-    if decision == "approve":
-        if approval.edited_arguments is not None:
-            if edited is not None and edited.params == approval.edited_arguments:
-                arguments = edited
-            else:
-                arguments = _stored_edit(call=call, approval=approval)
-        elif not approval.schema_valid:
-            # A re-approval after a schema change: the current arguments may not
-            # fit the new schema, and running them would only come back here.
-            raise InvalidEditedArguments(
-                "the arguments do not match the tool's current input schema "
-                f"({approval.schema_errors or 'see the schema'}); approve with "
-                "edited arguments that do, or reject the call"
-            )
-        else:
-            arguments = ValidatedArguments.stored(
-                params=approval.proposed_arguments, schema_sha256=approval.schema_hash
-            )
-        approved_hash = arguments.sha256
-        approval_transition(
-            approval=approval, to=ApprovalRequest.Status.APPROVED, save=False
-        )
+    if decision != "approve":
         approval.reason = reason
-        tool_call_transition(call=call, to=ToolCall.State.APPROVED)
-        not_before = (
-            timezone.now() + timedelta(seconds=undo_seconds)
-            if undo_seconds > 0
-            else None
-        )
-        queued = execution_create(
+        _answer_locked(
+            approval=approval,
             call=call,
-            arguments=arguments,
-            authorized_by="approval",
-            reapproved=approval.reapproval_count > 0,
-            not_before=not_before,
+            decided_by=decided_by,
+            to=ApprovalRequest.Status.REJECTED,
+            reason=reason,
+            after=_vote_decision_facts(
+                approval, approved_hash="", undo_seconds=undo_seconds
+            ),
+        )
+        return None
+    before = {"status": approval.status}
+    if approval.edited_arguments is not None:
+        if edited is not None and edited.params == approval.edited_arguments:
+            arguments = edited
+        else:
+            arguments = _stored_edit(call=call, approval=approval)
+    elif not approval.schema_valid:
+        # A re-approval after a schema change: the current arguments may not
+        # fit the new schema, and running them would only come back here.
+        raise InvalidEditedArguments(
+            "the arguments do not match the tool's current input schema "
+            f"({approval.schema_errors or 'see the schema'}); approve with "
+            "edited arguments that do, or reject the call"
         )
     else:
-        approval_transition(
-            approval=approval, to=ApprovalRequest.Status.REJECTED, save=False
+        arguments = ValidatedArguments.stored(
+            params=approval.proposed_arguments, schema_sha256=approval.schema_hash
         )
-        approval.reason = reason
-        call_answer_refused(
-            call=call,
-            status="rejected",
-            reason=reason,
-            error="declined_by_operator",
-            state=ToolCall.State.DECLINED,
-        )
+    approval_transition(
+        approval=approval, to=ApprovalRequest.Status.APPROVED, save=False
+    )
+    approval.reason = reason
+    tool_call_transition(call=call, to=ToolCall.State.APPROVED)
+    not_before = (
+        timezone.now() + timedelta(seconds=undo_seconds) if undo_seconds > 0 else None
+    )
+    queued = execution_create(
+        call=call,
+        arguments=arguments,
+        authorized_by="approval",
+        reapproved=approval.reapproval_count > 0,
+        not_before=not_before,
+    )
     _decision_record(
         approval=approval,
         decided_by=decided_by,
         before=before,
         after={
             "status": approval.status,
-            "reason": reason,
-            "proposed_arguments": approval.proposed_arguments,
-            "edited_arguments": approval.edited_arguments,
-            "approved_arguments_hash": approved_hash,
-            "undo_seconds": undo_seconds or None,
+            **_vote_decision_facts(
+                approval, approved_hash=arguments.sha256, undo_seconds=undo_seconds
+            ),
         },
     )
     return queued
+
+
+def _vote_decision_facts(
+    approval: ApprovalRequest, *, approved_hash: str, undo_seconds: float
+) -> dict[str, Any]:
+    """Return the audit facts of a tool-call request's deciding vote, beside its status."""
+    return {
+        "reason": approval.reason,
+        "proposed_arguments": approval.proposed_arguments,
+        "edited_arguments": approval.edited_arguments,
+        "approved_arguments_hash": approved_hash,
+        "undo_seconds": undo_seconds or None,
+    }
 
 
 def approval_undo(*, approval: ApprovalRequest, user: User) -> ApprovalRequest:

@@ -204,3 +204,132 @@ def test_page_parameters_that_are_not_documented_integers_are_400(
 
     assert response.status_code == 400, response.json()
     assert list(response.json()["fields"]) == [field]
+
+
+APPROVAL_LIST_TAKES = "tool, thread, status, older_than, assigned, limit, offset"
+
+
+@pytest.mark.parametrize(
+    ("query", "name"),
+    [
+        ("risk=purple", "risk"),
+        ("page=abc", "page"),
+        ("page=0", "page"),
+        ("page_size=-1", "page_size"),
+    ],
+)
+def test_approval_list_refuses_parameters_it_does_not_take(approver_api, query, name):
+    response = approver_api.get(f"/api/approvals/?{query}")
+
+    assert response.status_code == 400, response.json()
+    assert response.json() == {
+        "type": "validation_error",
+        "detail": f"Invalid value for {name!r}: this endpoint has no query "
+        f"parameter {name!r}; it takes {APPROVAL_LIST_TAKES}",
+        "fields": {
+            name: [
+                f"this endpoint has no query parameter {name!r}; it takes "
+                + APPROVAL_LIST_TAKES
+            ]
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("path", "takes"),
+    [
+        ("/api/threads/", "status, owner, archived, cursor, limit"),
+        ("/api/tool-calls/", "thread, state, name, limit, offset"),
+        ("/api/grants/", "tool, active, limit, offset"),
+        ("/api/approvals/decisions.csv", "tool, thread, status"),
+        ("/api/threads/t-refund/runs/", "none"),
+        ("/api/threads/t-refund/messages/", "none"),
+        ("/api/threads/t-refund/events/", "after, limit"),
+        ("/api/tools/", "agent"),
+        ("/api/agents/", "none"),
+    ],
+)
+def test_every_list_refuses_parameters_it_does_not_take(api, approval, path, takes):
+    for query in ("page=abc", "page=0", "page_size=-1"):
+        name = query.split("=")[0]
+        response = api.get(f"{path}?{query}")
+
+        assert response.status_code == 400, (path, response.content)
+        assert response.json()["fields"] == {
+            name: [f"this endpoint has no query parameter {name!r}; it takes {takes}"]
+        }
+
+
+@pytest.mark.parametrize(
+    ("url", "name", "allowed"),
+    [
+        (
+            "/api/approvals/?status=bogus",
+            "status",
+            "pending, approved, rejected, responded, expired, cancelled",
+        ),
+        ("/api/approvals/?assigned=you", "assigned", "me"),
+        ("/api/threads/?status=bogus", "status", None),
+        ("/api/tool-calls/?state=bogus", "state", None),
+    ],
+)
+def test_filter_values_outside_their_choices_are_400_naming_the_allowed_ones(
+    approver_api, url, name, allowed
+):
+    response = approver_api.get(url)
+
+    assert response.status_code == 400, response.json()
+    (message,) = response.json()["fields"][name]
+    assert message.startswith(f'"{url.rsplit("=", 1)[1]}" is not allowed; use one of: ')
+    if allowed is not None:
+        assert message.endswith(allowed)
+
+
+def test_a_filter_given_twice_is_400_instead_of_reading_the_last(approver_api):
+    response = approver_api.get("/api/approvals/?status=pending&status=approved")
+
+    assert response.status_code == 400
+    assert response.json()["fields"] == {"status": ["must be given once"]}
+
+
+def test_grant_list_refuses_a_value_that_is_not_a_boolean(approver_api):
+    response = approver_api.get("/api/grants/?active=maybe")
+
+    assert response.status_code == 400
+    assert list(response.json()["fields"]) == ["active"]
+
+
+def test_documented_filters_and_page_parameters_still_list(approver_api, approval):
+    response = approver_api.get(
+        "/api/approvals/?status=pending&tool=refund_order&limit=5&offset=0"
+    )
+
+    assert response.status_code == 200, response.json()
+    assert [a["id"] for a in response.json()["results"]] == [approval.pk]
+
+
+def test_a_grant_that_is_not_an_object_names_the_grant_field(approver_api, approval):
+    response = approver_api.post(
+        f"/api/approvals/{approval.pk}/approve/", {"grant": "always"}, format="json"
+    )
+
+    assert response.status_code == 400, response.json()
+    assert response.json()["fields"] == {
+        "grant": ["Invalid data. Expected a dictionary, but got str."]
+    }
+    assert response.json()["detail"] == (
+        "Invalid value for 'grant': Invalid data. Expected a dictionary, but got str."
+    )
+
+
+def test_a_missing_field_is_named_as_missing(approver_api, approval):
+    response = approver_api.post(
+        f"/api/approvals/{approval.pk}/reject/", {}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "type": "validation_error",
+        "detail": "Missing 'reason': it is required; add it to the request",
+        "fields": {"reason": ["This field is required."]},
+    }

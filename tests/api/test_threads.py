@@ -229,12 +229,15 @@ def test_status_filter_and_list_status_match_thread_status(api, user):
 
 
 def test_an_unknown_status_filter_is_a_validation_error(api):
-    """``?status=`` outside the five statuses names the field."""
+    """``?status=`` outside the five statuses names the field and the five."""
     response = api.get("/api/threads/?status=sleeping")
 
     assert response.status_code == 400
     assert response.json()["fields"] == {
-        "status": ['"sleeping" is not a valid choice.']
+        "status": [
+            '"sleeping" is not allowed; use one of: running, waiting_for_approval, '
+            "waiting_for_tools, idle, failed"
+        ]
     }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Callable
 from typing import Any
 
 from django.http import Http404, HttpResponse
@@ -28,7 +29,7 @@ from approvals.models import (
     ToolExecution,
 )
 from approvals.selectors import approval_get, approval_list, grant_get, grant_list
-from approvals.services import approval_undo
+from approvals.services import Decision, approval_undo
 from approvals.services.claims import approval_claim, approval_release
 from approvals.services.grants import grant_revoke
 from approvals.services.snooze import (
@@ -42,6 +43,7 @@ from core.types import logged_in
 from orchestration.pipeline import approval_decide, execution_resolve
 from threads.answers import compact_json
 from web.api.threads import (
+    OFFSET_PAGING,
     errors,
     limit_parameter,
     offset_page,
@@ -74,6 +76,66 @@ def visible_approval(
     return approval
 
 
+def _edit_spelling(values: dict[str, Any]) -> str:
+    """Return the key the client sent its edited arguments under (the current one wins)."""
+    return "editedArguments" if "editedArguments" in values else "edited_arguments"
+
+
+def _decide(
+    request: Request,
+    pk: int,
+    *,
+    serializer: type[serializers.Serializer],
+    decision: Decision,
+    arguments: Callable[[dict[str, Any]], dict[str, Any]],
+) -> Response:
+    """Decide approval ``pk`` from the request body; the body of every decision view.
+
+    Loads the request (404 unless visible), validates the body with ``serializer``
+    (400), calls :func:`orchestration.pipeline.approval_decide` with ``decision``
+    and ``arguments(validated_data)``, and answers the decided request as
+    :class:`ApprovalOutputSerializer`. Domain errors propagate to
+    ``web.exception_handler`` (403, 409...); an :class:`InvalidEditedArguments`
+    names the field the client spelled its edit with. Implements SEC-02, DC-03.
+    """
+    approval = visible_approval(request, pk, prefetch=False)
+    data = serializer(data=request.data)
+    data.is_valid(raise_exception=True)
+    try:
+        decided = approval_decide(
+            approval=approval,
+            decided_by=logged_in(request.user),
+            decision=decision,
+            **arguments(data.validated_data),
+        )
+    except InvalidEditedArguments as error:
+        if decision == "approve":
+            # Name the field as the client spelled it.
+            error.field = _edit_spelling(data.validated_data)  # type: ignore[attr-defined]
+        raise
+    return Response(
+        ApprovalOutputSerializer(decided, context={"request": request}).data
+    )
+
+
+def _approval_step(
+    request: Request,
+    pk: int,
+    *,
+    step: Callable[..., ApprovalRequest],
+) -> Response:
+    """Apply ``step(approval=..., user=...)`` to approval ``pk`` and answer the result.
+
+    The body of the views that take no input (claim, release, undo): 404 unless
+    the request is visible; the step's domain errors propagate to
+    ``web.exception_handler``; the answer is :class:`ApprovalOutputSerializer`.
+    """
+    changed = step(approval=visible_approval(request, pk), user=logged_in(request.user))
+    return Response(
+        ApprovalOutputSerializer(changed, context={"request": request}).data
+    )
+
+
 class GrantInputSerializer(StrictSerializer):
     """A scoped grant made while approving: future calls within it need no one."""
 
@@ -104,6 +166,7 @@ class ApprovalListApi(APIView):
     """``GET /api/approvals/``: pending first, then newest; filter by tool, thread, status, age."""
 
     class FilterSerializer(QueryFilterSerializer):
+        paging = OFFSET_PAGING
         tool = serializers.CharField(required=False, max_length=200)
         thread = serializers.CharField(
             required=False, max_length=200, help_text="threadId"
@@ -229,32 +292,20 @@ class ApprovalApproveApi(APIView):
         "another approver holds a claim.",
     )
     def post(self, request: Request, pk: int) -> Response:
-        approval = visible_approval(request, pk, prefetch=False)
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        values = data.validated_data
-        spelling = (
-            "editedArguments" if "editedArguments" in values else "edited_arguments"
-        )
-        try:
-            decided = approval_decide(
-                approval=approval,
-                decided_by=logged_in(request.user),
-                decision="approve",
-                reason=values["reason"],
-                edited_arguments=values.get(spelling),
-                response=values.get("response"),
-                undo_seconds=float(countersign_settings.DECISION_UNDO_SECONDS)
+        return _decide(
+            request,
+            pk,
+            serializer=self.InputSerializer,
+            decision="approve",
+            arguments=lambda values: {
+                "reason": values["reason"],
+                "edited_arguments": values.get(_edit_spelling(values)),
+                "response": values.get("response"),
+                "undo_seconds": float(countersign_settings.DECISION_UNDO_SECONDS)
                 if values["undo"]
                 else 0.0,
-                grant=values.get("grant"),
-            )
-        except InvalidEditedArguments as error:
-            # Name the field as the client spelled it.
-            error.field = spelling  # type: ignore[attr-defined]
-            raise
-        return Response(
-            self.OutputSerializer(decided, context={"request": request}).data
+                "grant": values.get("grant"),
+            },
         )
 
 
@@ -272,17 +323,12 @@ class ApprovalRejectApi(APIView):
         responses={200: OutputSerializer, **errors(400, 403, 404, 409)},
     )
     def post(self, request: Request, pk: int) -> Response:
-        approval = visible_approval(request, pk, prefetch=False)
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        decided = approval_decide(
-            approval=approval,
-            decided_by=logged_in(request.user),
+        return _decide(
+            request,
+            pk,
+            serializer=self.InputSerializer,
             decision="reject",
-            reason=data.validated_data["reason"],
-        )
-        return Response(
-            self.OutputSerializer(decided, context={"request": request}).data
+            arguments=lambda values: {"reason": values["reason"]},
         )
 
 
@@ -318,17 +364,12 @@ class ApprovalRespondApi(APIView):
         "returns the request unchanged), `expired`, `claimed`.",
     )
     def post(self, request: Request, pk: int) -> Response:
-        approval = visible_approval(request, pk, prefetch=False)
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        decided = approval_decide(
-            approval=approval,
-            decided_by=logged_in(request.user),
+        return _decide(
+            request,
+            pk,
+            serializer=self.InputSerializer,
             decision="respond",
-            response=data.validated_data["text"],
-        )
-        return Response(
-            self.OutputSerializer(decided, context={"request": request}).data
+            arguments=lambda values: {"response": values["text"]},
         )
 
 
@@ -398,11 +439,7 @@ class ApprovalUndoApi(APIView):
         responses={200: OutputSerializer, **errors(404, 409)},
     )
     def post(self, request: Request, pk: int) -> Response:
-        approval = visible_approval(request, pk)
-        undone = approval_undo(approval=approval, user=logged_in(request.user))
-        return Response(
-            self.OutputSerializer(undone, context={"request": request}).data
-        )
+        return _approval_step(request, pk, step=approval_undo)
 
 
 #: The columns of the decisions export, in order.
@@ -590,12 +627,7 @@ class ApprovalClaimApi(APIView):
         responses={200: OutputSerializer, **errors(403, 404, 409)},
     )
     def post(self, request: Request, pk: int) -> Response:
-        claimed = approval_claim(
-            approval=visible_approval(request, pk), user=logged_in(request.user)
-        )
-        return Response(
-            self.OutputSerializer(claimed, context={"request": request}).data
-        )
+        return _approval_step(request, pk, step=approval_claim)
 
 
 class ApprovalReleaseApi(APIView):
@@ -609,12 +641,7 @@ class ApprovalReleaseApi(APIView):
         responses={200: OutputSerializer, **errors(404, 409)},
     )
     def post(self, request: Request, pk: int) -> Response:
-        released = approval_release(
-            approval=visible_approval(request, pk), user=logged_in(request.user)
-        )
-        return Response(
-            self.OutputSerializer(released, context={"request": request}).data
-        )
+        return _approval_step(request, pk, step=approval_release)
 
 
 def visible_grant(request: Request, pk: int) -> ApprovalGrant:
@@ -629,6 +656,7 @@ class GrantListApi(APIView):
     """``GET /api/grants/``: scoped grants ("always allow"), newest first."""
 
     class FilterSerializer(QueryFilterSerializer):
+        paging = OFFSET_PAGING
         tool = serializers.CharField(required=False, max_length=200)
         active = serializers.BooleanField(
             required=False,

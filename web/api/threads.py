@@ -191,6 +191,12 @@ def query_int(
     return int(values[0])
 
 
+#: The query parameters :class:`BoundedLimitOffsetPagination` reads (``QueryFilterSerializer.paging``).
+OFFSET_PAGING = ("limit", "offset")
+#: The query parameters :class:`ThreadCursorPagination` reads.
+CURSOR_PAGING = ("cursor", "limit")
+
+
 def limit_parameter() -> OpenApiParameter:
     """Document ``?limit=`` as the paginators read it."""
     return OpenApiParameter(
@@ -285,6 +291,7 @@ class ThreadListCreateApi(APIView):
     """``GET /api/threads/`` lists threads; ``POST`` creates one."""
 
     class FilterSerializer(QueryFilterSerializer):
+        paging = CURSOR_PAGING
         status = serializers.ChoiceField(choices=THREAD_STATUSES, required=False)
         owner = serializers.CharField(
             required=False,
@@ -439,6 +446,7 @@ class ThreadMessagesApi(APIView):
     def get(self, request: Request, thread_id: str) -> Response:
         """Return the thread's whole history as AG-UI messages, in order."""
         thread = visible_thread(request, thread_id)
+        QueryFilterSerializer.validated_query(request)
         return Response({"results": thread_messages_agui(thread=thread)})
 
     @extend_schema(
@@ -542,6 +550,7 @@ class ThreadRunsApi(APIView):
     )
     def get(self, request: Request, thread_id: str) -> Response:
         thread = visible_thread(request, thread_id)
+        QueryFilterSerializer.validated_query(request)
         runs = thread_client_runs(thread=thread)
         return Response({"results": self.OutputSerializer(runs, many=True).data})
 
@@ -592,6 +601,7 @@ class ToolCallListApi(APIView):
     """``GET /api/tool-calls/?thread=&state=&name=``: newest first."""
 
     class FilterSerializer(QueryFilterSerializer):
+        paging = OFFSET_PAGING
         thread = serializers.CharField(
             required=False, max_length=200, help_text="threadId"
         )
@@ -689,6 +699,7 @@ class AgentListApi(APIView):
         responses={200: results_of("AgentList", AgentOutputSerializer), **errors()},
     )
     def get(self, request: Request) -> Response:
+        QueryFilterSerializer.validated_query(request)
         return Response(
             {"results": self.OutputSerializer(agent_list(), many=True).data}
         )

@@ -10,7 +10,7 @@ app, as DRF apps keep them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field, inline_serializer
@@ -87,22 +87,50 @@ class StrictSerializer(StrictInputMixin, serializers.Serializer):
 
 
 class QueryFilterSerializer(serializers.Serializer):
-    """Query-string filters: a parameter sent empty (``?status=``) is refused, naming it.
+    """Query-string filters that refuse what they would otherwise ignore, naming each parameter.
 
-    DRF reads an empty optional parameter as absent, while the schema documents
-    each filter as a non-empty value; the two now agree.
+    A parameter the endpoint does not take (``?risk=``, ``?page=``), one given
+    twice (``?status=a&status=b``) or one sent empty (``?status=``) is a 400
+    naming it and the parameters the endpoint takes; DRF would ignore the first,
+    read only the last of the second and read the third as absent, while the
+    schema documents each filter as one non-empty value. ``paging`` names the
+    query parameters the endpoint's paginator reads (and validates) beside the
+    declared filters. The one mechanism every list endpoint reads its query with.
     """
 
+    #: Query parameters read (and validated) by the paginator, not by this serializer.
+    paging: ClassVar[tuple[str, ...]] = ()
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        for field in fields.values():
+            if isinstance(field, serializers.ChoiceField):
+                # DRF says only that the value is not valid; name what is.
+                allowed = ", ".join(map(str, field.choices))
+                field.error_messages["invalid_choice"] = (
+                    f'"{{input}}" is not allowed; use one of: {allowed}'
+                )
+        return fields
+
     def to_internal_value(self, data: Any) -> Any:
-        blank = {
-            name: ["must not be empty; leave the parameter out to not filter"]
-            for name in map(str, self.fields)
-            if hasattr(data, "getlist")
-            and name in data
-            and any(value == "" for value in data.getlist(name))
-        }
-        if blank:
-            raise serializers.ValidationError(blank)
+        if hasattr(data, "getlist"):
+            declared = [*map(str, self.fields), *self.paging]
+            problems: dict[str, list[str]] = {}
+            for name in data:
+                values = data.getlist(name)
+                if name not in declared:
+                    problems[name] = [
+                        f"this endpoint has no query parameter {name[:60]!r}; it takes "
+                        + (", ".join(declared) if declared else "none")
+                    ]
+                elif len(values) > 1:
+                    problems[name] = ["must be given once"]
+                elif name in self.fields and values[0] == "":
+                    problems[name] = [
+                        "must not be empty; leave the parameter out to not filter"
+                    ]
+            if problems:
+                raise serializers.ValidationError(problems)
         return super().to_internal_value(data)
 
     @classmethod
