@@ -108,7 +108,9 @@ def worker_start(app: str, task: str, queue: str, settings: str) -> float:
     import redis
     from celery import Celery
 
-    client = redis.Redis.from_url(REDIS_URL)
+    # redis-py 8 reads with a 5 s socket timeout by default, shorter than the
+    # BLPOP below: a worker that starts slowly on a loaded machine must not fail it.
+    client = redis.Redis.from_url(REDIS_URL, socket_timeout=None)
     sender = Celery(broker=REDIS_URL)
     samples = []
     for _ in range(3):
