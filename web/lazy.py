@@ -132,11 +132,15 @@ def lazy_view(
             return response
 
         view = sync_view
-    view.__name__ = view.__qualname__ = target.rpartition(".")[2]
-    view.__module__ = target.rpartition(".")[0]
-    view.lazy = lazy  # type: ignore[attr-defined]
+    # Django reads these off the wrapper: the name for its resolver match, the
+    # exemption for CsrfViewMiddleware. Plain function attributes, as
+    # ``csrf_exempt`` itself sets them.
+    marked: Any = view
+    marked.__name__ = marked.__qualname__ = target.rpartition(".")[2]
+    marked.__module__ = target.rpartition(".")[0]
+    marked.lazy = lazy
     if csrf_exempt:
-        view.csrf_exempt = True  # type: ignore[attr-defined]
+        marked.csrf_exempt = True
     return view
 
 

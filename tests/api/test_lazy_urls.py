@@ -116,6 +116,7 @@ def test_serving_healthz_imports_no_view_consumer_or_gateway():
         "web.chat",
         "rest_framework.views",
         "approvals.services",
+        "ag_ui.core",
     )
     probe = (
         "import config.asgi\n"
