@@ -16,19 +16,19 @@ import asyncio
 import os
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from agentcore.events import (
-    PROTOCOL_VERSION,
-    BaseEvent,
-    RunAgentInput,
-    RunErrorEvent,
-    RunFinishedCancelledOutcome,
-    RunFinishedEvent,
-    RunFinishedSuccessOutcome,
-    RunStartedEvent,
-    TokenUsage,
-)
+from agentcore import events as agui
+
+if TYPE_CHECKING:
+    from agentcore.events import (
+        BaseEvent,
+        RunAgentInput,
+        RunErrorEvent,
+        RunFinishedEvent,
+        RunStartedEvent,
+        TokenUsage,
+    )
 
 __all__ = [
     "TERMINAL_EVENT_TYPES",
@@ -79,10 +79,10 @@ def new_id(prefix: str = "") -> str:
 
 def run_started(run_input: RunAgentInput) -> RunStartedEvent:
     """Return the ``RUN_STARTED`` event for ``run_input``: its ids, version "1.0", input echo."""
-    return RunStartedEvent(
+    return agui.RunStartedEvent(
         thread_id=run_input.thread_id,
         run_id=run_input.run_id,
-        protocol_version=PROTOCOL_VERSION,
+        protocol_version=agui.PROTOCOL_VERSION,
         parent_run_id=run_input.parent_run_id,
         input=run_input,
     )
@@ -100,10 +100,10 @@ def run_finished(
     success outcome's ``pendingToolCallIds``. Implements FT-03, FT-04, FT-08.
     """
     pending = list(pending_tool_call_ids)
-    return RunFinishedEvent(
+    return agui.RunFinishedEvent(
         thread_id=run_input.thread_id,
         run_id=run_input.run_id,
-        outcome=RunFinishedSuccessOutcome(pending_tool_call_ids=pending or None),
+        outcome=agui.RunFinishedSuccessOutcome(pending_tool_call_ids=pending or None),
         usage=usage or None,
     )
 
@@ -112,10 +112,10 @@ def run_cancelled(
     run_input: RunAgentInput, *, usage: list[TokenUsage] | None = None
 ) -> RunFinishedEvent:
     """Return the ``RUN_FINISHED`` event with the ``{"type": "cancelled"}`` outcome."""
-    return RunFinishedEvent(
+    return agui.RunFinishedEvent(
         thread_id=run_input.thread_id,
         run_id=run_input.run_id,
-        outcome=RunFinishedCancelledOutcome(),
+        outcome=agui.RunFinishedCancelledOutcome(),
         usage=usage or None,
     )
 
@@ -124,4 +124,4 @@ def run_error(
     message: str, *, code: str, usage: list[TokenUsage] | None = None
 ) -> RunErrorEvent:
     """Return a ``RUN_ERROR`` with a stable ``code`` and a sentence safe to show a user."""
-    return RunErrorEvent(message=message, code=code, usage=usage or None)
+    return agui.RunErrorEvent(message=message, code=code, usage=usage or None)

@@ -21,23 +21,17 @@ import decimal
 import enum
 import json
 import logging
+import sys
 import uuid
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, TypeAlias
+from functools import cache
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, TypeGuard
 
-from ag_ui.core import (
-    AudioPart,
-    ContentPart,
-    DataSource,
-    DocumentPart,
-    FileSource,
-    ImagePart,
-    TextPart,
-    UrlSource,
-    VideoPart,
-)
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from agentcore import events as agui
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel, TypeAdapter
 
 __all__ = [
     "PART_TYPES",
@@ -56,9 +50,12 @@ __all__ = [
     "file_source",
     "flatten_content",
     "image_part",
+    "is_part_model",
+    "is_pydantic_model",
     "limit_content",
     "media_part",
     "normalize_content",
+    "part_adapter",
     "part_dict",
     "serialize_structured",
     "text_part",
@@ -72,14 +69,47 @@ Content: TypeAlias = str | list[dict[str, Any]]
 MediaKind = Literal["image", "audio", "video", "document"]
 PART_TYPES: Final = frozenset({"text", "image", "audio", "video", "document"})
 
-_PART_ADAPTER: Final[TypeAdapter[Any]] = TypeAdapter(ContentPart)
-_MEDIA_MODELS: Final[dict[str, type[BaseModel]]] = {
-    "image": ImagePart,
-    "audio": AudioPart,
-    "video": VideoPart,
-    "document": DocumentPart,
+#: The media part model's name in ``ag_ui.core`` per kind (models built on first use).
+_MEDIA_MODELS: Final[dict[str, str]] = {
+    "image": "ImagePart",
+    "audio": "AudioPart",
+    "video": "VideoPart",
+    "document": "DocumentPart",
 }
 _NOTICE_RESERVE: Final = 160
+
+
+@cache
+def part_adapter() -> TypeAdapter[Any]:
+    """Return the validator of one AG-UI ``ContentPart`` (built on first use). Implements TC-10."""
+    from pydantic import TypeAdapter
+
+    adapter: TypeAdapter[Any] = TypeAdapter(agui.ContentPart)
+    return adapter
+
+
+def is_part_model(value: object) -> bool:
+    """Return whether ``value`` is an AG-UI content part model (not a dict)."""
+    return is_pydantic_model(value) and isinstance(
+        value,
+        (
+            agui.TextPart,
+            agui.ImagePart,
+            agui.AudioPart,
+            agui.VideoPart,
+            agui.DocumentPart,
+        ),
+    )
+
+
+def is_pydantic_model(value: object) -> TypeGuard[BaseModel]:
+    """Return whether ``value`` is a pydantic model instance, importing nothing.
+
+    No instance exists before pydantic is imported, so a process that has not
+    imported it answers ``False`` without paying for the import.
+    """
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and isinstance(value, pydantic.BaseModel)
 
 
 class ContentError(ValueError):
@@ -95,25 +125,27 @@ def text_part(
     text: str, *, metadata: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """Return a text part dict; ``metadata`` carries what parts don't model (a hit's source). Implements TC-10, TC-12."""
-    return _dump(TextPart(text=text, metadata=dict(metadata) if metadata else None))
+    return _dump(
+        agui.TextPart(text=text, metadata=dict(metadata) if metadata else None)
+    )
 
 
 def data_source(data: bytes | str, *, mime_type: str) -> dict[str, Any]:
     """Return an inline source; ``data`` is raw bytes (base64-encoded here) or base64 text. Implements TC-10."""
     value = base64.b64encode(data).decode("ascii") if isinstance(data, bytes) else data
-    return _dump(DataSource(value=value, mime_type=mime_type))
+    return _dump(agui.DataSource(value=value, mime_type=mime_type))
 
 
 def url_source(url: str, *, mime_type: str | None = None) -> dict[str, Any]:
     """Return a URL source, fetched by whoever needs the bytes. Implements TC-10."""
-    return _dump(UrlSource(value=url, mime_type=mime_type))
+    return _dump(agui.UrlSource(value=url, mime_type=mime_type))
 
 
 def file_source(
     handle: str, *, provider: str | None = None, mime_type: str | None = None
 ) -> dict[str, Any]:
     """Return a provider file-handle source; the handle is opaque. Implements TC-10, TC-13."""
-    return _dump(FileSource(value=handle, provider=provider, mime_type=mime_type))
+    return _dump(agui.FileSource(value=handle, provider=provider, mime_type=mime_type))
 
 
 def media_part(
@@ -123,16 +155,17 @@ def media_part(
     metadata: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Return an ``image|audio|video|document`` part dict. Raises :class:`ContentError`. Implements TC-10, TC-12."""
-    model = _MEDIA_MODELS.get(kind)
-    if model is None:
+    model_name = _MEDIA_MODELS.get(kind)
+    if model_name is None:
         raise ContentError(
             f"unknown media part kind {kind!r}; use one of {sorted(_MEDIA_MODELS)}"
         )
+    model: type[BaseModel] = getattr(agui, model_name)
     try:
         part = model.model_validate(
             {"source": dict(source), "metadata": dict(metadata) if metadata else None}
         )
-    except ValidationError as error:
+    except agui.ValidationError as error:
         raise ContentError(f"malformed {kind} part: {error}") from error
     return _dump(part)
 
@@ -172,17 +205,17 @@ def part_dict(part: BaseModel | Mapping[str, Any]) -> dict[str, Any]:
     part. Implements TC-10.
     """
     try:
-        model = _PART_ADAPTER.validate_python(
-            part if isinstance(part, BaseModel) else dict(part)
+        model = part_adapter().validate_python(
+            part if is_pydantic_model(part) else dict(part)
         )
-    except ValidationError as error:
+    except agui.ValidationError as error:
         raise ContentError(f"not a content part: {error}") from error
     return _dump(model)
 
 
 def _json_default(value: Any) -> Any:
     """Encode the non-JSON values tools commonly return."""
-    if isinstance(value, BaseModel):
+    if is_pydantic_model(value):
         return value.model_dump(mode="json")
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
@@ -217,7 +250,7 @@ def serialize_structured(value: Any) -> str:
 
 def _is_part_like(item: Any) -> bool:
     """Return whether ``item`` looks like a content part (model or dict with a part type)."""
-    if isinstance(item, TextPart | ImagePart | AudioPart | VideoPart | DocumentPart):
+    if is_part_model(item):
         return True
     return isinstance(item, Mapping) and item.get("type") in PART_TYPES
 

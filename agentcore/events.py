@@ -3,77 +3,99 @@
 Everything protocol-shaped is re-exported from :mod:`ag_ui.core`; this module adds
 only what the package lacks: JSON round-trips that follow the protocol's
 "absent means absent" rule, and a parser for one event object.
+
+The re-exports are resolved on first use (:func:`__getattr__`): importing this
+module builds no pydantic model. Modules on a run's path refer to the types as
+``agui.<Name>`` (``from agentcore import events as agui``) inside the functions
+that build or check events, and import them under ``TYPE_CHECKING`` for
+annotations; ``from agentcore.events import <Name>`` still works and builds the
+models at that import.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-from ag_ui.core import (
-    PROTOCOL_VERSION,
-    AgentCapabilities,
-    AssistantMessage,
-    BaseEvent,
-    ContentPart,
-    Context,
-    CustomEvent,
-    DeveloperMessage,
-    Event,
-    EventType,
-    FunctionCall,
-    HumanInTheLoopCapabilities,
-    IdentityCapabilities,
-    Message,
-    MessagesSnapshotEvent,
-    RawEvent,
-    ResumeEntry,
-    RunAgentInput,
-    RunErrorEvent,
-    RunFinishedCancelledOutcome,
-    RunFinishedEvent,
-    RunFinishedInterruptOutcome,
-    RunFinishedSuccessOutcome,
-    RunStartedEvent,
-    StateDeltaEvent,
-    StateSnapshotEvent,
-    StepFinishedEvent,
-    StepStartedEvent,
-    SystemMessage,
-    TextMessageChunkEvent,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
-    TokenUsage,
-    Tool,
-    ToolCall,
-    ToolCallArgsEvent,
-    ToolCallChunkEvent,
-    ToolCallEndEvent,
-    ToolCallResultEvent,
-    ToolCallStartEvent,
-    ToolMessage,
-    ToolsCapabilities,
-    TransportCapabilities,
-    UserMessage,
-)
-from ag_ui.encoder import EventEncoder
-from pydantic import BaseModel, TypeAdapter
+if TYPE_CHECKING:
+    from ag_ui.core import (
+        PROTOCOL_VERSION,
+        AgentCapabilities,
+        AssistantMessage,
+        AudioPart,
+        BaseEvent,
+        ContentPart,
+        Context,
+        CustomEvent,
+        DataSource,
+        DeveloperMessage,
+        DocumentPart,
+        Event,
+        EventType,
+        FileSource,
+        FunctionCall,
+        HumanInTheLoopCapabilities,
+        IdentityCapabilities,
+        ImagePart,
+        Message,
+        MessagesSnapshotEvent,
+        RawEvent,
+        ResumeEntry,
+        RunAgentInput,
+        RunErrorEvent,
+        RunFinishedCancelledOutcome,
+        RunFinishedEvent,
+        RunFinishedInterruptOutcome,
+        RunFinishedSuccessOutcome,
+        RunStartedEvent,
+        StateDeltaEvent,
+        StateSnapshotEvent,
+        StepFinishedEvent,
+        StepStartedEvent,
+        SystemMessage,
+        TextMessageChunkEvent,
+        TextMessageContentEvent,
+        TextMessageEndEvent,
+        TextMessageStartEvent,
+        TextPart,
+        TokenUsage,
+        Tool,
+        ToolCall,
+        ToolCallArgsEvent,
+        ToolCallChunkEvent,
+        ToolCallEndEvent,
+        ToolCallResultEvent,
+        ToolCallStartEvent,
+        ToolMessage,
+        ToolsCapabilities,
+        TransportCapabilities,
+        UrlSource,
+        UserMessage,
+        VideoPart,
+    )
+    from ag_ui.encoder import EventEncoder
+    from pydantic import BaseModel, TypeAdapter, ValidationError
 
 __all__ = [
     "PROTOCOL_VERSION",
     "AgentCapabilities",
     "AssistantMessage",
+    "AudioPart",
     "BaseEvent",
     "ContentPart",
     "Context",
     "CustomEvent",
+    "DataSource",
     "DeveloperMessage",
+    "DocumentPart",
     "Event",
     "EventEncoder",
     "EventType",
+    "FileSource",
     "FunctionCall",
     "HumanInTheLoopCapabilities",
     "IdentityCapabilities",
+    "ImagePart",
     "Message",
     "MessagesSnapshotEvent",
     "RawEvent",
@@ -94,6 +116,7 @@ __all__ = [
     "TextMessageContentEvent",
     "TextMessageEndEvent",
     "TextMessageStartEvent",
+    "TextPart",
     "TokenUsage",
     "Tool",
     "ToolCall",
@@ -105,15 +128,63 @@ __all__ = [
     "ToolMessage",
     "ToolsCapabilities",
     "TransportCapabilities",
+    "UrlSource",
     "UserMessage",
+    "ValidationError",
+    "VideoPart",
     "event_from_dict",
     "event_to_dict",
     "message_from_dict",
     "message_to_dict",
 ]
 
-_EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(Event)
-_MESSAGE_ADAPTER: TypeAdapter[Any] = TypeAdapter(Message)
+#: The names :func:`__getattr__` takes from ``ag_ui.core`` on first use.
+_PROTOCOL_NAMES: frozenset[str] = frozenset(
+    name for name in __all__ if name[0].isupper() or name == "PROTOCOL_VERSION"
+) - {"EventEncoder", "ValidationError"}
+
+
+def __getattr__(name: str) -> Any:
+    """Return the protocol type ``name``, importing the ``ag_ui`` models on first use.
+
+    Building the package's pydantic models costs hundreds of milliseconds; a
+    process that never validates or encodes an event (a web process answering its
+    probes, a worker waiting for its first task) never pays it. Each name is
+    bound in this module once resolved, so later lookups are plain attribute reads.
+    Raises ``AttributeError`` for any other name.
+    """
+    if name in _PROTOCOL_NAMES:
+        import ag_ui.core
+
+        value = getattr(ag_ui.core, name)
+    elif name == "EventEncoder":
+        from ag_ui.encoder import EventEncoder
+
+        value = EventEncoder
+    elif name == "ValidationError":
+        from pydantic import ValidationError
+
+        value = ValidationError
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+@cache
+def _event_adapter() -> TypeAdapter[Any]:
+    from pydantic import TypeAdapter
+
+    adapter: TypeAdapter[Any] = TypeAdapter(__getattr__("Event"))
+    return adapter
+
+
+@cache
+def _message_adapter() -> TypeAdapter[Any]:
+    from pydantic import TypeAdapter
+
+    adapter: TypeAdapter[Any] = TypeAdapter(__getattr__("Message"))
+    return adapter
 
 
 def event_to_dict(event: BaseEvent) -> dict[str, Any]:
@@ -127,7 +198,7 @@ def event_from_dict(data: dict[str, Any]) -> BaseEvent:
     Raises :class:`pydantic.ValidationError` when ``data`` is not a known event type or
     a known field is malformed. Unknown members are kept, as the package does.
     """
-    event: BaseEvent = _EVENT_ADAPTER.validate_python(data)
+    event: BaseEvent = _event_adapter().validate_python(data)
     return event
 
 
@@ -141,4 +212,4 @@ def message_from_dict(data: dict[str, Any]) -> Any:
 
     Raises :class:`pydantic.ValidationError` on an unknown role or a malformed field.
     """
-    return _MESSAGE_ADAPTER.validate_python(data)
+    return _message_adapter().validate_python(data)

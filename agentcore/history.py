@@ -34,9 +34,16 @@ import json
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from agentcore.events import AssistantMessage, Message, ToolMessage
+from agentcore import events as agui
+
+if TYPE_CHECKING:
+    from agentcore.events import (
+        Message,
+        ToolMessage,
+    )
+
 from agentcore.unicode import has_lone_surrogate, scrub
 
 __all__ = [
@@ -148,11 +155,11 @@ def prepare_history(
     occurrences: dict[str, list[tuple[int, int]]] = {}
     used: set[str] = set()
     for index, message in enumerate(messages):
-        if isinstance(message, AssistantMessage):
+        if isinstance(message, agui.AssistantMessage):
             for position, call in enumerate(message.tool_calls or ()):
                 occurrences.setdefault(call.id, []).append((index, position))
                 used.add(call.id)
-        elif isinstance(message, ToolMessage):
+        elif isinstance(message, agui.ToolMessage):
             used.add(message.tool_call_id)
 
     wire: dict[tuple[int, int], str] = {}
@@ -165,7 +172,7 @@ def prepare_history(
 
     results: dict[tuple[int, int], ToolMessage] = {}
     for index, message in enumerate(messages):
-        if not isinstance(message, ToolMessage):
+        if not isinstance(message, agui.ToolMessage):
             continue
         answered = occurrences.get(message.tool_call_id)
         if not answered:
@@ -190,9 +197,9 @@ def prepare_history(
 
     prepared: list[Message] = []
     for index, message in enumerate(messages):
-        if isinstance(message, ToolMessage):
+        if isinstance(message, agui.ToolMessage):
             continue
-        if not isinstance(message, AssistantMessage) or not message.tool_calls:
+        if not isinstance(message, agui.AssistantMessage) or not message.tool_calls:
             prepared.append(_encodable(message))
             continue
         calls = [
@@ -208,7 +215,7 @@ def prepare_history(
                 prepared.append(_encodable(result))
             else:
                 prepared.append(
-                    ToolMessage(
+                    agui.ToolMessage(
                         id=f"synthetic-{call.id}",
                         tool_call_id=call.id,
                         content=not_executed_content,

@@ -42,9 +42,17 @@ import logging
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from pydantic import ValidationError
+from agentcore import events as agui
+
+if TYPE_CHECKING:
+    from agentcore.events import (
+        BaseEvent,
+        RunAgentInput,
+        TokenUsage,
+        ToolCallResultEvent,
+    )
 
 from agentcore.agents import (
     Agent,
@@ -55,23 +63,6 @@ from agentcore.agents import (
     run_started,
 )
 from agentcore.dispatch import ToolCallRequest, ToolResult, dispatch, error_content
-from agentcore.events import (
-    AssistantMessage,
-    BaseEvent,
-    FunctionCall,
-    RunAgentInput,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
-    TokenUsage,
-    ToolCall,
-    ToolCallArgsEvent,
-    ToolCallEndEvent,
-    ToolCallResultEvent,
-    ToolCallStartEvent,
-    ToolMessage,
-    event_from_dict,
-)
 from agentcore.history import unique_call_id
 from agentcore.providers.base import (
     ModelRequest,
@@ -446,12 +437,14 @@ class _Execution:
                         continue
                     if self.open_text is None:
                         self.open_text = message_id
-                        yield TextMessageStartEvent(
+                        yield agui.TextMessageStartEvent(
                             message_id=message_id, role="assistant"
                         )
                     piece = scrub(piece)
                     text.append(piece)
-                    yield TextMessageContentEvent(message_id=message_id, delta=piece)
+                    yield agui.TextMessageContentEvent(
+                        message_id=message_id, delta=piece
+                    )
                 elif isinstance(item, ToolCallBegin):
                     known = by_provider_id.get(item.call_id)
                     if known is not None:
@@ -471,7 +464,7 @@ class _Execution:
                     by_provider_id[item.call_id] = call
                     calls.append(call)
                     self.open_calls.append(call)
-                    yield ToolCallStartEvent(
+                    yield agui.ToolCallStartEvent(
                         tool_call_id=call.tool_call_id,
                         tool_call_name=call.name,
                         parent_message_id=message_id,
@@ -489,7 +482,7 @@ class _Execution:
                     emit, target.held = hold_back(target.held, item.delta)
                     if emit:
                         target.deltas.append(emit)
-                        yield ToolCallArgsEvent(
+                        yield agui.ToolCallArgsEvent(
                             tool_call_id=target.tool_call_id, delta=scrub(emit)
                         )
                 elif isinstance(item, TurnEnd):
@@ -510,22 +503,24 @@ class _Execution:
         if held_text:
             if self.open_text is None:
                 self.open_text = message_id
-                yield TextMessageStartEvent(message_id=message_id, role="assistant")
+                yield agui.TextMessageStartEvent(
+                    message_id=message_id, role="assistant"
+                )
             text.append(scrub(held_text))
-            yield TextMessageContentEvent(message_id=message_id, delta=text[-1])
+            yield agui.TextMessageContentEvent(message_id=message_id, delta=text[-1])
         truncated = end.stop_reason in _NOT_EXECUTED
         for event in self._close_open(truncated=truncated):
             yield event
         content = "".join(text)
         if content or calls:
             self.produced.append(
-                AssistantMessage(
+                agui.AssistantMessage(
                     id=message_id,
                     content=content or None,
                     tool_calls=[
-                        ToolCall(
+                        agui.ToolCall(
                             id=call.tool_call_id,
-                            function=FunctionCall(
+                            function=agui.FunctionCall(
                                 name=call.name, arguments=call.arguments
                             ),
                             metadata=call.metadata,
@@ -666,8 +661,12 @@ class _Execution:
         events: list[BaseEvent] = []
         for raw in result.events:
             try:
-                event = raw if isinstance(raw, BaseEvent) else event_from_dict(raw)
-            except (ValidationError, TypeError, ValueError):
+                event = (
+                    raw
+                    if isinstance(raw, agui.BaseEvent)
+                    else agui.event_from_dict(raw)
+                )
+            except (agui.ValidationError, TypeError, ValueError):
                 logger.warning(
                     "tool %r emitted a malformed event; dropped", result.name
                 )
@@ -695,7 +694,7 @@ class _Execution:
     ) -> ToolCallResultEvent:
         """Build the result event, append its tool message to the run's history."""
         message_id = self._fresh_message_id()
-        event = ToolCallResultEvent(
+        event = agui.ToolCallResultEvent(
             message_id=message_id,
             tool_call_id=call.tool_call_id,
             content=content,
@@ -703,7 +702,7 @@ class _Execution:
             metadata={"error": error} if error else None,
         )
         self.produced.append(
-            ToolMessage(
+            agui.ToolMessage(
                 id=message_id,
                 tool_call_id=call.tool_call_id,
                 content=event.content,
@@ -848,7 +847,7 @@ class _Execution:
         """
         events: list[BaseEvent] = []
         if self.open_text is not None:
-            events.append(TextMessageEndEvent(message_id=self.open_text))
+            events.append(agui.TextMessageEndEvent(message_id=self.open_text))
             self.open_text = None
         for call in self.open_calls:
             if call.held:
@@ -856,7 +855,7 @@ class _Execution:
                 # parsed; the event carries U+FFFD so it can be stored and sent.
                 call.deltas.append(call.held)
                 events.append(
-                    ToolCallArgsEvent(
+                    agui.ToolCallArgsEvent(
                         tool_call_id=call.tool_call_id, delta=scrub(call.held)
                     )
                 )
@@ -864,12 +863,12 @@ class _Execution:
             if not call.deltas:
                 call.deltas.append(EMPTY_ARGUMENTS)
                 events.append(
-                    ToolCallArgsEvent(
+                    agui.ToolCallArgsEvent(
                         tool_call_id=call.tool_call_id, delta=EMPTY_ARGUMENTS
                     )
                 )
             events.append(
-                ToolCallEndEvent(
+                agui.ToolCallEndEvent(
                     tool_call_id=call.tool_call_id,
                     metadata={"truncated": True} if truncated else None,
                 )
@@ -906,7 +905,9 @@ class _Execution:
             return None
         provider, model = self.usage_source
         return [
-            TokenUsage(provider=provider or None, model=model or None, **self.usage)
+            agui.TokenUsage(
+                provider=provider or None, model=model or None, **self.usage
+            )
         ]
 
 

@@ -35,45 +35,33 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, NoReturn
+from functools import cache
+from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
 
-from ag_ui.core import (
-    AudioPart,
-    DocumentPart,
-    ImagePart,
-    TextPart,
-    VideoPart,
-)
-from pydantic import TypeAdapter, ValidationError
+from agentcore import events as agui
+from agentcore.content import is_part_model, part_adapter
 
-from agentcore.events import (
-    AssistantMessage,
-    BaseEvent,
-    ContentPart,
-    DeveloperMessage,
-    EventType,
-    FunctionCall,
-    RunErrorEvent,
-    RunFinishedEvent,
-    RunFinishedSuccessOutcome,
-    RunStartedEvent,
-    StepFinishedEvent,
-    StepStartedEvent,
-    SystemMessage,
-    TextMessageChunkEvent,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
-    ToolCall,
-    ToolCallArgsEvent,
-    ToolCallChunkEvent,
-    ToolCallEndEvent,
-    ToolCallResultEvent,
-    ToolCallStartEvent,
-    ToolMessage,
-    UserMessage,
-    event_from_dict,
-)
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+    from agentcore.events import (
+        BaseEvent,
+        RunErrorEvent,
+        RunFinishedEvent,
+        RunStartedEvent,
+        StepFinishedEvent,
+        StepStartedEvent,
+        TextMessageChunkEvent,
+        TextMessageContentEvent,
+        TextMessageEndEvent,
+        TextMessageStartEvent,
+        ToolCallArgsEvent,
+        ToolCallChunkEvent,
+        ToolCallEndEvent,
+        ToolCallResultEvent,
+        ToolCallStartEvent,
+        ToolMessage,
+    )
 
 __all__ = [
     "RESERVED_NAMES",
@@ -91,28 +79,21 @@ RESERVED_NAMES: frozenset[str] = frozenset(
 )
 """Names no producer may emit, as an event type or a content part type (TC-17)."""
 
-_EVENT_TYPES: frozenset[str] = frozenset(member.value for member in EventType)
 _PART_TYPES: frozenset[str] = frozenset({"text", "image", "audio", "video", "document"})
-_PART_CLASSES = (TextPart, ImagePart, AudioPart, VideoPart, DocumentPart)
-_PART_ADAPTER: TypeAdapter[Any] = TypeAdapter(ContentPart)
 
-# Events that close every lane's open chunk item (AGUI-1.0.md 2.1).
-_RUN_LEVEL = frozenset(
-    {
-        EventType.RUN_STARTED,
-        EventType.RUN_FINISHED,
-        EventType.RUN_ERROR,
-        EventType.MESSAGES_SNAPSHOT,
-    }
+# Events that close every lane's open chunk item (AGUI-1.0.md 2.1). Plain strings:
+# ``EventType`` is a ``str`` enum, equal to and hashed as its value.
+_RUN_LEVEL: frozenset[str] = frozenset(
+    {"RUN_STARTED", "RUN_FINISHED", "RUN_ERROR", "MESSAGES_SNAPSHOT"}
 )
 # Events that leave open chunk items open (AGUI-1.0.md 2.1).
-_LANE_NEUTRAL = frozenset(
+_LANE_NEUTRAL: frozenset[str] = frozenset(
     {
-        EventType.RAW,
-        EventType.ACTIVITY_SNAPSHOT,
-        EventType.ACTIVITY_DELTA,
-        EventType.REASONING_ENCRYPTED_VALUE,
-        EventType.SUBAGENT_STARTED,
+        "RAW",
+        "ACTIVITY_SNAPSHOT",
+        "ACTIVITY_DELTA",
+        "REASONING_ENCRYPTED_VALUE",
+        "SUBAGENT_STARTED",
     }
 )
 # The rule a malformed known event of these types breaks; any other type: LIFECYCLE.
@@ -123,6 +104,13 @@ _MALFORMED_RULE = {
     "TOOL_CALL_CHUNK": "TC-07",
     "TOOL_CALL_RESULT": "TC-08",
 }
+
+
+@cache
+def _event_types() -> frozenset[str]:
+    """Return every AG-UI event ``type`` value (the protocol models built on first use)."""
+    return frozenset(member.value for member in agui.EventType)
+
 
 _ItemKind = Literal["text", "tool", "step"]
 _Key = tuple[_ItemKind, str]
@@ -151,8 +139,8 @@ class _Kind:
     def delta_event(self, item_id: str, delta: str, **fields: Any) -> BaseEvent:
         """Return the ARGS or CONTENT event carrying ``delta``."""
         if self.kind == "tool":
-            return ToolCallArgsEvent(tool_call_id=item_id, delta=delta, **fields)
-        return TextMessageContentEvent(message_id=item_id, delta=delta, **fields)
+            return agui.ToolCallArgsEvent(tool_call_id=item_id, delta=delta, **fields)
+        return agui.TextMessageContentEvent(message_id=item_id, delta=delta, **fields)
 
 
 _TOOL: Final = _Kind(
@@ -368,9 +356,9 @@ class RunStream:
             }
             if record.role == "assistant":
                 calls = [
-                    ToolCall(
+                    agui.ToolCall(
                         id=call_id,
-                        function=FunctionCall(
+                        function=agui.FunctionCall(
                             name=self.tool_calls[call_id].name,
                             arguments=self.tool_calls[call_id].arguments,
                         ),
@@ -378,16 +366,16 @@ class RunStream:
                     for call_id in record.tool_call_ids
                 ]
                 result.append(
-                    AssistantMessage(
+                    agui.AssistantMessage(
                         content=content, tool_calls=calls or None, **common
                     )
                 )
             elif record.role == "user":
-                result.append(UserMessage(content=content or "", **common))
+                result.append(agui.UserMessage(content=content or "", **common))
             elif record.role == "system":
-                result.append(SystemMessage(content=content or "", **common))
+                result.append(agui.SystemMessage(content=content or "", **common))
             else:
-                result.append(DeveloperMessage(content=content or "", **common))
+                result.append(agui.DeveloperMessage(content=content or "", **common))
         return result
 
     def feed(self, event: BaseEvent | dict[str, Any]) -> list[BaseEvent]:
@@ -445,8 +433,8 @@ class RunStream:
         Raises :class:`StreamViolation` on a malformed known event (TC-01, TC-07,
         TC-08, TC-10, TC-11, TC-17 or LIFECYCLE). Implements TC-10, TC-17.
         """
-        if isinstance(event, BaseEvent):
-            if isinstance(event, ToolCallResultEvent):
+        if isinstance(event, agui.BaseEvent):
+            if isinstance(event, agui.ToolCallResultEvent):
                 self._check_result_shape(
                     event.role, event.content, event.tool_call_id, index
                 )
@@ -471,7 +459,7 @@ class RunStream:
                 item_id,
                 f"'{event_type}' is a reserved name and no event type; do not emit it",
             )
-        if event_type not in _EVENT_TYPES:
+        if event_type not in _event_types():
             self.warnings.append(
                 StreamWarning(
                     index,
@@ -481,7 +469,7 @@ class RunStream:
                 )
             )
             return None
-        if event_type == EventType.MESSAGES_SNAPSHOT and isinstance(
+        if event_type == agui.EventType.MESSAGES_SNAPSHOT and isinstance(
             event.get("messages"), list
         ):
             for message in event["messages"]:
@@ -489,13 +477,13 @@ class RunStream:
                     self._check_reserved_parts(
                         message.get("content"), message.get("id"), index
                     )
-        if event_type == EventType.TOOL_CALL_RESULT and "content" in event:
+        if event_type == agui.EventType.TOOL_CALL_RESULT and "content" in event:
             self._check_result_shape(
                 event.get("role"), event["content"], item_id, index
             )
         try:
-            return event_from_dict(event)
-        except ValidationError as exc:
+            return agui.event_from_dict(event)
+        except agui.ValidationError as exc:
             self._fail(
                 index,
                 _MALFORMED_RULE.get(event_type, "LIFECYCLE"),
@@ -553,7 +541,7 @@ class RunStream:
                 "string or a list of content parts (serialize structured data into a string)",
             )
         for position, part in enumerate(content):
-            if isinstance(part, _PART_CLASSES):
+            if is_part_model(part):
                 continue
             part_type = part.get("type") if isinstance(part, dict) else None
             if part_type == "json":
@@ -574,8 +562,8 @@ class RunStream:
                     "part's metadata)",
                 )
             try:
-                _PART_ADAPTER.validate_python(part)
-            except ValidationError as exc:
+                part_adapter().validate_python(part)
+            except agui.ValidationError as exc:
                 self._fail(
                     index,
                     "TC-10",
@@ -588,28 +576,28 @@ class RunStream:
     def _dispatch(self, event: BaseEvent, index: int) -> list[BaseEvent]:
         """Route ``event`` to its handler with the chunk items it closes."""
         closing = self._closed_by(event)
-        if isinstance(event, RunStartedEvent):
+        if isinstance(event, agui.RunStartedEvent):
             return self._on_run_started(event, index, closing)
-        if isinstance(event, RunFinishedEvent):
+        if isinstance(event, agui.RunFinishedEvent):
             return self._on_run_finished(event, index, closing)
-        if isinstance(event, RunErrorEvent):
+        if isinstance(event, agui.RunErrorEvent):
             return self._on_run_error(event, index, closing)
         self._require_running(event, index)
-        if isinstance(event, ToolCallStartEvent | TextMessageStartEvent):
+        if isinstance(event, agui.ToolCallStartEvent | agui.TextMessageStartEvent):
             return self._on_start(event, index, closing)
         if isinstance(
             event,
-            ToolCallArgsEvent
-            | ToolCallEndEvent
-            | TextMessageContentEvent
-            | TextMessageEndEvent,
+            agui.ToolCallArgsEvent
+            | agui.ToolCallEndEvent
+            | agui.TextMessageContentEvent
+            | agui.TextMessageEndEvent,
         ):
             return self._on_continue(event, index, closing)
-        if isinstance(event, ToolCallChunkEvent | TextMessageChunkEvent):
+        if isinstance(event, agui.ToolCallChunkEvent | agui.TextMessageChunkEvent):
             return self._on_chunk(event, index, closing)
-        if isinstance(event, ToolCallResultEvent):
+        if isinstance(event, agui.ToolCallResultEvent):
             return self._on_tool_call_result(event, index, closing)
-        if isinstance(event, StepStartedEvent | StepFinishedEvent):
+        if isinstance(event, agui.StepStartedEvent | agui.StepFinishedEvent):
             return self._on_step(event, index, closing)
         return [*self._close(closing), event]
 
@@ -627,12 +615,14 @@ class RunStream:
             current = self._lane_chunk.get(lane)
             if current is None:
                 return []
-            if isinstance(event, ToolCallChunkEvent | TextMessageChunkEvent):
+            if isinstance(event, agui.ToolCallChunkEvent | agui.TextMessageChunkEvent):
                 kind, item_id = current
-                chunk_kind = "tool" if isinstance(event, ToolCallChunkEvent) else "text"
+                chunk_kind = (
+                    "tool" if isinstance(event, agui.ToolCallChunkEvent) else "text"
+                )
                 chunk_id = (
                     event.tool_call_id
-                    if isinstance(event, ToolCallChunkEvent)
+                    if isinstance(event, agui.ToolCallChunkEvent)
                     else event.message_id
                 )
                 if kind == chunk_kind and chunk_id in (None, item_id):
@@ -734,7 +724,7 @@ class RunStream:
                 "RUN_ERROR",
             )
         outcome = event.outcome
-        if outcome is None or isinstance(outcome, RunFinishedSuccessOutcome):
+        if outcome is None or isinstance(outcome, agui.RunFinishedSuccessOutcome):
             named = outcome.pending_tool_call_ids if outcome is not None else None
             derived = self.pending_tool_call_ids
             if named and list(named) != derived:
@@ -769,7 +759,7 @@ class RunStream:
         closing: list[_Key],
     ) -> list[BaseEvent]:
         """Open or reopen a call or a text message. Implements TC-01, TC-02, TC-06, ER-01."""
-        if isinstance(event, ToolCallStartEvent):
+        if isinstance(event, agui.ToolCallStartEvent):
             self._check_can_open(_TOOL, event.tool_call_id, index, closing)
             out = self._close(closing)
             self._open_call(
@@ -807,13 +797,13 @@ class RunStream:
         Argument text is appended verbatim; an END leaves the arguments complete, not
         necessarily valid (TC-05). Implements TC-01, TC-03, TC-04, TC-05, TC-07, ER-01.
         """
-        if isinstance(event, ToolCallArgsEvent | ToolCallEndEvent):
+        if isinstance(event, agui.ToolCallArgsEvent | agui.ToolCallEndEvent):
             kind, item_id = _TOOL, event.tool_call_id
         else:
             kind, item_id = _TEXT, event.message_id
         self._check_explicit_continue(kind, item_id, _type_name(event), index, closing)
         out = self._close(closing)
-        if isinstance(event, ToolCallArgsEvent | TextMessageContentEvent):
+        if isinstance(event, agui.ToolCallArgsEvent | agui.TextMessageContentEvent):
             self._append(kind, item_id, event.delta)
         else:
             out.extend(self._close([(kind.kind, item_id)], synthesize=False))
@@ -831,7 +821,7 @@ class RunStream:
         item or no item; otherwise it opens one, which needs an id (and, for a call,
         a name). Implements TC-07 and ER-01 (the streaming pattern's chunk form).
         """
-        kind = _TOOL if isinstance(event, ToolCallChunkEvent) else _TEXT
+        kind = _TOOL if isinstance(event, agui.ToolCallChunkEvent) else _TEXT
         lane = event.subagent_run_id
         current = self._lane_chunk.get(lane)
         stamp: dict[str, Any] = {
@@ -863,7 +853,7 @@ class RunStream:
             ]
         chunk_id = (
             event.tool_call_id
-            if isinstance(event, ToolCallChunkEvent)
+            if isinstance(event, agui.ToolCallChunkEvent)
             else event.message_id
         )
         if chunk_id is None:
@@ -874,7 +864,7 @@ class RunStream:
                 f"the first {kind.chunk} of a {kind.noun} must carry {kind.id_field} "
                 f"(no chunk {kind.noun} is open in this lane to continue)",
             )
-        if isinstance(event, ToolCallChunkEvent) and event.tool_call_name is None:
+        if isinstance(event, agui.ToolCallChunkEvent) and event.tool_call_name is None:
             self._fail(
                 index,
                 "TC-07",
@@ -893,7 +883,7 @@ class RunStream:
         self, event: ToolCallChunkEvent | TextMessageChunkEvent, item_id: str
     ) -> list[tuple[str, str | None, str | None]]:
         """Return ``(field, given, kept)`` for what a continuation chunk may not change."""
-        if isinstance(event, ToolCallChunkEvent):
+        if isinstance(event, agui.ToolCallChunkEvent):
             call = self.tool_calls[item_id]
             return [
                 ("toolCallName", event.tool_call_name, call.name),
@@ -910,7 +900,7 @@ class RunStream:
     ) -> BaseEvent:
         """Open the item a first chunk names and return the START it stands for."""
         lane = event.subagent_run_id
-        if isinstance(event, ToolCallChunkEvent):
+        if isinstance(event, agui.ToolCallChunkEvent):
             assert event.tool_call_name is not None  # checked by _on_chunk
             self._open_call(
                 item_id,
@@ -921,7 +911,7 @@ class RunStream:
                 by_chunk=True,
                 metadata=event.metadata,
             )
-            return ToolCallStartEvent(
+            return agui.ToolCallStartEvent(
                 tool_call_id=item_id,
                 tool_call_name=event.tool_call_name,
                 parent_message_id=event.parent_message_id,
@@ -937,7 +927,7 @@ class RunStream:
             by_chunk=True,
             metadata=event.metadata,
         )
-        return TextMessageStartEvent(
+        return agui.TextMessageStartEvent(
             message_id=item_id,
             role=event.role,
             name=event.name,
@@ -1023,7 +1013,7 @@ class RunStream:
         out = self._close(closing)
         self._records[message_id] = _MessageRecord(
             role="tool",
-            tool_message=ToolMessage(
+            tool_message=agui.ToolMessage(
                 id=message_id,
                 content=event.content,
                 tool_call_id=event.tool_call_id,
@@ -1179,14 +1169,14 @@ class RunStream:
         """Open or close a step by name. Implements ER-01."""
         key: _Key = ("step", event.step_name)
         is_open = key in self._open
-        if isinstance(event, StepStartedEvent) and is_open:
+        if isinstance(event, agui.StepStartedEvent) and is_open:
             self._fail(
                 index,
                 "ER-01",
                 event.step_name,
                 f"STEP_STARTED for step '{event.step_name}', which is still open",
             )
-        if isinstance(event, StepFinishedEvent) and not is_open:
+        if isinstance(event, agui.StepFinishedEvent) and not is_open:
             self._fail(
                 index,
                 "ER-01",
@@ -1195,7 +1185,7 @@ class RunStream:
                 "STEP_STARTED first",
             )
         out = self._close(closing)
-        if isinstance(event, StepStartedEvent):
+        if isinstance(event, agui.StepStartedEvent):
             self._open[key] = _OpenItem(
                 "step", event.step_name, False, event.subagent_run_id
             )
@@ -1255,11 +1245,11 @@ class RunStream:
                 "subagent_run_id": item.lane,
             }
             if item.kind == "tool":
-                out.append(ToolCallEndEvent(tool_call_id=item.item_id, **stamp))
+                out.append(agui.ToolCallEndEvent(tool_call_id=item.item_id, **stamp))
             elif item.kind == "text":
-                out.append(TextMessageEndEvent(message_id=item.item_id, **stamp))
+                out.append(agui.TextMessageEndEvent(message_id=item.item_id, **stamp))
             else:
-                out.append(StepFinishedEvent(step_name=item.item_id, **stamp))
+                out.append(agui.StepFinishedEvent(step_name=item.item_id, **stamp))
         return out
 
     def _reset_run(self) -> None:

@@ -21,11 +21,10 @@ import copy
 import logging
 import re
 import string
+import sys
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, get_args
-
-from pydantic import BaseModel
 
 from agentcore.policy import (
     PolicyContext,
@@ -39,6 +38,7 @@ from agentcore.providers.base import ToolSpec
 if TYPE_CHECKING:
     import ag_ui.core
     from jsonschema import Draft202012Validator
+    from pydantic import BaseModel
 
 __all__ = [
     "NAME_PATTERN",
@@ -472,7 +472,13 @@ def _schema_from(
     """Return ``(schema, model)`` for a pydantic model class, a passthrough dict or ``None``."""
     if parameters is None:
         return copy.deepcopy(_EMPTY_OBJECT_SCHEMA), None
-    if isinstance(parameters, type) and issubclass(parameters, BaseModel):
+    # A model class exists only once pydantic is imported: no import here.
+    pydantic = sys.modules.get("pydantic")
+    if (
+        pydantic is not None
+        and isinstance(parameters, type)
+        and issubclass(parameters, pydantic.BaseModel)
+    ):
         return parameters.model_json_schema(), parameters
     if isinstance(parameters, dict):
         return copy.deepcopy(parameters), None

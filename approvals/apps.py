@@ -16,6 +16,14 @@ def _run_interrupts(run: Run) -> list[dict[str, Any]]:
     return run_interrupts(run)
 
 
+def _login_lockout_audit(sender: Any, **kwargs: Any) -> None:
+    # Deferred: importing approvals.services loads the whole approval stack (and
+    # the protocol models) into every process's setup; a lockout is rare.
+    from approvals.services.logins import login_lockout_audit
+
+    login_lockout_audit(sender, **kwargs)
+
+
 class ApprovalsConfig(AppConfig):
     """The approval queue and its audit trail."""
 
@@ -30,12 +38,11 @@ class ApprovalsConfig(AppConfig):
 
         from approvals import checks  # noqa: F401  (registers system checks)
         from approvals.notifications import receivers  # noqa: F401  (connects signals)
-        from approvals.services.logins import login_lockout_audit
         from threads.interrupt_sources import interrupt_source_register
 
         # A wire run held for an operator ends with the run's approval requests
         # as interrupts (IR-01); threads cannot import approvals, so it is handed in.
         interrupt_source_register(_run_interrupts)
         user_locked_out.connect(
-            login_lockout_audit, dispatch_uid="approvals.login_lockout_audit"
+            _login_lockout_audit, dispatch_uid="approvals.login_lockout_audit"
         )

@@ -32,9 +32,11 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from core.logging import query_redact  # noqa: E402
 from threads.execution import start_embedded_beat, stop_embedded_beat  # noqa: E402
-from web.mcp_gateway import application as mcp_gateway_app  # noqa: E402
-from web.mcp_gateway import handles as mcp_gateway_handles  # noqa: E402
-from web.routing import websocket_urlpatterns  # noqa: E402
+from web.routing import (  # noqa: E402
+    mcp_gateway_app,
+    mcp_gateway_handles,
+    websocket_urlpatterns,
+)
 
 
 async def http_application(scope: dict[str, Any], receive: Any, send: Any) -> None:

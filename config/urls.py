@@ -1,15 +1,19 @@
-"""URL configuration."""
+"""URL configuration.
+
+Views other than the probes are named by dotted path and imported on the first
+request that reaches them (``web.lazy``): a web process answers ``/healthz`` before
+it has imported DRF, the protocol models or the approval stack. A lazy entry
+declares what Django reads before the first call (async, CSRF exemption); the first
+call checks the declaration against the view.
+"""
 
 from __future__ import annotations
 
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
-from django.urls import include, path, re_path
+from django.urls import path, re_path
 
-from web import agui, chat, health
-from web.api.threads import api_not_found
-from web.metrics import metrics_view
-from web.ui import approvals as approval_views
+from web import health
+from web.lazy import lazy_include, lazy_view
 
 # Outside DEBUG, errors Django answers itself are JSON for the API and AG-UI paths.
 handler400 = "web.exception_handler.bad_request_view"
@@ -19,50 +23,61 @@ handler500 = "web.exception_handler.server_error_view"
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
-    path("metrics", metrics_view, name="metrics"),
+    path("metrics", lazy_view("web.metrics.metrics_view"), name="metrics"),
     path("admin/", admin.site.urls),
-    path("api/", include("web.api.urls")),
-    path("accounts/login/", approval_views.LoginView.as_view(), name="login"),
+    lazy_include("api/", "web.api.urls"),
+    path("accounts/login/", lazy_view("web.ui.approvals.LoginView"), name="login"),
     path(
         "accounts/logout/",
-        auth_views.LogoutView.as_view(next_page="login"),
+        lazy_view("django.contrib.auth.views.LogoutView", next_page="login"),
         name="logout",
     ),
     path(
         "agui/threads/<str:thread_id>/events",
-        agui.agui_thread_events,
+        lazy_view("web.agui.agui_thread_events", is_async=True),
         name="agui-thread-events",
     ),
     path(
         "agui/<str:agent>/capabilities",
-        agui.agui_capabilities,
+        lazy_view("web.agui.agui_capabilities", is_async=True),
         name="agui-capabilities",
     ),
-    path("agui/<str:agent>/", agui.agui_run, name="agui-run"),
-    re_path(r"^agui/(?P<path>(?s:.*))\Z", api_not_found),
-    path("approvals/", approval_views.approval_queue_page, name="ui-approvals"),
+    path(
+        "agui/<str:agent>/",
+        lazy_view("web.agui.agui_run", is_async=True, csrf_exempt=True),
+        name="agui-run",
+    ),
+    re_path(
+        r"^agui/(?P<path>(?s:.*))\Z",
+        lazy_view("web.api.threads.api_not_found", csrf_exempt=True),
+    ),
+    path(
+        "approvals/",
+        lazy_view("web.ui.approvals.approval_queue_page"),
+        name="ui-approvals",
+    ),
     path(
         "approvals/<int:pk>/context.json",
-        approval_views.approval_context_json,
+        lazy_view("web.ui.approvals.approval_context_json"),
         name="ui-approval-context",
     ),
     # The signed link every notification carries (approvals.notifications.links).
     path(
         "approvals/link/<str:token>/",
-        approval_views.approval_link,
+        lazy_view("web.ui.approvals.approval_link"),
         name="approval-link",
     ),
     # Chat surfaces (docs/slack.md): Slack's interactivity Request URL, and the
     # page where a chat user links their account.
     path(
         "integrations/slack/interactions/",
-        chat.slack_interactions,
+        lazy_view("web.chat.slack_interactions", csrf_exempt=True),
         name="slack-interactions",
     ),
     path(
         "integrations/chat/link/<str:token>/",
-        chat.chat_user_link_page,
+        lazy_view("web.chat.chat_user_link_page"),
         name="chat-user-link",
     ),
-    path("", include("web.ui.urls")),
+    lazy_include("", "web.ui.urls"),
 ]

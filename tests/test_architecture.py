@@ -300,6 +300,15 @@ def test_importing_agentcore_imports_no_django_and_no_provider_sdk() -> None:
     assert _imported_after(run_modules, ("django", *PROVIDER_SDKS)) == []
 
 
+def test_importing_a_runs_agentcore_builds_no_protocol_model() -> None:
+    """The ``ag_ui`` models (and pydantic) are built on first use, not at import (B6)."""
+    run_modules = (
+        "import agentcore.loop, agentcore.stream, agentcore.tools, agentcore.events, "
+        "agentcore.mcp"
+    )
+    assert _imported_after(run_modules, ("ag_ui.core", "pydantic")) == []
+
+
 def test_web_url_conf_imports_no_provider_sdk_and_no_celery() -> None:
     """Django set up plus the URL conf (a web process's first request) imports no SDK.
 

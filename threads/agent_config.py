@@ -46,7 +46,6 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from django.conf import settings
 from django.utils.module_loading import import_string
-from pydantic import TypeAdapter, ValidationError
 
 from core.conf import countersign_settings
 from threads.exceptions import UnknownAgent
@@ -358,6 +357,10 @@ def _type_error(annotation: Any, value: Any) -> str | None:
     """Return why ``value`` does not fit ``annotation`` (one line), or ``None``."""
     if annotation is Any:
         return None
+    # Deferred: only an option with a declared type needs pydantic; a process's
+    # startup checks over options without one do not pay for its import.
+    from pydantic import TypeAdapter, ValidationError
+
     try:
         TypeAdapter(annotation).validate_python(value, strict=True)
     except ValidationError as error:

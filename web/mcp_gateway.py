@@ -631,8 +631,3 @@ def _metadata_url(scope: Scope, gateway: str) -> str:
 
 #: The ASGI app ``config.asgi`` routes ``/mcp/`` and its metadata path to.
 application = GatewayApp()
-
-
-def handles(path: str) -> bool:
-    """Return whether ``path`` belongs to the MCP gateway (``config.asgi``'s router)."""
-    return path.startswith(("/mcp/", "/.well-known/oauth-protected-resource/mcp/"))
