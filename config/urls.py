@@ -46,6 +46,11 @@ urlpatterns = [
         approval_views.approval_context_json,
         name="ui-approval-context",
     ),
+    path(
+        "approvals/<int:pk>/preview.json",
+        approval_views.approval_preview_json,
+        name="ui-approval-preview",
+    ),
     # The signed link every notification carries (approvals.notifications.links).
     path(
         "approvals/link/<str:token>/",
