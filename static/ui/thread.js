@@ -214,6 +214,7 @@ function shownState(call) {
 function paintState(call) {
   if (!call.state) return;
   const state = shownState(call);
+  call.el.classList.toggle("is-responded", state === "responded");
   call.stateEl.textContent = STATE_LABELS[state] || state;
   call.stateEl.className = `call-state state-${state}`;
 }
