@@ -30,6 +30,7 @@ from approvals.authorization import (
 from approvals.labels import approval_label
 from approvals.models import DECIDE_PERMISSION, ApprovalRequest, ToolExecution
 from approvals.services.votes import approvals_progress
+from core.text import sentence
 from core.types import AnyUser, JSONValue
 
 #: Longest excerpt of a tool's result shown as an outcome, in characters.
@@ -148,17 +149,22 @@ def arguments_diff(proposed: JSONValue, edited: JSONValue) -> list[dict[str, Any
     return out
 
 
-def _review(approval: ApprovalRequest) -> dict[str, Any]:
+def approval_review(
+    approval: ApprovalRequest, *, arguments: JSONValue | None = None
+) -> dict[str, Any]:
     """Return how the call reads: the tool's own review, else its arguments as facts.
 
     ``{"summary", "facts": [{"label", "value"}], "warnings": [str], "declared":
-    bool}`` for the arguments that would run. A tool that declares ``review``
+    bool}`` for the arguments that would run, or for ``arguments`` when given (an
+    approver's edit before it is approved, already validated). A tool that declares ``review``
     (:meth:`agentcore.tools.Tool.describe_review`) gives its summary, facts and
     pre-decision warnings; any other (an MCP or remote agent's tool) reads as its
     label and one line per argument. Arguments that fail the tool's schema are
     a warning too, so "valid" is never implied beside a call that would be refused.
     """
-    arguments = approval.approved_arguments
+    proposal = arguments is None
+    if arguments is None:
+        arguments = approval.approved_arguments
     params = arguments if isinstance(arguments, dict) else {}
     tool = approval_tool(approval)
     review = tool.describe_review(params) if tool is not None else None
@@ -185,7 +191,7 @@ def _review(approval: ApprovalRequest) -> dict[str, Any]:
             "warnings": [],
             "declared": False,
         }
-    if not approval.schema_valid:
+    if proposal and not approval.schema_valid:
         out["warnings"].append(
             "the arguments do not fit the tool's schema"
             + (f": {approval.schema_errors}" if approval.schema_errors else "")
@@ -276,17 +282,18 @@ def _headline(
             f"Approved by {who}; the worker stopped while running it, so whether "
             "it took effect is unknown until an operator resolves it."
         )
+    # A person's words may end in their own full stop: each sentence ends once.
     if phase == "rejected":
-        reason = f": “{approval.reason}”" if approval.reason else "."
-        return f"Rejected by {who}{reason}"
+        reason = f": “{approval.reason}”" if approval.reason else ""
+        return sentence(f"Rejected by {who}{reason}")
     if phase == "responded":
         text = str(approval.response or "")
         excerpt = text if len(text) <= 200 else text[:199] + "…"
-        return f"Answered by {who} instead of running it: “{excerpt}”"
+        return sentence(f"Answered by {who} instead of running it: “{excerpt}”")
     if phase == "expired":
         return "Expired: nobody decided in time, and the agent was told."
-    reason = f": {approval.reason}" if approval.reason else "."
-    return f"Cancelled{reason}"
+    reason = f": {approval.reason}" if approval.reason else ""
+    return sentence(f"Cancelled{reason}")
 
 
 def _viewer(
@@ -407,7 +414,7 @@ def approval_facts(
     - ``undoUntil``: ISO 8601 while an approval can still be undone, else ``None``;
     - ``execution``: ``{"state", "error", "result", "finishedAt"}`` once approved
       and recorded, else ``None`` (``result`` is the tool message's text, an excerpt);
-    - ``review``: how the call reads and what to check first (:func:`_review`:
+    - ``review``: how the call reads and what to check first (:func:`approval_review`:
       ``{"summary", "facts", "warnings", "declared"}``), ``None`` for a question
       bound to no call;
     - ``viewer`` (only with ``user``): ``{"canApprove", "canReject", "canRespond", "hasVoted",
@@ -486,7 +493,7 @@ def approval_facts(
         if phase == "undo_window" and record is not None and record.not_before
         else None,
         "execution": execution,
-        "review": _review(approval)
+        "review": approval_review(approval)
         if approval.kind == ApprovalRequest.Kind.TOOL_CALL or approval.call
         else None,
     }

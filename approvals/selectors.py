@@ -21,7 +21,7 @@ from django.db.models import (
 from django.utils import timezone
 
 from approvals.authorization import approval_authorization, approval_tool
-from approvals.facts import approval_facts, arguments_diff
+from approvals.facts import approval_facts, approval_review, arguments_diff
 from approvals.governance import assigned_to
 from approvals.models import (
     DECIDE_PERMISSION,
@@ -32,6 +32,7 @@ from approvals.models import (
     ToolExecution,
     pending_first,
 )
+from approvals.services.decisions import edited_arguments_validate
 from approvals.services.notify import approval_snapshot
 from core.conf import countersign_settings
 from core.types import AnyUser, JSONValue
@@ -243,8 +244,15 @@ def approval_based_on(approval: ApprovalRequest) -> list[dict[str, Any]]:
 RISK_LEVELS = ("low", "medium", "high", "critical")
 
 
-def approval_risk(approval: ApprovalRequest) -> dict[str, Any]:
+def approval_risk(
+    approval: ApprovalRequest, *, arguments: JSONValue | None = None
+) -> dict[str, Any]:
     """Return ``{"level": "critical"|"high"|"medium"|"low", "reasons": [str]}`` for ``approval``.
+
+    Graded on the arguments that would run (``approved_arguments``), or on
+    ``arguments`` when given: an approver's edit before it is approved
+    (:func:`approval_edit_preview`), so the confirmation shows the risk of what
+    is about to run.
 
     The one risk every surface shows (REST ``risk``, queue, admin, thread page,
     AG-UI interrupt metadata, metrics). Proportionate to what the call does:
@@ -266,7 +274,8 @@ def approval_risk(approval: ApprovalRequest) -> dict[str, Any]:
     thresholds = (countersign_settings.RISK_THRESHOLDS or {}).get(
         approval.tool_name, {}
     )
-    arguments = approval.approved_arguments
+    if arguments is None:
+        arguments = approval.approved_arguments
     over, within = [], []
     for name, limit in sorted(thresholds.items()):
         value = arguments.get(name) if isinstance(arguments, dict) else None
@@ -370,6 +379,53 @@ def approval_undo_until(approval: ApprovalRequest) -> str | None:
     return execution.not_before.isoformat()
 
 
+def approval_edit_preview(
+    approval: ApprovalRequest, *, arguments: JSONValue
+) -> dict[str, Any]:
+    """Return what approving ``approval`` with the edited ``arguments`` would mean.
+
+    ``{"arguments", "risk", "review", "needsConfirmation"}``: the edit as it
+    would run (validated like an approval's edit), its risk
+    (:func:`approval_risk`, so an edit that crosses a threshold reads high, with
+    the threshold among the reasons) and its review
+    (:func:`approvals.facts.approval_review`: summary, facts, warnings), and
+    whether the page must ask before approving it (destructive, or high risk).
+    The one reading of an edit that every surface's confirmation shows. Changes
+    nothing. Raises :class:`approvals.exceptions.InvalidEditedArguments` (naming
+    the field and what to do) for arguments the approval would refuse.
+    Implements LP-01, SEC-02.
+    """
+    edited = edited_arguments_validate(approval=approval, edited=arguments).as_dict()
+    risk = approval_risk(approval, arguments=edited)
+    tool = approval_tool(approval)
+    destructive = approval.is_destructive or getattr(tool, "is_destructive", False)
+    return {
+        "arguments": edited,
+        "risk": risk,
+        "review": approval_review(approval, arguments=edited),
+        "needsConfirmation": bool(destructive) or risk["level"] in ("high", "critical"),
+    }
+
+
+def approval_snoozed_until(approval: ApprovalRequest, user: AnyUser) -> str | None:
+    """Return (ISO 8601) until when ``user`` snoozed pending ``approval``, or ``None``.
+
+    ``None`` for a request that is not pending, an anonymous user, no snooze, or
+    one whose time has passed (:class:`approvals.models.ApprovalSnooze`). One query.
+    """
+    pk = getattr(user, "pk", None)
+    if pk is None or approval.status != ApprovalRequest.Status.PENDING:
+        return None
+    until = (
+        ApprovalSnooze.objects.filter(
+            approval=approval, user_id=pk, until__gt=timezone.now()
+        )
+        .values_list("until", flat=True)
+        .first()
+    )
+    return until.isoformat() if until else None
+
+
 def approval_context(
     approval: ApprovalRequest, user: AnyUser, *, detail: bool = True
 ) -> dict[str, Any]:
@@ -384,6 +440,7 @@ def approval_context(
     call), ``basedOn`` (:func:`approval_based_on`), ``risk``
     (:func:`approval_risk`), ``requestedAt``, ``expiresAt``, ``undoUntil``
     (ISO time until which an approval may be undone, or ``None``),
+    ``snoozedUntil`` (:func:`approval_snoozed_until` for ``user``),
     ``proposedArguments``, ``editedArguments``, ``argumentsDiff``
     (:func:`arguments_diff`), ``parametersSchema`` (the tool's JSON Schema, for the
     edit form, or ``None``), ``canAuthorize`` and ``authorization``
@@ -421,6 +478,7 @@ def approval_context(
         "basedOn": approval_based_on(approval) if detail else None,
         "risk": approval_risk(approval),
         "undoUntil": facts["undoUntil"],
+        "snoozedUntil": approval_snoozed_until(approval, user),
         "argumentsDiff": arguments_diff(
             approval.proposed_arguments, approval.edited_arguments
         ),

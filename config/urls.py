@@ -61,6 +61,11 @@ urlpatterns = [
         lazy_view("web.ui.approvals.approval_context_json"),
         name="ui-approval-context",
     ),
+    path(
+        "approvals/<int:pk>/preview.json",
+        approval_views.approval_preview_json,
+        name="ui-approval-preview",
+    ),
     # The signed link every notification carries (approvals.notifications.links).
     path(
         "approvals/link/<str:token>/",

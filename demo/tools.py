@@ -326,6 +326,36 @@ def _refund_order(params: dict[str, Any], context: ToolContext) -> ToolOutput:
     return ToolOutput(content=_refund_content(refund), details={"replayed": replayed})
 
 
+def _money(amount: Decimal, currency: str = "") -> str:
+    """Return ``amount`` as every surface shows money: two decimals, then the currency.
+
+    ``_money(Decimal("25"), "EUR")`` is ``"25.00 EUR"``; without a currency
+    (an unknown order) only the number, ``"25.00"``.
+    """
+    shown = f"{amount:.2f}"
+    return f"{shown} {currency}" if currency else shown
+
+
+def _refund_activity(params: dict[str, Any]) -> str:
+    """Return the refund's label, its money shown as the review shows it (:func:`_money`).
+
+    ``"Refunding 25.00 EUR on order A-1001"``; an amount that is no number is
+    quoted as given. Implements RT-01.
+    """
+    order_id = str(params.get("order_id", ""))
+    order = ORDERS.get(order_id)
+    try:
+        amount = Decimal(str(params.get("amount")))
+    except InvalidOperation:
+        amount = None
+    shown = (
+        _money(amount, order["currency"] if order else "")
+        if amount is not None and amount.is_finite()
+        else repr(params.get("amount"))
+    )
+    return f"Refunding {shown} on order {order_id}"
+
+
 def _refund_review(params: dict[str, Any]) -> CallReview:
     """Say what the refund does, on which order, against what is left to refund.
 
@@ -348,7 +378,7 @@ def _refund_review(params: dict[str, Any]) -> CallReview:
         )
     if order is None:
         return CallReview(
-            summary=f"Refund {amount:.2f} on order {order_id}",
+            summary=f"Refund {_money(amount)} on order {order_id}",
             warnings=(f"there is no order {order_id}: the refund would be refused",),
         )
     currency = order["currency"]
@@ -364,15 +394,15 @@ def _refund_review(params: dict[str, Any]) -> CallReview:
         )
     if amount > left:
         warnings.append(
-            f"{amount:.2f} {currency} exceeds what is left to refund "
-            f"({left:.2f} {currency}): the refund would be refused"
+            f"{_money(amount, currency)} exceeds what is left to refund "
+            f"({_money(left, currency)}): the refund would be refused"
         )
     return CallReview(
-        summary=f"Refund {amount:.2f} {currency} to {order['customer']} on order {order_id}",
+        summary=f"Refund {_money(amount, currency)} to {order['customer']} on order {order_id}",
         facts=(
-            ("Order total", f"{total:.2f} {currency}"),
-            ("Refunded already", f"{refunded:.2f} {currency}"),
-            ("Left to refund", f"{left:.2f} {currency}"),
+            ("Order total", _money(total, currency)),
+            ("Refunded already", _money(refunded, currency)),
+            ("Left to refund", _money(left, currency)),
             ("Reason given", str(params.get("reason", ""))),
         ),
         warnings=tuple(warnings),
@@ -413,7 +443,7 @@ refund_order: Final[Tool] = define_tool(
     idempotent=True,
     permission="demo.add_refund",
     timeout=10.0,
-    activity="Refunding {amount} on order {order_id}",
+    activity=_refund_activity,
     review=_refund_review,
 )
 

@@ -36,10 +36,11 @@ from approvals.notifications.delivery import updates_create
 from approvals.notifications.targets import Target
 from approvals.services import approval_undo
 from core.conf import countersign_settings
+from core.text import sentence
 from orchestration.pipeline import approval_decide
 
 #: Forms whose errors the platform shows on the form itself.
-_FORMS = ("reject_submit", "edit_submit")
+_FORMS = ("reject_submit", "edit_submit", "respond_submit")
 
 
 def chat_action_take(*, target: Target, action: ChatAction) -> ChatReply:
@@ -47,8 +48,12 @@ def chat_action_take(*, target: Target, action: ChatAction) -> ChatReply:
 
     - ``approve``: approves through ``approval_decide`` (with the web's undo window,
       ``DECISION_UNDO_SECONDS``); ``undo`` takes it back while it may be;
-    - ``reject`` / ``edit``: open the reason form / the form with the tool's fields;
-    - ``reject_submit``: rejects with the reason; ``edit_submit``: approves the
+    - ``reject`` / ``edit`` / ``respond``: open the reason form / the form with the
+      tool's fields / the answer form;
+    - ``reject_submit``: rejects with the reason; ``respond_submit``: answers the
+      call with the text instead of running it (``decision="respond"``, the
+      queue's rules: ``respond_not_supported`` for a request that holds no
+      tool call); ``edit_submit``: approves the
       edited arguments, read per the tool's schema and validated like the web
       form's (``InvalidEditedArguments`` → the form's errors);
     - ``open`` / ``ignored``: nothing.
@@ -84,7 +89,7 @@ def chat_action_take(*, target: Target, action: ChatAction) -> ChatReply:
             f"Approval request {action.approval_pk} no longer exists in Countersign.",
         )
     try:
-        if action.kind in ("reject", "edit"):
+        if action.kind in ("reject", "edit", "respond"):
             if approval.status != ApprovalRequest.Status.PENDING:
                 raise ApprovalAlreadyDecided(f"this request is {approval.status}")
             surface.form_open(
@@ -100,6 +105,14 @@ def chat_action_take(*, target: Target, action: ChatAction) -> ChatReply:
                 decided_by=user,
                 decision="reject",
                 reason=action.reason,
+            )
+            return ChatReply()
+        if action.kind == "respond_submit":
+            approval_decide(
+                approval=approval,
+                decided_by=user,
+                decision="respond",
+                response=action.response,
             )
             return ChatReply()
         edited = None
@@ -123,11 +136,11 @@ def chat_action_take(*, target: Target, action: ChatAction) -> ChatReply:
         return ChatReply()
     except (ApprovalAlreadyDecided, ApprovalExpired) as stale:
         updates_create(approval=approval)
-        return _refused(target, action, f"Nothing recorded: {stale}.")
+        return _refused(target, action, sentence(f"Nothing recorded: {stale}"))
     except (InvalidEditedArguments, ReasonRequired) as invalid:
         return _refused(target, action, str(invalid), field=_field_of(invalid, action))
     except ApprovalError as refused:
-        return _refused(target, action, f"Nothing recorded: {refused}")
+        return _refused(target, action, sentence(f"Nothing recorded: {refused}"))
     except ChatDeliveryError as failed:
         return _refused(target, action, f"The form did not open: {failed}")
 

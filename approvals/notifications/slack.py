@@ -42,15 +42,18 @@ BUTTONS: Mapping[str, ActionKind] = {
     "countersign.approve": "approve",
     "countersign.reject": "reject",
     "countersign.edit": "edit",
+    "countersign.respond": "respond",
     "countersign.undo": "undo",
     "countersign.open": "open",
 }
 FORMS: Mapping[str, ActionKind] = {
     "countersign.reject": "reject_submit",
     "countersign.edit": "edit_submit",
+    "countersign.respond": "respond_submit",
 }
-#: Block ids of the forms' inputs: the reason, and one per argument (prefix + name).
+#: Block ids of the forms' inputs: the reason, the answer, and one per argument (prefix + name).
 REASON_BLOCK = "reason"
+RESPONSE_BLOCK = "response"
 ARGUMENT_BLOCK = "arg:"
 #: Slack's limits, in characters: section text, a field, a header, a button's text.
 _TEXT, _FIELD, _HEADER, _BUTTON = 3000, 2000, 150, 75
@@ -162,10 +165,9 @@ class SlackSurface:
     def form_open(
         self, *, target: Target, action: ChatAction, card: dict[str, Any], form: str
     ) -> None:
-        """Open the reject or edit modal with ``views.open`` on the click's ``trigger_id``."""
-        view = (
-            reject_view(card, action) if form == "reject" else edit_view(card, action)
-        )
+        """Open the reject, edit or respond modal with ``views.open`` on the click's ``trigger_id``."""
+        views = {"reject": reject_view, "respond": respond_view, "edit": edit_view}
+        view = views.get(form, edit_view)(card, action)
         _call(
             "views.open",
             lambda: _client(target, interactive=True).views_open(
@@ -192,14 +194,14 @@ class SlackSurface:
         """Return ``{"response_action": "errors", ...}`` for a form with errors, else ``None``."""
         if not reply.errors or action.kind not in FORMS.values():
             return None
-        first = (
-            REASON_BLOCK
-            if action.kind == "reject_submit"
-            else ARGUMENT_BLOCK + (action.fields[0][0] if action.fields else "")
+        single = {"reject_submit": REASON_BLOCK, "respond_submit": RESPONSE_BLOCK}
+        first = single.get(
+            action.kind,
+            ARGUMENT_BLOCK + (action.fields[0][0] if action.fields else ""),
         )
         errors: dict[str, str] = {}
         for name, problem in reply.errors.items():
-            if action.kind == "reject_submit" or not name:
+            if action.kind in single or not name:
                 block = first
             else:
                 block = ARGUMENT_BLOCK + name
@@ -329,6 +331,7 @@ def _submission(payload: dict[str, Any]) -> ChatAction:
         channel=str(meta.get("channel") or ""),
         message_id=str(meta.get("ts") or ""),
         reason=(entered.get(REASON_BLOCK) or "").strip(),
+        response=(entered.get(RESPONSE_BLOCK) or "").strip(),
         fields=tuple(
             (block[len(ARGUMENT_BLOCK) :], text)
             for block, text in entered.items()
@@ -487,6 +490,9 @@ def _buttons(card: Mapping[str, Any]) -> list[dict[str, Any]]:
         buttons.append(_button_of("countersign.reject", "Reject", pk, "danger"))
         if _editable(card):
             buttons.append(_button_of("countersign.edit", "Edit", pk))
+        # As on the queue: a held tool call can be answered with text instead.
+        if card.get("kind") == "tool_call":
+            buttons.append(_button_of("countersign.respond", "Respond", pk))
     elif card.get("undoUntil"):
         buttons.append(_button_of("countersign.undo", "Undo approval", pk))
     buttons.append(
@@ -531,6 +537,39 @@ def reject_view(card: Mapping[str, Any], action: ChatAction) -> dict[str, Any]:
                     "action_id": "value",
                     "multiline": True,
                     "max_length": 2000,
+                },
+            },
+        ],
+    )
+
+
+def respond_view(card: Mapping[str, Any], action: ChatAction) -> dict[str, Any]:
+    """Return the modal asking for the answer the agent gets instead of the tool's result.
+
+    Submitting it answers the call with that text (the tool does not run), as the
+    queue's Respond does; who may is who may reject. Implements DC-03.
+    """
+    title = str(card.get("label") or card.get("tool"))
+    return _modal(
+        "countersign.respond",
+        card,
+        action,
+        title="Respond instead",
+        submit="Send answer",
+        blocks=[
+            _section(
+                f"*{_esc(title)}*\nThe tool does not run: the agent gets your "
+                "answer as the call's result and continues."
+            ),
+            {
+                "type": "input",
+                "block_id": RESPONSE_BLOCK,
+                "label": {"type": "plain_text", "text": "Answer for the agent"},
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": "value",
+                    "multiline": True,
+                    "max_length": 3000,
                 },
             },
         ],

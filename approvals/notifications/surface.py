@@ -21,10 +21,12 @@ ActionKind = Literal[
     "approve",
     "reject",
     "edit",
+    "respond",
     "undo",
     "open",
     "reject_submit",
     "edit_submit",
+    "respond_submit",
     "ignored",
 ]
 
@@ -65,6 +67,7 @@ class ChatAction:
     ``workspace`` and ``user_id`` who did it (Slack: team and user ids);
     ``channel`` and ``message_id`` the request's message; ``trigger_id`` what a
     form needs to open (Slack's ``trigger_id``); ``reason`` a rejection's reason;
+    ``response`` an approver's answer for the agent (the respond form);
     ``fields`` an edit form's values as ``(argument name, text or None)``.
     """
 
@@ -76,6 +79,7 @@ class ChatAction:
     message_id: str = ""
     trigger_id: str = ""
     reason: str = ""
+    response: str = ""
     fields: tuple[tuple[str, str | None], ...] = ()
 
 
@@ -122,7 +126,7 @@ class ChatSurface(Protocol):
     def form_open(
         self, *, target: Target, action: ChatAction, card: dict[str, Any], form: str
     ) -> None:
-        """Open the ``"reject"`` or ``"edit"`` form for ``card``; raise :class:`ChatDeliveryError`."""
+        """Open the ``"reject"``, ``"edit"`` or ``"respond"`` form for ``card``; raise :class:`ChatDeliveryError`."""
         ...
 
     def tell(self, *, target: Target, action: ChatAction, text: str) -> None:

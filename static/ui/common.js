@@ -99,6 +99,47 @@ export function prettyArguments(text) {
   }
 }
 
+/**
+ * ``text`` ending as one sentence: a full stop added only when it has none, so a
+ * reason that ends in its own full stop never gives "..". The server's rule is the
+ * same (core.text.sentence).
+ */
+export function sentence(text) {
+  const trimmed = String(text ?? "").trimEnd();
+  if (!trimmed || /[.!?…]["'”’)\]»]*$/.test(trimmed)) return trimmed;
+  return `${trimmed}.`;
+}
+
+/**
+ * Read an approver's edit before approving it: ``{arguments, risk, review,
+ * needsConfirmation}`` graded by the server on the edited arguments (what would run),
+ * so a confirmation never shows the proposal's risk for an edit. Throws ApiError
+ * (400 naming the field) for an edit the approval would refuse.
+ */
+export function editPreview(approvalId, edited) {
+  return apiFetch(`/approvals/${approvalId}/preview.json`, { method: "POST", body: { arguments: edited } });
+}
+
+/**
+ * What a confirmation of an approval says, on every surface: ``{title, text, lines}``.
+ * ``risk`` and ``review`` are those of the arguments that would run (the edit's, from
+ * editPreview, when ``edited`` is given); ``lines`` are the checks to make first, the
+ * risk's reasons (an over-threshold amount among them) and, for an edit, the arguments.
+ */
+export function approvalConfirmation({ tool, risk, review, edited }) {
+  const high = Boolean(risk && (risk.level === "high" || risk.level === "critical"));
+  const summary = review && review.summary ? `${sentence(review.summary)} ` : "";
+  return {
+    title: `Approve ${tool}${edited !== undefined ? " as edited" : ""}?`,
+    text: `${summary}${high ? `This call is ${risk.level} risk.` : "This call changes or deletes data."} Approve it?`,
+    lines: [
+      ...((review && review.warnings) || []).map((w) => sentence(`Check first: ${w}`)),
+      ...((risk && risk.reasons) || []),
+      ...(edited !== undefined ? [`Runs with the edited arguments: ${JSON.stringify(edited)}`] : []),
+    ],
+  };
+}
+
 /** The one way a time is shown: the viewer's local time; the exact UTC time on hover. */
 export function localTime(iso) {
   const date = new Date(iso);

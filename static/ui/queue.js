@@ -10,7 +10,9 @@
 import {
   ReconnectingSocket,
   apiFetch,
+  approvalConfirmation,
   countdown,
+  editPreview,
   errorText,
   h,
   isTyping,
@@ -18,6 +20,8 @@ import {
   readJsonScript,
   localTime,
   relativeTime,
+  sentence,
+  timeElement,
   utcTitle,
 } from "./common.js";
 
@@ -188,6 +192,7 @@ function create(ctx) {
   const requester = h("span", { class: "req-requester" });
   const age = h("span", { class: "req-age" });
   const expiry = h("span", { class: "req-expiry" });
+  const snoozed = h("span", { class: "req-snoozed", hidden: true });
   const headline = h("p", { class: "req-headline", id: `req-headline-${id}` });
   const label = h("p", { class: "req-label muted" });
   const verdict = h("p", { class: "verdict verdict-bad", hidden: true });
@@ -254,11 +259,11 @@ function create(ctx) {
       summary,
       risk,
       votes,
-      h("span", { class: "req-line" }, requester, " · ", age, " · ", expiry),
+      h("span", { class: "req-line" }, requester, " · ", age, " · ", expiry, snoozed),
     ),
     detail,
   );
-  const view = { undoNotice, finalState, warnings, reviewFacts, id, el, open, check, title, risk, votes, summary, headline, riskWhy, label, verdict, threadLink, callLink, requester, agent, age, expiry, rationale, rationaleBox, basedOn, basedOnBox, args, argsHeading, diffBox, mismatch, changed, changedNote, previousArgs, message, authNote, outcome, undoBox, error, actionSlot, detail, ctx, form, editing: false };
+  const view = { snoozed, undoNotice, finalState, warnings, reviewFacts, id, el, open, check, title, risk, votes, summary, headline, riskWhy, label, verdict, threadLink, callLink, requester, agent, age, expiry, rationale, rationaleBox, basedOn, basedOnBox, args, argsHeading, diffBox, mismatch, changed, changedNote, previousArgs, message, authNote, outcome, undoBox, error, actionSlot, detail, ctx, form, editing: false };
   if (canDecide && (viewName === "pending" || viewName === "snoozed")) buildActions(view);
   open.addEventListener("click", () => select(id));
   // Focus selects the card, except on its bulk checkbox: opening the card there would
@@ -388,9 +393,8 @@ function buildActions(view) {
   );
   // Snooze: hide it from your own "I can decide" view for a while; it stays pending for everyone.
   const snoozeFor = h("select", { id: `snooze-${id}`, class: "snooze-for" }, h("option", { value: "3600", text: "1 hour" }), h("option", { value: "14400", text: "4 hours" }), h("option", { value: "86400", text: "24 hours" }));
-  const snooze = h("button", { type: "button", class: "btn btn-quiet", text: viewName === "snoozed" ? "Unsnooze" : "Snooze" });
+  const snooze = h("button", { type: "button", class: "btn btn-quiet", text: "Snooze" });
   const snoozeLabel = h("label", { for: `snooze-${id}`, class: "visually-hidden", text: "Snooze for" });
-  if (viewName === "snoozed") snoozeFor.hidden = true;
   const actions = h("div", { class: "actions" }, approve, edit, h("label", { for: `reason-${id}`, class: "visually-hidden", text: "Reason for rejecting" }), reason, reject, respond, snoozeLabel, snoozeFor, snooze);
   if (view.form) edit.hidden = respond.hidden = true; // a question has no arguments to edit, nor a call to answer
   view.actionSlot.append(actions, editor, respondBox);
@@ -523,7 +527,7 @@ function update(view, ctx) {
   view.open.textContent = ctx.tool;
   const review = facts.review || null;
   view.summary.textContent = (review && review.summary) || ctx.label || "";
-  view.warnings.replaceChildren(...((review && review.warnings) || []).map((w) => h("li", { text: `Check first: ${w}.` })));
+  view.warnings.replaceChildren(...((review && review.warnings) || []).map((w) => h("li", { text: sentence(`Check first: ${w}`) })));
   view.warnings.hidden = !(review && review.warnings && review.warnings.length);
   view.reviewFacts.replaceChildren(...((review && review.declared && review.facts) || []).flatMap((f) => [h("dt", { text: f.label }), h("dd", { text: f.value })]));
   view.label.textContent = "";
@@ -591,7 +595,19 @@ function update(view, ctx) {
   if (ctx.outcome) view.outcome.textContent = [facts.headline, outcomeText(ctx.outcome)].filter(Boolean).join(" ");
   // The decided view says it once, in the outcome line.
   view.headline.hidden = viewName === "decided";
+  paintSnooze(view);
   tick(view);
+}
+
+// A request this user snoozed says until when (their local time, UTC on hover),
+// and its Snooze button becomes Unsnooze.
+function paintSnooze(view) {
+  const until = view.ctx.status === "pending" ? view.ctx.snoozedUntil : null;
+  view.snoozed.hidden = !until;
+  view.snoozed.replaceChildren(...(until ? [" · Snoozed until ", timeElement(until)] : []));
+  if (!view.snooze) return;
+  view.snooze.textContent = until ? "Unsnooze" : "Snooze";
+  view.snoozeFor.hidden = Boolean(until);
 }
 
 // The badge of a decided request: ``{state, text}``, or null while it is pending.
@@ -602,7 +618,7 @@ function finalState(ctx) {
   if (ctx.status === "approved" && (ran === "succeeded" || ran === "resolved")) return { state: "succeeded", text: "Approved · executed" };
   if (ctx.status === "approved" && ran === "failed") return { state: "failed", text: "Approved · failed" };
   if (ctx.status === "approved" && ran === "outcome_unknown") return { state: "outcome_unknown", text: "Approved · outcome unknown" };
-  const words = { approved: "Approved", rejected: "Rejected", expired: "Expired", cancelled: "Cancelled" };
+  const words = { approved: "Approved", rejected: "Rejected", responded: "Responded", expired: "Expired", cancelled: "Cancelled" };
   return { state: ctx.status, text: words[ctx.status] || ctx.status };
 }
 
@@ -612,6 +628,10 @@ function outcomeText(outcome) {
 
 function tick(view, now = Date.now()) {
   const a = view.ctx;
+  if (a.snoozedUntil && Date.parse(a.snoozedUntil) <= now) {
+    a.snoozedUntil = null; // the snooze is over: the request is back for this user
+    paintSnooze(view);
+  }
   view.age.textContent = a.requestedAt ? relativeTime(a.requestedAt, now) : "";
   view.age.title = utcTitle(a.requestedAt);
   if (viewName !== "decided") {
@@ -628,7 +648,9 @@ function tick(view, now = Date.now()) {
   }
   if (view.undoUntil) {
     const left = Math.max(0, Math.ceil((Date.parse(view.undoUntil) - now) / 1000));
-    view.undoText.textContent = `Approved — executes in ${left} s unless you undo it.`;
+    // The headline says what stands: the approval, not the wait it ended.
+    view.headline.textContent = `Approved by you — executes in ${left} s; you can undo it until then.`;
+    view.headline.hidden = false;
     if (left <= 0) {
       view.undoUntil = null;
       remove(view.id, { ...view.ctx, status: "approved" });
@@ -659,9 +681,9 @@ function showUndo(view, undoUntil) {
   view.undoUntil = undoUntil;
   view.uncounted = true;
   updateCounts(-1);
-  view.undoText = h("span", { class: "undo-text" });
-  const undo = h("button", { type: "button", class: "btn", text: "Undo" });
-  view.undoBox.replaceChildren(view.undoText, " ", undo);
+  const undo = h("button", { type: "button", class: "btn", text: "Undo", "aria-describedby": view.headline.id });
+  view.undoBox.replaceChildren(undo);
+  tick(view);
   view.undoBox.hidden = false;
   view.actions.hidden = true;
   view.editor.hidden = true;
@@ -843,9 +865,21 @@ async function approveWithChecks(view, { edited } = {}) {
     showError(view, [viewer.whyNot, viewer.whoCan].filter(Boolean).join(" ") || "You may not approve this request.");
     return false;
   }
-  if (needsConfirmation(view.ctx)) {
-    const review = (view.ctx.facts && view.ctx.facts.review) || {};
-    const ok = await confirmDialog(`Approve ${view.ctx.tool}?`, `${review.summary ? `${review.summary}. ` : ""}${highRisk(view.ctx) ? "This call is high risk." : "This call changes or deletes data."} Approve it?`, [...(review.warnings || []).map((w) => `Check first: ${w}.`), ...((view.ctx.risk && view.ctx.risk.reasons) || [])]);
+  let risk = view.ctx.risk;
+  let review = (view.ctx.facts && view.ctx.facts.review) || {};
+  let ask = needsConfirmation(view.ctx);
+  if (edited !== undefined && view.ctx.kind === "tool_call") {
+    // The confirmation shows what would run: the edit, graded on its own arguments.
+    try {
+      ({ risk, review, needsConfirmation: ask } = await editPreview(view.id, edited));
+    } catch (error) {
+      showError(view, errorText(error));
+      return false;
+    }
+  }
+  if (ask) {
+    const { title, text, lines } = approvalConfirmation({ tool: view.ctx.tool, risk, review, edited });
+    const ok = await confirmDialog(title, text, lines);
     if (!ok) return false;
   }
   return decide(view, "approve", { edited });
@@ -906,18 +940,21 @@ async function decide(view, decision, { edited, reason, text, bulk = false } = {
 async function toggleSnooze(view) {
   showError(view, "");
   view.snooze.disabled = true;
-  const unsnooze = viewName === "snoozed";
+  const unsnooze = viewName === "snoozed" || Boolean(view.ctx.snoozedUntil);
   try {
+    let until = null;
     if (unsnooze) await apiFetch(`/api/approvals/${view.id}/snooze/`, { method: "DELETE" });
-    else await apiFetch(`/api/approvals/${view.id}/snooze/`, { method: "POST", body: { seconds: Number(view.snoozeFor.value) } });
+    else until = (await apiFetch(`/api/approvals/${view.id}/snooze/`, { method: "POST", body: { seconds: Number(view.snoozeFor.value) } })).until;
     const tool = view.ctx.tool;
     (unsnooze ? unsnoozedHere : snoozedHere).add(view.id);
     (unsnooze ? snoozedHere : unsnoozedHere).delete(view.id);
-    const said = unsnooze ? `${tool} is back in your queue` : `${tool} snoozed for ${view.snoozeFor.selectedOptions[0].text}`;
-    if (unsnooze || mine) remove(view.id, null);
+    const said = unsnooze ? `${tool} is back in your queue` : `${tool} snoozed until ${localTime(until)}`;
+    if ((unsnooze && viewName === "snoozed") || (!unsnooze && mine)) remove(view.id, null);
     else {
       view.snooze.disabled = false;
-      showNote(view, `Snoozed for ${view.snoozeFor.selectedOptions[0].text}.`);
+      view.ctx.snoozedUntil = until;
+      paintSnooze(view);
+      view.snooze.focus();
     }
     announce(said);
   } catch (error) {
@@ -961,7 +998,7 @@ if (canDecide && bulkApprove) {
       if (views.length) bulkReason.focus();
       return;
     }
-    const ok = await confirmDialog(`Reject ${views.length} request${views.length === 1 ? "" : "s"}?`, `Each agent is told: “${reason}”.`, views.map((v) => `${v.ctx.tool} #${v.id} — ${v.ctx.thread.title}`));
+    const ok = await confirmDialog(`Reject ${views.length} request${views.length === 1 ? "" : "s"}?`, sentence(`Each agent is told: “${reason}”`), views.map((v) => `${v.ctx.tool} #${v.id} — ${v.ctx.thread.title}`));
     if (!ok) return;
     const results = await Promise.all(views.map((v) => decide(v, "reject", { reason })));
     reportBulk(results, "rejected");

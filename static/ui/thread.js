@@ -7,12 +7,15 @@
 import {
   ReconnectingSocket,
   apiFetch,
+  approvalConfirmation,
   countdown,
+  editPreview,
   errorText,
   h,
   prettyArguments,
   prettyJson,
   readJsonScript,
+  sentence,
   timeElement,
   utcTitle,
 } from "./common.js";
@@ -48,7 +51,7 @@ const COLLAPSE_CHARS = 600;
 const COLLAPSE_LINES = 12;
 // Why a call did not run, in words (the tool message's error code).
 const ERROR_LABELS = {
-  declined_by_operator: "Rejected by an operator",
+  declined_by_operator: "Rejected by an approver",
   answered_by_operator: "Answered by an approver instead of running",
   approval_expired: "Not run: the approval expired",
   cancelled: "Cancelled",
@@ -76,6 +79,8 @@ const STATE_LABELS = {
   succeeded: "done",
   failed: "failed",
   declined: "declined",
+  // A declined call whose approver answered it with text (the agent got the answer).
+  responded: "responded",
   expired: "expired",
   cancelled: "cancelled",
   outcome_unknown: "outcome unknown",
@@ -196,9 +201,22 @@ function setCallState(call, state) {
   }
   call.state = state;
   call.el.dataset.state = state;
+  paintState(call);
+  renderDecisionArea(call);
+}
+
+/** The call's state in words: "responded" for a declined call an approver answered. */
+function shownState(call) {
+  if (call.state === "declined" && call.approval && call.approval.status === "responded") return "responded";
+  return call.state;
+}
+
+function paintState(call) {
+  if (!call.state) return;
+  const state = shownState(call);
+  call.el.classList.toggle("is-responded", state === "responded");
   call.stateEl.textContent = STATE_LABELS[state] || state;
   call.stateEl.className = `call-state state-${state}`;
-  renderDecisionArea(call);
 }
 
 function forceCallState(call, state) {
@@ -376,6 +394,7 @@ function setResult(call, result) {
 function setApproval(call, approval) {
   if (!approval) return;
   call.approval = approval;
+  paintState(call); // the approval's status can change the state's word (responded)
   const edited = approval.editedArguments !== null && approval.editedArguments !== undefined;
   call.badgeEl.hidden = !edited;
   call.el.classList.toggle("is-edited", edited);
@@ -480,9 +499,9 @@ function renderDecided(call) {
   parts.push(h("strong", { text: `${verb}${a.status === "expired" ? "" : who}` }));
   const when = a.decidedAt || (a.status === "expired" ? a.expiresAt : null);
   if (when) parts.push(" at ", timeEl(when));
-  if (a.reason) parts.push(`: “${a.reason}”`);
-  else if (a.status === "responded" && typeof a.response === "string") parts.push(`: “${a.response}”`);
-  parts.push(". ");
+  // The quoted words may end in their own full stop: the sentence ends once.
+  const quoted = a.reason || (a.status === "responded" && typeof a.response === "string" ? a.response : "");
+  parts.push(`${sentence(quoted ? `: “${quoted}”` : "") || "."} `);
   parts.push(executionSentence(call, a));
   const focused = call.decisionEl.contains(document.activeElement) ? document.activeElement : null;
   call.decisionEl.replaceChildren(...parts);
@@ -564,7 +583,8 @@ function decisionControls(call, panel, auth, risk) {
   const confirmYes = h("button", { type: "button", class: "btn btn-approve", text: "Yes, approve" });
   const confirmNo = h("button", { type: "button", class: "btn btn-quiet", text: "Cancel" });
   const confirmText = h("p", { class: "confirm-text" });
-  const confirm = h("div", { class: "confirm", role: "group", "aria-label": "Confirm the approval", hidden: true }, confirmText, h("div", { class: "actions" }, confirmYes, confirmNo));
+  const confirmList = h("ul", { class: "confirm-list" });
+  const confirm = h("div", { class: "confirm", role: "group", "aria-label": "Confirm the approval", hidden: true }, confirmText, confirmList, h("div", { class: "actions" }, confirmYes, confirmNo));
   const textarea = h("textarea", { id: `call-edit-${id}`, rows: "6", spellcheck: "false", class: "edit-args" });
   const saveEdit = h("button", { type: "button", class: "btn btn-approve", text: "Approve edited arguments" });
   const cancelEdit = h("button", { type: "button", class: "btn btn-quiet", text: "Cancel" });
@@ -615,13 +635,26 @@ function decisionControls(call, panel, auth, risk) {
     error.hidden = !text;
   };
   panel.showError = showError;
-  // A destructive or high-risk (over a threshold) approval asks once more.
+  // A destructive or high-risk (over a threshold) approval asks once more, showing
+  // what would run: an edit is graded on its own arguments first.
   let pendingEdit;
-  const askOrApprove = (edited) => {
-    const high = risk && (risk.level === "high" || risk.level === "critical");
-    if (high || (call.approval && call.approval.isDestructive)) {
+  const askOrApprove = async (edited) => {
+    let shownRisk = risk;
+    let review = (factsOf(call.approval) || {}).review || {};
+    let ask = Boolean((risk && (risk.level === "high" || risk.level === "critical")) || (call.approval && call.approval.isDestructive));
+    if (edited !== undefined) {
+      try {
+        ({ risk: shownRisk, review, needsConfirmation: ask } = await editPreview(call.approval.id, edited));
+      } catch (err) {
+        showError(errorText(err));
+        return;
+      }
+    }
+    if (ask) {
       pendingEdit = edited;
-      confirmText.textContent = `Approve ${call.name}? ${high ? "It is high risk" : "It changes or deletes data"}: ${((risk && risk.reasons) || ["destructive"]).join("; ")}.`;
+      const { title, text, lines } = approvalConfirmation({ tool: call.name, risk: shownRisk, review, edited });
+      confirmText.textContent = `${title} ${text}`;
+      confirmList.replaceChildren(...lines.map((line) => h("li", { text: line })));
       confirm.hidden = false;
       confirmYes.focus();
       return;
@@ -1216,7 +1249,7 @@ function composerBlockReason() {
   const waiting = [...model.calls.values()].filter((c) => ["pending", "awaiting_approval", "approved", "executing", "outcome_unknown"].includes(c.state));
   if (model.status === "waiting_for_approval") {
     const n = waiting.filter((c) => c.state === "awaiting_approval").length || 1;
-    return `Waiting for an operator to approve ${n} tool call${n === 1 ? "" : "s"} — or cancel below.`;
+    return `Waiting for an approver to decide ${n} tool call${n === 1 ? "" : "s"} — or cancel below.`;
   }
   if (model.status === "waiting_for_tools") return "Waiting for tool results before the agent continues.";
   return "";
@@ -1229,7 +1262,7 @@ function updateComposer() {
   send.disabled = blocked;
   reasonEl.textContent = reason;
   composer.classList.toggle("is-blocked", blocked);
-  // Calls waiting for an operator can be abandoned by the thread's owner.
+  // Calls waiting for an approver can be abandoned by the thread's owner.
   cancelForm.hidden = !(isOwner && model.caughtUp && model.status === "waiting_for_approval");
 }
 

@@ -205,7 +205,25 @@ def test_a_rejection_names_the_rejecter_and_the_reason(two_of_two, finance):
     facts = facts_for(approval, finance[0])
     assert facts["phase"] == "rejected"
     assert facts["decidedBy"] == ["grace"]
-    assert facts["headline"] == "Rejected by grace: “order was never paid”"
+    assert facts["headline"] == "Rejected by grace: “order was never paid”."
+
+
+def test_words_ending_in_a_full_stop_end_the_headline_once(two_of_two, finance):
+    """A reason or an answer that ends in its own full stop is quoted as it is: no "..",
+    no full stop after the closing quote."""
+    from orchestration.pipeline import approval_decide
+
+    approval, _ = two_of_two
+    approval_decide(
+        approval=approval,
+        decided_by=finance[1],
+        decision="reject",
+        reason="Order was never paid.",
+    )
+    headline = facts_for(approval, finance[0])["headline"]
+    assert headline == "Rejected by grace: “Order was never paid.”"
+    assert ".." not in headline
+    assert ".”." not in headline
 
 
 def test_the_demo_refund_reads_as_money_with_its_order_and_warns_before_approval(

@@ -234,7 +234,7 @@ def test_notifications_reach_email_and_webhook_and_a_broken_target_is_recorded(
 
     mail = next(m for m in inbox.messages if "Approval requested" in m["Subject"])
     assert mail["Subject"] == (
-        "[Countersign] Approval requested: Refunding 25.0 on order A-1001"
+        "[Countersign] Approval requested: Refunding 25.00 EUR on order A-1001"
     )
     assert mail["X-Rcpt"] == "ops@example.com"
     body = mail.get_payload(decode=True).decode()

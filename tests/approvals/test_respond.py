@@ -114,7 +114,9 @@ def test_facts_say_who_answered_and_what(approval, nonstaff_approver):
     assert facts["phase"] == "responded"
     assert facts["standing"] is True
     assert facts["decidedBy"] == ["ada"]
-    assert facts["headline"] == f"Answered by ada instead of running it: “{TEXT}”"
+    assert (
+        facts["headline"] == f"Answered by ada instead of running it: “{TEXT}”"
+    )  # TEXT ends in its own full stop
     assert facts["viewer"]["canRespond"] is False
 
 

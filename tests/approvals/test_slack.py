@@ -55,6 +55,7 @@ from tests.helpers.fake_slack import (
 )
 from tests.helpers.governance import held_refund, post_as, refund_policy
 from tests.helpers.live import LiveServer, start_server
+from threads.models import Message
 
 URL = "/integrations/slack/interactions/"
 FINANCE_CHANNEL = "C0FINANCE"
@@ -176,13 +177,14 @@ def test_a_request_posts_one_message_and_approve_executes_once_with_the_result(
     (post,) = fake_slack.of("chat.postMessage")
     assert post["channel"] == FINANCE_CHANNEL
     text = fake_slack.message_text(ts)
-    assert text.startswith("Refunding 25.0 on order A-1001\n*Status*\npending")
+    assert text.startswith("Refunding 25.00 EUR on order A-1001\n*Status*\npending")
     assert '"amount": 25.0' in text
     assert "*Approvers*\nfinance" in text
     assert fake_slack.buttons(ts) == [
         "countersign.approve",
         "countersign.reject",
         "countersign.edit",
+        "countersign.respond",
         "countersign.open",
     ]
     open_button = fake_slack.messages[ts]["blocks"][-1]["elements"][-1]
@@ -289,6 +291,69 @@ def test_reject_asks_a_reason_and_the_message_shows_it(
     text = fake_slack.message_text(ts)
     assert "rejected by grace" in text
     assert "order was already refunded by phone" in text
+    assert fake_slack.buttons(ts) == ["countersign.open"]
+
+
+@embedded
+def test_respond_asks_the_answer_and_the_agent_gets_it_instead_of_the_tool(
+    slack, fake_slack, user, client, executor
+):
+    """Respond (as on the queue) opens the answer form; an empty answer is refused on
+    the form; the answer ends the request as responded, nothing runs, the agent gets
+    the text as the call's result, and the message says who answered and what."""
+    call, approval = _held(user, executor)
+    ts = _posted(fake_slack, approval, executor)
+    opened = _click(client, "countersign.respond", approval.pk, GRACE, ts)
+    assert opened.status_code == 200
+    (view_call,) = fake_slack.of("views.open")
+    assert view_call["trigger_id"].startswith(f"trigger-{GRACE}-countersign.respond-")
+    view = view_call["view"]
+    assert view["callback_id"] == "countersign.respond"
+    assert view["submit"]["text"] == "Send answer"
+    assert [b.get("block_id") for b in view["blocks"]] == [None, "response"]
+
+    empty = _send(
+        client,
+        submission(
+            view,
+            user=GRACE,
+            values={"response": {"type": "plain_text_input", "value": "  "}},
+        ),
+    )
+    assert empty.status_code == 200
+    errors = empty.json()["errors"]
+    assert list(errors) == ["response"]
+    assert errors["response"].startswith("Nothing recorded: ")
+    assert ApprovalRequest.objects.get(pk=approval.pk).status == "pending"
+
+    answer = "Order A-1001 was refunded by voucher already."
+    sent = _send(
+        client,
+        submission(
+            view,
+            user=GRACE,
+            values={"response": {"type": "plain_text_input", "value": answer}},
+        ),
+    )
+    assert sent.status_code == 200
+    assert sent.content == b""
+    executor.settle(call.thread)
+    executor.wait_for(lambda: _idle(approval))
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_by.username, approval.response) == (
+        "responded",
+        "grace",
+        answer,
+    )
+    assert not Refund.objects.exists()
+    assert not ToolExecution.objects.filter(tool_call=call).exists()
+    tool_message = Message.objects.get(
+        thread=call.thread, role="tool", tool_call_id=call.tool_call_id
+    )
+    assert answer in json.dumps(tool_message.content)
+    text = fake_slack.message_text(ts)
+    assert "*Status*\nresponded" in text
+    assert "responded by grace" in text
     assert fake_slack.buttons(ts) == ["countersign.open"]
 
 

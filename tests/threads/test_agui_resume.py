@@ -124,7 +124,7 @@ async def test_ir05_ir07_ir15_resume_approves_and_continues_in_the_same_stream(
         assert interrupt["expiresAt"] == approval.expires_at.isoformat().replace(
             "+00:00", "Z"
         )
-        assert interrupt["message"].startswith("Refunding 25.0 on order A-1001")
+        assert interrupt["message"].startswith("Refunding 25.00 EUR on order A-1001")
         facts = interrupt["metadata"].pop("facts")
         # The facts every surface shows (approvals.facts), without a viewer.
         assert facts["votes"]["text"] == "0 of 1 approval"

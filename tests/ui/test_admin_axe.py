@@ -5,7 +5,8 @@ shows as recorded (event payloads, arguments, a sweep's recoveries) contains one
 
 The pages are found, not listed: the admin index, each app's index, every model
 registered on ``django.contrib.admin.site`` (its changelist, its add page when the
-superuser may add, the change page of its first row), the audit chain's verify
+superuser may add, the change and history pages of its first row and, when the
+superuser may delete it, its delete confirmation), the audit chain's verify
 page, the password pages and the login page. A model registered later is covered
 without editing this file, and fails until the data below gives it a row.
 Implements DC-03.
@@ -155,7 +156,7 @@ def _group(model: Any) -> str:
 
 
 def _model_urls(root: Any, group: str) -> list[str]:
-    """Return the changelist, add and first change page of the ``group``'s models."""
+    """Return the changelist, add, and first row's change, history and delete pages of ``group``'s models."""
     request = RequestFactory().get("/admin/")
     request.user = root
     urls = []
@@ -169,6 +170,10 @@ def _model_urls(root: Any, group: str) -> list[str]:
         first = model_admin.get_queryset(request).order_by("pk").first()
         assert first is not None, f"no {model._meta.label} row: create one in _rows"
         urls.append(reverse(f"{name}_change", args=[quote(first.pk)]))
+        # The row's history, and its delete confirmation where the superuser may delete.
+        urls.append(reverse(f"{name}_history", args=[quote(first.pk)]))
+        if model_admin.has_delete_permission(request, first):
+            urls.append(reverse(f"{name}_delete", args=[quote(first.pk)]))
     return urls
 
 
@@ -253,7 +258,8 @@ def test_dc03_every_admin_page_passes_axe_at_three_widths(
     browser, quick_server, executor, group
 ):
     """Login, index, app indexes, password pages and audit verify (``site``), and
-    every registered model's changelist, add and change page (by group): no axe
+    every registered model's changelist, add, change, history and delete page (by
+    group): no axe
     violation, no raw ISO timestamp, no script error."""
     root = _rows(executor)
     urls = _site_urls(root) if group == "site" else _model_urls(root, group)

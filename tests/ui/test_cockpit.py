@@ -121,7 +121,7 @@ def test_approver_decides_on_the_thread_page_at_phone_width_and_it_runs_once(
         # When the approver approves, confirming the high-risk call, then undoes it
         pending.get_by_role("button", name="Approve", exact=True).click()
         expect(pending.locator(".confirm")).to_contain_text(
-            "It changes or deletes data"
+            "This call changes or deletes data"
         )
         pending.get_by_role("button", name="Yes, approve").click()
         undo = pending.get_by_role("button", name="Undo")

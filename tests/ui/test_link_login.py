@@ -40,7 +40,7 @@ def test_dc05_login_from_a_signed_link_says_what_waits_and_returns_to_it(client)
 
     # Then the page says what waits, and nothing more
     assert (
-        "Sign in to decide: Refunding 25.0 on order A-1001 (refund_order), "
+        "Sign in to decide: Refunding 25.00 EUR on order A-1001 (refund_order), "
         "requested by olivia." in page
     )
     assert "99" not in page
@@ -78,5 +78,5 @@ def test_dc05_login_says_nothing_for_other_or_bad_links(client):
 
     approval_decide(approval=approval, decided_by=ada, decision="reject", reason="no")
     page = _login_page(client, f"/approvals/link/{token}/")
-    assert "Sign in to see how it ended: Refunding 25.0 on order A-1001" in page
+    assert "Sign in to see how it ended: Refunding 25.00 EUR on order A-1001" in page
     assert "is rejected already." in page

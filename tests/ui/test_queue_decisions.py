@@ -175,7 +175,12 @@ def test_sec02_queue_refuses_the_unauthorized_confirms_and_undoes(
         dialog.get_by_role("button", name="Confirm").click()
         undo = item.get_by_role("button", name="Undo")
         expect(undo).to_be_visible()
-        expect(item.locator(".req-undo")).to_contain_text("executes in")
+        # the headline says what stands, not "Waiting for a decision"
+        expect(item.locator(".req-headline")).to_have_text(
+            re.compile(
+                r"^Approved by you — executes in \d+ s; you can undo it until then\.$"
+            )
+        )
         screenshot(page, f"queue-undo-{viewport['width']}")
         assert _status(approval) == "approved"
         undo.click()

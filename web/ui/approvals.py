@@ -4,7 +4,8 @@
 requests with their outcomes, filtered by tool, agent, requester and risk,
 searched, sorted by expiry. Every card is :func:`approvals.selectors.approval_context`
 for the viewer (``canAuthorize``, who can, risk, rationale...).
-``/approvals/<id>/context.json`` re-reads one card after a live notification.
+``/approvals/<id>/context.json`` re-reads one card after a live notification;
+``/approvals/<id>/preview.json`` grades an approver's edit before it is confirmed.
 Decisions go through the REST API. Implements DC-03, DC-05, SEC-02.
 ``/approvals/link/<token>/`` is the page a notification's signed link opens
 (:mod:`approvals.notifications.links`).
@@ -12,6 +13,7 @@ Decisions go through the REST API. Implements DC-03, DC-05, SEC-02.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
@@ -22,8 +24,9 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import Resolver404, resolve, reverse
 from django.views.decorators.csrf import ensure_csrf_cookie
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
+from approvals.exceptions import InvalidEditedArguments
 from approvals.labels import approval_label
 from approvals.models import DECIDE_PERMISSION, ApprovalRequest
 from approvals.notifications.links import approval_link_verify
@@ -32,6 +35,7 @@ from approvals.selectors import (
     QUEUE_VIEWS,
     RISK_LEVELS,
     approval_context,
+    approval_edit_preview,
     approval_get,
     approval_queue,
     approval_queue_facets,
@@ -167,6 +171,45 @@ def approval_context_json(request: HttpRequest, pk: int) -> JsonResponse:
     if approval is None or not can_see_queue(request.user):
         raise Http404("No such approval request, or you may not see it.")
     return JsonResponse(approval_context(approval, request.user))
+
+
+@require_POST
+@login_required
+def approval_preview_json(request: HttpRequest, pk: int) -> JsonResponse:
+    """Read an approver's edit before it is approved: ``{"arguments": {...}}`` in, the preview out.
+
+    Answers :func:`approvals.selectors.approval_edit_preview` (the edit's risk,
+    review and whether to confirm), so the confirmation of "Edit & approve"
+    shows what would run, on the queue and the thread page alike. 400 naming
+    the problem for a body that is not ``{"arguments": <object>}`` or an edit
+    the approval would refuse; 404 for a request the user may not see. Changes
+    nothing. Implements LP-01, SEC-02.
+    """
+    approval = approval_get(user=request.user, pk=pk)
+    if approval is None or not can_see_queue(request.user):
+        raise Http404("No such approval request, or you may not see it.")
+    try:
+        body = json.loads(request.body or b"null")
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        body = None
+    arguments = body.get("arguments") if isinstance(body, dict) else None
+    if not isinstance(arguments, dict):
+        return JsonResponse(
+            {
+                "error": "invalid_request",
+                "field": "arguments",
+                "detail": "send the edited arguments as a JSON object: "
+                '{"arguments": {...}}',
+            },
+            status=400,
+        )
+    try:
+        return JsonResponse(approval_edit_preview(approval, arguments=arguments))
+    except InvalidEditedArguments as error:
+        return JsonResponse(
+            {"error": error.code, "field": "editedArguments", "detail": str(error)},
+            status=400,
+        )
 
 
 @require_GET
