@@ -63,7 +63,7 @@ urlpatterns = [
     ),
     path(
         "approvals/<int:pk>/preview.json",
-        approval_views.approval_preview_json,
+        lazy_view("web.ui.approvals.approval_preview_json"),
         name="ui-approval-preview",
     ),
     # The signed link every notification carries (approvals.notifications.links).
