@@ -963,5 +963,6 @@ def test_model_output_cannot_mention_or_link_in_the_message():
     assert [b["action_id"] for b in blocks[-1]["elements"]] == [
         "countersign.approve",
         "countersign.reject",
+        "countersign.respond",
         "countersign.open",
     ]
