@@ -252,6 +252,8 @@ def _open_logged_in(
     return context, page
 
 
+# Each group opens ~15-25 pages at three widths: about a minute on a loaded machine.
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("executor", ["embedded"], indirect=True)
 @pytest.mark.parametrize("group", ["site", *GROUPS])
 def test_dc03_every_admin_page_passes_axe_at_three_widths(
