@@ -1,11 +1,11 @@
 """URL conf entries whose view or consumer module is imported on first use.
 
 A web process answers its first ``/healthz`` before it has imported DRF, the AG-UI
-protocol models or the approval stack: ``config.urls`` names the other views by
-dotted path (:func:`lazy_view`) and mounts URL confs by module name
-(:func:`lazy_include`), ``web.routing`` names its consumers the same way
-(:func:`lazy_asgi`), ``config.asgi`` the MCP gateway's app, and each is imported when a request, a WebSocket (or a
-``reverse()``) first needs it.
+protocol models, the approval stack or the ``mcp`` SDK: ``config.urls`` names the
+other views by dotted path (:func:`lazy_view`) and mounts URL confs by module name
+(:func:`lazy_include`); ``web.routing`` names the consumers and the MCP gateway's
+app the same way (:func:`lazy_asgi`). Each is imported when a request, a socket or
+a ``reverse()`` first needs it.
 
 Django reads two things off a resolved view before calling it: whether it is a
 coroutine function (how the handler calls it) and its ``csrf_exempt`` attribute
