@@ -422,8 +422,8 @@ def test_the_integration_docs_examples_run(
     assert "{'refunded': 25}" in capsys.readouterr().out
     answers = list(
         Message.objects.filter(role="tool")
-        .order_by("thread__thread_id")
-        .values_list("thread__thread_id", "content")
+        .order_by("thread__client_thread_id")
+        .values_list("thread__client_thread_id", "content")
     )
     assert ("lg-1", "refunded 25.0") in answers
     assert ("pa-1", "refunded 25.0") in answers
