@@ -111,10 +111,12 @@ def gateway_call_record(
     Raises ``Thread.DoesNotExist`` when thread ``thread_pk`` is gone or is no
     longer the thread ``thread_id`` it was remembered as. Implements DC-01, DC-04.
     """
+    # Locked before the block: DoesNotExist leaving an atomic block without a
+    # savepoint would doom the caller's transaction, and the caller retries in it.
+    locked = thread_lock(thread_pk=thread_pk)
+    if locked.thread_id != thread_id:
+        raise Thread.DoesNotExist(f"thread {thread_pk!r} is not {thread_id!r}")
     with transaction.atomic(savepoint=False):
-        locked = thread_lock(thread_pk=thread_pk)
-        if locked.thread_id != thread_id:
-            raise Thread.DoesNotExist(f"thread {thread_pk!r} is not {thread_id!r}")
         kept = ToolCall.objects.filter(thread=locked, tool_call_id=tool_call_id).first()
         if kept is not None:
             return GatewayCall(call=kept, created=False)

@@ -187,3 +187,28 @@ def test_the_short_path_statement_count_is_pinned(user, executor, gateway_upstre
 
     # then: about 70 statements before, each a round trip (docs/benchmarks.md B8)
     assert (len(recording), len(outcome)) == (47, 21)
+
+
+@pytest.mark.parametrize("executor", ["embedded"], indirect=True)
+def test_a_session_whose_thread_is_gone_records_its_next_call_in_a_new_one(
+    user, executor, gateway_upstream
+):
+    """The process remembers a session's thread; once that row is gone (deleted, or
+    the pk now names another thread) the next call finds or makes the right one."""
+    from threads import gateway as session_threads
+    from threads.models import Thread
+
+    run_here(start(user, request_id=1))
+    (first,) = Thread.objects.filter(agent=GATEWAY)
+    # the remembered pk now names another user's thread
+    other = Thread.objects.create(owner=user, agent="demo", title="unrelated")
+    remembered = dict(session_threads._SESSION_THREADS)
+    (key,) = [k for k, pk in remembered.items() if pk == first.pk]
+    session_threads._SESSION_THREADS[key] = other.pk
+
+    result = run_here(start(user, request_id=2))
+
+    assert result is not None
+    assert ToolCall.objects.filter(thread=first).count() == 2
+    assert not ToolCall.objects.filter(thread=other).exists()
+    assert session_threads._SESSION_THREADS[key] == first.pk
