@@ -161,7 +161,12 @@ def check_policies(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
         policies = config.get("policies") if isinstance(config, dict) else None
         if not isinstance(policies, dict) or not policies:
             continue  # threads.E021 reports a 'policies' that is not a mapping
-        tools = _agent_tool_names(agent) if not config.get("mcp_servers") else None
+        # An MCP agent's tools are its servers'; an external agent declares each
+        # call's tool with the call: neither is known here.
+        declares_its_tools = bool(config.get("mcp_servers")) or (
+            config.get("provider") == "external"
+        )
+        tools = None if declares_its_tools else _agent_tool_names(agent)
         for tool_name, declared in policies.items():
             where = f"COUNTERSIGN_AGENTS[{agent!r}]['policies'][{tool_name!r}]"
             try:

@@ -309,3 +309,28 @@ def test_admin_tool_policy_form_refuses_nonsense(finance_and_support, client):
     )
     assert response.status_code == 200
     assert b"must be longer than the escalation steps" in response.content
+
+
+def test_an_external_agents_policies_pass_the_checks(settings):
+    """An external agent declares each call's tool with the call: its policies name
+    tools no toolset holds (docs/integrations.md's example), and are still checked."""
+    settings.COUNTERSIGN_AGENTS = {
+        "billing": {
+            "provider": "external",
+            "strict": True,
+            "policies": {
+                "lookup": "auto",
+                "refund": {
+                    "action": "require_approval",
+                    "groups": ["finance"],
+                    "approvals_required": 2,
+                },
+                "wipe": "deny",
+            },
+        }
+    }
+    assert check_policies() == []
+    settings.COUNTERSIGN_AGENTS["billing"]["policies"]["refund"] = {
+        "approvals_required": 0
+    }
+    assert [m.id for m in check_policies()] == ["approvals.E070"]
