@@ -751,7 +751,11 @@ function matchesFilters(ctx) {
 function belongs(ctx) {
   let inView = viewName === "decided" ? ctx.status !== "pending" : ctx.status === "pending";
   if (viewName === "snoozed") inView = inView && (loadingInitial || items.has(ctx.id)) && !unsnoozedHere.has(ctx.id);
-  else if (viewName === "pending" && mine) inView = inView && !snoozedHere.has(ctx.id);
+  else if (viewName === "pending" && mine) {
+    // Snoozed here, or before this page loaded (the server's card says until when).
+    const snoozed = ctx.snoozedUntil && Date.parse(ctx.snoozedUntil) > Date.now();
+    inView = inView && !snoozedHere.has(ctx.id) && !snoozed;
+  }
   // "I can decide" lists what waits for this user (approvals_waiting_for): a live
   // arrival routed elsewhere, or one they voted on, is not theirs.
   const viewer = (ctx.facts && ctx.facts.viewer) || null;

@@ -152,6 +152,22 @@ def test_the_queue_confirms_the_edit_and_a_snooze_says_until_when(
         expect(snoozed).to_contain_text("Snoozed until ")
         assert_no_axe_violations(page)
 
+        # "I can decide" leaves it out, the socket's snapshot included
+        frames: list[str] = []
+        page.on(
+            "websocket",
+            lambda ws: ws.on("framereceived", lambda f: frames.append(str(f))),
+        )
+        page.goto(f"{quick_server.url}/approvals/")
+        for _ in range(400):
+            if any('"snapshot"' in f for f in frames):
+                break
+            page.wait_for_timeout(50)
+        assert any('"snapshot"' in f for f in frames)
+        page.wait_for_load_state("networkidle")
+        expect(item).to_have_count(0)
+        page.goto(f"{quick_server.url}/approvals/?view=pending&mine=0")
+
         # Unsnooze: back to a plain pending card
         item.get_by_role("button", name="Unsnooze").click()
         expect(snoozed).to_be_hidden()
