@@ -729,6 +729,23 @@ function showUndo(view, undoUntil) {
   undo.focus();
 }
 
+// Inside the undo window the card shows what will run: an edited approval's card is
+// read again (the edited arguments, their summary and the proposal beside them).
+async function showApproved(view) {
+  try {
+    const res = await fetch(`/approvals/${view.id}/context.json`, { credentials: "same-origin" });
+    if (!res.ok || !view.undoUntil) return;
+    const ctx = await res.json();
+    if (ctx.status !== "approved" || !view.undoUntil) return;
+    update(view, ctx);
+    view.actions.hidden = true;
+    view.editor.hidden = true;
+    tick(view);
+  } catch {
+    /* offline: the thread page shows the edit; the undo still works */
+  }
+}
+
 // -- list ------------------------------------------------------------------------------
 
 const filters = new URLSearchParams(window.location.search);
@@ -927,6 +944,7 @@ async function decide(view, decision, { edited, reason, text, bulk = false } = {
     if (undoable && result && result.undoUntil && !bulk) {
       announce(`${view.ctx.tool} approved; it executes in ${undoSeconds} seconds unless you undo`);
       showUndo(view, result.undoUntil);
+      if (view.lastEdit) showApproved(view);
     } else {
       const status = { approve: "approved", reject: "rejected", respond: "responded" }[decision];
       remove(view.id, result && result.status ? result : { ...view.ctx, status });

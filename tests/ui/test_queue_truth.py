@@ -95,6 +95,10 @@ def test_dc03_title_and_count_agree_and_an_undone_edit_is_never_lost(
         arrival.refresh_from_db()
         assert arrival.status == "approved"
         assert arrival.edited_arguments["amount"] == 10
+        # and the card shows what will run: the edit, with the proposal beside it
+        expect(item.locator(".req-args")).to_contain_text('"amount": 10')
+        expect(item).to_contain_text("Arguments as edited")
+        expect(item).to_contain_text("Refund 10.00 EUR")
 
         # When she undoes it
         undo.click()
