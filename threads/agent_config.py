@@ -181,8 +181,11 @@ def _runs_at_caller(params: dict[str, Any], context: Any) -> None:
     )
 
 
-def external_tool(declared: Mapping[str, Any]) -> Tool:
+def external_tool(declared: Mapping[str, Any], *, summary: str = "") -> Tool:
     """Return the :class:`agentcore.tools.Tool` for a declared tool (AG-UI ``Tool`` JSON).
+
+    ``summary`` is the caller's sentence for the approver: the call's label (what
+    the queue and the thread say it does), instead of "Running <name>".
 
     ``declared`` is ``{"name", "description"?, "parameters"?, "annotations"?}``;
     ``annotations`` are MCP's tool hints (``readOnlyHint``, ``destructiveHint``,
@@ -205,6 +208,7 @@ def external_tool(declared: Mapping[str, Any]) -> Tool:
         # Anything but an object is passed on for the Tool to refuse, naming it.
         parameters=dict(parameters) if isinstance(parameters, Mapping) else parameters,
         execute=_runs_at_caller,
+        activity=(lambda _params: summary) if summary else None,
         runs_on="application",
         # Destructive wins over read-only when a caller sends both.
         is_read_only=bool(annotations.get("readOnlyHint", False))
@@ -219,9 +223,13 @@ def external_tools(*, run_input: Mapping[str, Any] | None) -> Toolset:
     """Return the toolset of the tools declared in an external run's ``run_input``."""
     from agentcore.tools import Toolset
 
+    external = (run_input or {}).get("external")
+    summary = (
+        str(external.get("summary") or "") if isinstance(external, Mapping) else ""
+    )
     return Toolset.assemble(
         [
-            external_tool(declared)
+            external_tool(declared, summary=summary)
             for declared in (run_input or {}).get("tools", []) or []
             if isinstance(declared, Mapping)
         ]

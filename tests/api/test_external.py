@@ -49,6 +49,9 @@ def test_a_call_needing_approval_is_recorded_in_the_agents_thread_and_queued(
     assert approval.status == "pending"
     assert approval.tool_name == "refund"
     assert approval.proposed_arguments == {"order_id": "A-1", "amount": 25}
+    # the caller's summary is what the call is called, in the queue and the API
+    listed = api.get(f"/api/approvals/{approval.pk}/").json()
+    assert listed["label"] == "Refund A-1: late"
     thread = Thread.objects.get(client_thread_id="conv-1")
     assert (thread.owner, thread.agent) == (user, "billing")
     # threadId is the thread's global id (the REST API's), minted, not the caller's
