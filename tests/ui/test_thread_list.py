@@ -58,3 +58,25 @@ def test_queue_page_explains_itself_to_users_who_may_not_see_it(client, db):
     text = response.content.decode()
     assert "You may not see the approval queue" in text
     assert "Back to your threads" in text
+
+
+def test_the_new_thread_form_offers_only_agents_that_run_here(
+    client, db, external_agents, gateway_settings
+):
+    """External agents and MCP gateways take no message here: the form leaves them out."""
+    from django.conf import settings
+
+    from tests.fixtures.mcp import GATEWAY
+    from tests.helpers.ui import PASSWORD, make_user
+
+    make_user("bob")
+    client.login(username="bob", password=PASSWORD)
+    response = client.get("/")
+    assert response.status_code == 200
+    offered = response.context["agents"]
+    assert "demo" in offered
+    assert "billing" in settings.COUNTERSIGN_AGENTS
+    assert not {"billing", "helper"} & set(offered)
+    assert GATEWAY in settings.COUNTERSIGN_AGENTS
+    assert GATEWAY not in offered
+    assert '<option value="billing">' not in response.content.decode()

@@ -37,7 +37,7 @@ from approvals.selectors import (
 )
 from core.conf import countersign_settings
 from core.types import AnyUser
-from threads.agent_config import agent_toolset
+from threads.agent_config import agent_is_external, agent_is_gateway, agent_toolset
 from threads.exceptions import UnknownAgent
 from threads.models import Message, Thread, ToolCall
 from threads.selectors import (
@@ -287,7 +287,12 @@ def favicon(request: HttpRequest) -> HttpResponse:
 @ensure_csrf_cookie
 def thread_list(request: HttpRequest) -> HttpResponse:
     """Render the thread list with a "new thread" form; the script keeps it live."""
-    agents = sorted(getattr(settings, "COUNTERSIGN_AGENTS", {}))
+    # Agents that run elsewhere (an MCP gateway, an external agent) take no message here.
+    agents = [
+        name
+        for name in sorted(getattr(settings, "COUNTERSIGN_AGENTS", {}))
+        if not (agent_is_gateway(name) or agent_is_external(name))
+    ]
     return render(
         request,
         "ui/thread_list.html",
