@@ -528,17 +528,7 @@ def reject_view(card: Mapping[str, Any], action: ChatAction) -> dict[str, Any]:
         submit="Reject",
         blocks=[
             _section(f"*{_esc(title)}*"),
-            {
-                "type": "input",
-                "block_id": REASON_BLOCK,
-                "label": {"type": "plain_text", "text": "Reason (the agent is told)"},
-                "element": {
-                    "type": "plain_text_input",
-                    "action_id": "value",
-                    "multiline": True,
-                    "max_length": 2000,
-                },
-            },
+            _text_input(REASON_BLOCK, "Reason (the agent is told)", max_length=2000),
         ],
     )
 
@@ -561,19 +551,24 @@ def respond_view(card: Mapping[str, Any], action: ChatAction) -> dict[str, Any]:
                 f"*{_esc(title)}*\nThe tool does not run: the agent gets your "
                 "answer as the call's result and continues."
             ),
-            {
-                "type": "input",
-                "block_id": RESPONSE_BLOCK,
-                "label": {"type": "plain_text", "text": "Answer for the agent"},
-                "element": {
-                    "type": "plain_text_input",
-                    "action_id": "value",
-                    "multiline": True,
-                    "max_length": 3000,
-                },
-            },
+            _text_input(RESPONSE_BLOCK, "Answer for the agent", max_length=3000),
         ],
     )
+
+
+def _text_input(block_id: str, label: str, *, max_length: int) -> dict[str, Any]:
+    """Return a modal's multi-line text input block, read back as ``block_id``'s ``value``."""
+    return {
+        "type": "input",
+        "block_id": block_id,
+        "label": {"type": "plain_text", "text": label},
+        "element": {
+            "type": "plain_text_input",
+            "action_id": "value",
+            "multiline": True,
+            "max_length": max_length,
+        },
+    }
 
 
 def _modal(
