@@ -120,4 +120,4 @@ def main() -> list[Row]:
 if __name__ == "__main__":
     result = main()
     print_rows(result)
-    save_rows("b8", result)
+    save_rows("b10", result)

@@ -40,6 +40,7 @@ from approvals.models import (
 from approvals.notifications.chat import edit_values
 from approvals.notifications.slack import slack_message
 from approvals.notifications.targets import configured_targets
+from approvals.services.claims import approval_claim
 from approvals.services.escalation import approvals_escalate
 from demo.models import Refund
 from orchestration.pipeline import approvals_expire
@@ -432,6 +433,39 @@ def test_four_eyes_refuses_the_requesters_own_slack_user_and_records_nothing(
     assert approval.status == "pending"
     assert not ApprovalVote.objects.filter(approval=approval).exists()
     assert len(fake_slack.of("chat.update")) == updates
+
+
+@embedded
+def test_a_person_without_the_permission_or_behind_a_claim_is_refused_in_slack(
+    slack, fake_slack, user, finance, client, executor, caplog, django_user_model
+):
+    """Mallory (mapped, no decide permission) and grace (ada holds the claim): each is
+    told why in a message only they see, nothing is recorded, and no log line holds
+    the bot token or the signing secret."""
+    django_user_model.objects.create_user("mallory", "nobody@example.com", "pw")
+    _, approval = _held(user, executor)
+    ts = _posted(fake_slack, approval, executor)
+    with caplog.at_level("DEBUG"):
+        _click(client, "countersign.approve", approval.pk, STRANGER, ts)
+        refused = fake_slack.of("chat.postEphemeral")[-1]
+        assert (refused["user"], refused["text"][:18]) == (
+            STRANGER,
+            "Nothing recorded: ",
+        )
+        assert "mallory" in refused["text"]
+
+        approval_claim(approval=approval, user=finance[0])
+        _click(client, "countersign.approve", approval.pk, GRACE, ts)
+        claimed = fake_slack.of("chat.postEphemeral")[-1]
+        assert claimed["user"] == GRACE
+        assert claimed["text"].startswith("Nothing recorded: ")
+        assert "claimed by 'ada'" in claimed["text"]
+    approval.refresh_from_db()
+    assert approval.status == "pending"
+    assert not ApprovalVote.objects.filter(approval=approval).exists()
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert TOKEN not in logged
+    assert SIGNING_SECRET not in logged
 
 
 @embedded
