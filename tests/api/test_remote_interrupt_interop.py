@@ -245,6 +245,8 @@ def test_agent_framework_edit_by_resume_runs_exactly_the_edit_once(
         )
     assert refused.value.code == "invalid_arguments"
     assert "'amount'" in str(refused.value)
+    # The remote server is shared by the module's tests: count what this resume adds.
+    before = list(_af_report(af_remote)["executed"])
     _resume(
         nonstaff_approver,
         "af_remote",
@@ -254,10 +256,7 @@ def test_agent_framework_edit_by_resume_runs_exactly_the_edit_once(
         payload={"approved": True, "editedArgs": edit},
     )
 
-    assert _af_report(af_remote)["executed"][-1:] == [edit]
-    assert [e["order_id"] for e in _af_report(af_remote)["executed"]].count(
-        "A-1001"
-    ) == len(_af_report(af_remote)["executed"])
+    assert _af_report(af_remote)["executed"] == [*before, edit]
     assert _remote_resumes(af_remote)[-1] == [
         {
             "interruptId": approval.interrupt_id,

@@ -480,7 +480,9 @@ def test_ir18_remote_tool_interrupt_reaches_the_agui_client_and_its_resume_decid
     assert interrupt["metadata"]["approvalId"] == approval.pk
     (first,) = _wire_runs(thread)
     assert "int-pai_delete_1" not in json.dumps(first)
-    assert_valid_stream(first, what="the interrupted run")
+    assert_valid_stream(
+        first, what="the interrupted run", also=("AGUI208", "AGUI902", "AGUI903")
+    )
     assert EXECUTED == []
 
     resume = [
@@ -509,7 +511,9 @@ def test_ir18_remote_tool_interrupt_reaches_the_agui_client_and_its_resume_decid
     _, second = _wire_runs(thread)
     assert second[0]["input"]["resume"] == resume
     assert second[-1]["outcome"] == {"type": "success"}
-    assert_valid_stream(second, what="the resumed run")
+    assert_valid_stream(
+        second, what="the resumed run", also=("AGUI208", "AGUI902", "AGUI903")
+    )
 
 
 def test_ir18_remote_question_interrupt_reaches_the_agui_client_and_is_answered(
