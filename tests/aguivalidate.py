@@ -148,6 +148,11 @@ RULES_NARROWED: dict[str, tuple[str, _Narrowing]] = {
 }
 
 
+#: ag-ui-validate's info rules a stream of a remote agent's run must be clean of too
+#: (pass as ``also=``): a parentMessageId naming an unknown message, no timestamps,
+#: an un-namespaced CUSTOM event.
+HYGIENE = ("AGUI208", "AGUI902", "AGUI903")
+
 #: Rules about the body's framing (read from the body as sent).
 _FRAMING_RULES = frozenset({"AGUI501", "AGUI502", "AGUI505"})
 

@@ -26,9 +26,6 @@ from threads.execution import wait_embedded
 from threads.models import Event, Message, Run, ToolCall
 from threads.services import message_post
 
-#: ag-ui-validate's info rules these streams must be clean of too: a parentMessageId
-#: naming an unknown message, no timestamps, an un-namespaced CUSTOM event.
-HYGIENE = ("AGUI208", "AGUI902", "AGUI903")
 ROOT = Path(__file__).resolve().parents[2]
 AF_PYTHON = ROOT / ".venv-af" / "bin" / "python"
 
@@ -157,7 +154,7 @@ def _wire(thread: Any) -> bytes:
 
 def _assert_clean(thread: Any, remote_interrupt_id: str) -> None:
     """No remote interrupt id or machinery in the stream; ag-ui-validate clean."""
-    from tests.aguivalidate import assert_valid_stream
+    from tests.aguivalidate import HYGIENE, assert_valid_stream
     from tests.helpers.agui import parse_stream
 
     wire = _wire(thread)

@@ -455,7 +455,7 @@ def test_ir18_remote_tool_interrupt_reaches_the_agui_client_and_its_resume_decid
     streams in the client's next run. Both runs pass ag-ui-validate.
     """
     from approvals.interrupts import interrupt_for
-    from tests.aguivalidate import assert_valid_stream
+    from tests.aguivalidate import HYGIENE, assert_valid_stream
     from threads.models import Thread
 
     user_message = {"id": "u1", "role": "user", "content": "delete /srv/report.txt"}
@@ -480,9 +480,7 @@ def test_ir18_remote_tool_interrupt_reaches_the_agui_client_and_its_resume_decid
     assert interrupt["metadata"]["approvalId"] == approval.pk
     (first,) = _wire_runs(thread)
     assert "int-pai_delete_1" not in json.dumps(first)
-    assert_valid_stream(
-        first, what="the interrupted run", also=("AGUI208", "AGUI902", "AGUI903")
-    )
+    assert_valid_stream(first, what="the interrupted run", also=HYGIENE)
     assert EXECUTED == []
 
     resume = [
@@ -511,9 +509,7 @@ def test_ir18_remote_tool_interrupt_reaches_the_agui_client_and_its_resume_decid
     _, second = _wire_runs(thread)
     assert second[0]["input"]["resume"] == resume
     assert second[-1]["outcome"] == {"type": "success"}
-    assert_valid_stream(
-        second, what="the resumed run", also=("AGUI208", "AGUI902", "AGUI903")
-    )
+    assert_valid_stream(second, what="the resumed run", also=HYGIENE)
 
 
 def test_ir18_remote_question_interrupt_reaches_the_agui_client_and_is_answered(
